@@ -1,0 +1,66 @@
+/* core/common.c - small things every part of the core uses: the error
+ * domain, dtype names and sizes, the clock, and the library version. The
+ * clock starts in a library constructor so that "time to first step" counts
+ * from (about) process start. */
+#include "config.h"
+
+#include <time.h>
+
+#include "internal.h"
+
+static double start_time;
+
+static double monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+__attribute__((constructor)) static void tdm_common_init(void)
+{
+    start_time = monotonic_seconds();
+}
+
+G_DEFINE_QUARK(tdm-error-quark, tdm_error)
+
+size_t tdm_dtype_size(TdmDType dtype)
+{
+    switch (dtype) {
+    case TDM_DTYPE_F32:
+    case TDM_DTYPE_I32:
+        return 4;
+    case TDM_DTYPE_I64:
+        return 8;
+    case TDM_DTYPE_U8:
+        return 1;
+    case TDM_DTYPE_BF16:
+    case TDM_DTYPE_F16:
+        return 2;
+    }
+    return 0;
+}
+
+const char *tdm_dtype_name(TdmDType dtype)
+{
+    static const char *const names[] = {"f32", "i32", "i64", "u8", "bf16", "f16"};
+    if ((unsigned)dtype < G_N_ELEMENTS(names)) {
+        return names[dtype];
+    }
+    return "?";
+}
+
+double tdm_time_now(void)
+{
+    return monotonic_seconds();
+}
+
+double tdm_time_since_start(void)
+{
+    return monotonic_seconds() - start_time;
+}
+
+const char *tdm_version(void)
+{
+    return TDM_VERSION;
+}

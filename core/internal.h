@@ -1,0 +1,35 @@
+/* core/internal.h - declarations shared by the core's files, not installed.
+ *
+ * Everything here is hidden (-fvisibility=hidden): plugins and tools see only
+ * include/tandem/.
+ */
+#ifndef TDM_CORE_INTERNAL_H
+#define TDM_CORE_INTERNAL_H
+
+#include <tandem/tandem.h>
+
+/* registry.c: the built-in "core" plugin's init (builtin.c). */
+gboolean tdm_builtin_init(TdmPlugin *plugin, GError **error);
+
+/* Seconds since the process started (first call to tdm_time_now counts from
+ * the library constructor). */
+double tdm_time_since_start(void);
+
+/* module.c / model.c: built-in module classes, for the registry. */
+extern const TdmModuleClass tdm_linear_class;
+extern const TdmModuleClass tdm_conv2d_class;
+extern const TdmModuleClass tdm_batchnorm2d_class;
+extern const TdmModuleClass tdm_relu_class;
+extern const TdmModuleClass tdm_maxpool2d_class;
+extern const TdmModuleClass tdm_avgpool2d_class;
+extern const TdmModuleClass tdm_adaptive_avgpool2d_class;
+extern const TdmModuleClass tdm_flatten_class;
+extern const TdmModuleClass tdm_dropout_class;
+extern const TdmModuleClass tdm_sequential_class;
+extern const TdmModuleClass tdm_residual_class;
+
+/* optim.c: built-in optimizer classes. */
+extern const TdmOptimizerClass tdm_sgd_class;
+extern const TdmOptimizerClass tdm_adamw_class;
+
+#endif /* TDM_CORE_INTERNAL_H */

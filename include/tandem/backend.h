@@ -1,0 +1,211 @@
+/* tandem/backend.h - the compute backend class: memory and the op table.
+ *
+ * A backend plugin registers one TDM_FEATURE_BACKEND feature whose class is
+ * a TdmBackendClass. The `ref` backend implements every op in plain C and is
+ * the oracle; every other backend is checked op by op against it.
+ *
+ * Conventions for every op:
+ *  - All tensors are f32 unless stated. Inputs may come in plain layout or in
+ *    any layout this same backend produced; a backend converts what it must.
+ *  - Outputs marked "(out)" are slots: the op shapes them with
+ *    tdm_tensor_ensure() (choosing the layout it prefers) and overwrites them.
+ *    Outputs marked "(acc)" already have their final shape and plain layout
+ *    (parameter gradients in the arena) and are ACCUMULATED into (+=).
+ *  - `cache` points to a slot owned by the call site (a module); the backend
+ *    may keep primitives, layouts and scratch there, keyed by shape, and frees
+ *    it through cache_free. It may be NULL (then nothing is cached).
+ *  - Images are NCHW in logical order whatever the physical layout.
+ *  - Ops may run asynchronously on the device's stream; tdm_tensor_read()
+ *    and synchronize() wait for them.
+ */
+#ifndef TANDEM_BACKEND_H
+#define TANDEM_BACKEND_H
+
+#include <tandem/tensor.h>
+
+G_BEGIN_DECLS
+
+#define TDM_BACKEND_IFACE_VERSION 1
+
+typedef struct {
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    int dilation_h, dilation_w; /* 1 = none */
+    int groups;                 /* 1 */
+} TdmConv2dParams;
+
+typedef struct {
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    gboolean count_include_pad; /* avg pool only; PyTorch's default is TRUE */
+} TdmPool2dParams;
+
+typedef struct {
+    float lr, momentum, dampening, weight_decay;
+    gboolean nesterov;
+    gboolean first_step; /* momentum buffer is initialised to the gradient */
+} TdmSgdParams;
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    int64_t step; /* 1 on the first update (bias correction) */
+} TdmAdamWParams;
+
+struct _TdmBackendClass {
+    guint32 iface_version;   /* TDM_BACKEND_IFACE_VERSION */
+    guint32 struct_size;     /* sizeof(TdmBackendClass) */
+    const char *device_type; /* device spec prefix: "ref", "cpu", "cuda" */
+
+    /* ---- devices ---- */
+    int (*device_count)(void);
+    /* Fill dev->priv. Called once per device index. */
+    gboolean (*device_open)(TdmDevice *dev, GError **error);
+    void (*device_close)(TdmDevice *dev);
+    gboolean (*synchronize)(TdmDevice *dev, GError **error);
+    /* Set the number of compute threads (0 = backend default). */
+    void (*set_num_threads)(TdmDevice *dev, int n);
+
+    /* ---- memory ---- */
+    void *(*alloc)(TdmDevice *dev, size_t nbytes, GError **error); /* zero-filled */
+    void (*free)(TdmDevice *dev, void *ptr, size_t nbytes);
+    /* Page-locked host memory for fast transfers; NULL = use g_malloc. */
+    void *(*host_alloc)(TdmDevice *dev, size_t nbytes, GError **error);
+    void (*host_free)(TdmDevice *dev, void *ptr);
+    /* Raw byte copies; `async` copies are ordered on the device stream. */
+    gboolean (*copy_h2d)(TdmDevice *dev, void *dst, const void *src, size_t n, gboolean async, GError **error);
+    gboolean (*copy_d2h)(TdmDevice *dev, void *dst, const void *src, size_t n, GError **error);
+    gboolean (*copy_d2d)(TdmDevice *dev, void *dst, const void *src, size_t n, GError **error);
+    /* Plain-order host transfers for tensors of any layout this backend made. */
+    gboolean (*read)(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
+    gboolean (*write)(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
+    /* dst (out) = src (same logical shape) in the layout of `like`, or plain
+     * contiguous when like == NULL. Used by Flatten and at boundaries. */
+    gboolean (*reorder)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const TdmTensor *like,
+                        TdmTensor *dst, GError **error);
+    /* A short human name for a layout handle ("plain", "nChw16c"). */
+    const char *(*layout_name)(TdmDevice *dev, gconstpointer layout);
+    void (*cache_free)(TdmDevice *dev, TdmOpCache *cache);
+
+    /* ---- dense algebra ---- */
+    /* c = alpha * op(a) @ op(b) + beta * c (+ bias broadcast over rows when
+     * bias != NULL). a, b, c plain 2-D; op(x) = x^T when trans_x. c must have
+     * its final shape (it is not an out slot), except when beta == 0 and c is
+     * empty: then it is shaped [M, N]. */
+    gboolean (*gemm)(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
+                     float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
+                     TdmTensor *bias, GError **error);
+    /* bias_grad (acc) [C] += sum of dy over every dim but 1 (dy [N, C] or [N, C, H, W]). */
+    gboolean (*bias_grad)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
+                          GError **error);
+
+    /* ---- convolution: x [N,C,H,W], w [O,C/g,KH,KW] plain, bias [O] or NULL ---- */
+    gboolean (*conv2d_forward)(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                               TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                               GError **error);
+    /* dx (out) = gradient w.r.t. x, shaped like x. */
+    gboolean (*conv2d_backward_data)(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                     TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
+                                     TdmTensor *dx, GError **error);
+    /* dw (acc) += gradient w.r.t. w; db (acc, may be NULL) += sum of dy. */
+    gboolean (*conv2d_backward_filter)(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                       TdmTensor *x, TdmTensor *dy, TdmTensor *dw, TdmTensor *db,
+                                       GError **error);
+
+    /* ---- batch norm over [N,C,H,W] (or [N,C]) per channel ----
+     * training: normalise with batch statistics, save_mean/save_var (out, [C],
+     * plain; save_var is the biased variance) get them, and running stats are
+     * updated in place: r = (1-momentum) r + momentum * stat, with the
+     * UNBIASED variance for running_var (as PyTorch).
+     * eval: normalise with running stats; save_* untouched. */
+    gboolean (*batchnorm_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                  TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
+                                  TdmTensor *running_var, float momentum, float eps,
+                                  gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                  TdmTensor *y, GError **error);
+    /* Training-mode backward: dx (out), dgamma/dbeta (acc). */
+    gboolean (*batchnorm_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
+                                   TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                   float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                   GError **error);
+
+    /* ---- elementwise ---- */
+    gboolean (*relu_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                             GError **error);
+    /* dx (out) = dy where y > 0 else 0 (y = the forward output). */
+    gboolean (*relu_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
+                              TdmTensor *dx, GError **error);
+    /* y (out) = a + b, same logical shape; y may be a or b (in place). */
+    gboolean (*add)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                    GError **error);
+
+    /* ---- pooling ---- */
+    /* workspace (out): whatever backward needs (argmax indices...). */
+    gboolean (*maxpool2d_forward)(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                  TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
+    gboolean (*maxpool2d_backward)(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                   TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
+                                   TdmTensor *dx, GError **error);
+    gboolean (*avgpool2d_forward)(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                  TdmTensor *x, TdmTensor *y, GError **error);
+    gboolean (*avgpool2d_backward)(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                   TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
+                                   GError **error);
+    /* y (out) [N,C] plain = mean over H, W; backward spreads dy / (H*W). */
+    gboolean (*global_avgpool_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                       TdmTensor *y, GError **error);
+    gboolean (*global_avgpool_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
+                                        const TdmTensor *x_like, TdmTensor *dx, GError **error);
+
+    /* ---- loss ----
+     * Mean softmax cross-entropy of logits [N, K] (plain) against labels [N]
+     * (i32 or i64), with label smoothing eps (0 = none, PyTorch's formula).
+     * *loss (host) gets the mean loss; dlogits (out, may be NULL) the gradient
+     * of the mean loss; *correct (may be NULL) the number of rows whose argmax
+     * (first maximum) equals the label. A label outside [0, K) is an error
+     * naming the row and the label. */
+    gboolean (*softmax_xent)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                             TdmTensor *labels, float label_smoothing, float *loss,
+                             TdmTensor *dlogits, int64_t *correct, GError **error);
+
+    /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p); mask (out, u8)
+     * is derived from (seed, element index) only. ---- */
+    gboolean (*dropout_forward)(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
+                                TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error);
+    gboolean (*dropout_backward)(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,
+                                 TdmTensor *dy, TdmTensor *dx, GError **error);
+
+    /* ---- vector ops on plain contiguous tensors (any shape, numel n) ---- */
+    gboolean (*fill)(TdmDevice *dev, TdmTensor *x, float value, GError **error);
+    gboolean (*copy)(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error); /* same numel */
+    gboolean (*scale)(TdmDevice *dev, TdmTensor *x, float alpha, GError **error);     /* x *= alpha */
+    gboolean (*axpy)(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error); /* y += alpha x */
+    gboolean (*sum_squares)(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
+    /* dst (same shape, plain) = src converted from src's dtype to dst's dtype;
+     * u8 -> f32 maps 0..255 to 0..1 when `normalize_u8`. */
+    gboolean (*cast)(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
+                     GError **error);
+
+    /* ---- fused optimizer updates over flat f32 arenas (same numel) ---- */
+    /* PyTorch's SGD: g' = g + wd p; buf = momentum buf + (1-dampening) g'
+     * (buf = g' on the first step); d = nesterov ? g' + momentum buf : buf;
+     * p -= lr d. momentum_buf may be NULL when momentum == 0. */
+    gboolean (*sgd_update)(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
+                           TdmTensor *momentum_buf, GError **error);
+    /* PyTorch's AdamW (decoupled weight decay, bias-corrected). */
+    gboolean (*adamw_update)(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                             TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                             GError **error);
+
+    gpointer reserved[16];
+};
+
+/* The backend class of a device (transfer none). */
+#define TDM_DEVICE_BACKEND(dev) ((dev)->backend)
+
+/* Free an op cache slot (no-op on NULL) and reset it to NULL. */
+TDM_API void tdm_op_cache_clear(TdmDevice *dev, TdmOpCache **cache);
+
+G_END_DECLS
+
+#endif /* TANDEM_BACKEND_H */

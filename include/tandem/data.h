@@ -1,0 +1,125 @@
+/* tandem/data.h - datasets, samplers, the loader and batches.
+ *
+ * A dataset reader is a feature of kind TDM_FEATURE_DATASET whose class is a
+ * TdmDatasetClass; `tdm_dataset_open("idx:/usr/share/datasets/fashion-mnist",
+ * "train")` picks the reader by the part before the colon. Samples are u8
+ * images in CHW order plus an integer label. The sampler decides the order,
+ * the loader turns samples into normalised f32 batches on the device.
+ */
+#ifndef TANDEM_DATA_H
+#define TANDEM_DATA_H
+
+#include <tandem/tensor.h>
+
+G_BEGIN_DECLS
+
+#define TDM_DATASET_IFACE_VERSION 1
+
+struct _TdmDatasetClass {
+    guint32 iface_version;
+    /* Open `path` for `split` ("train" or "test"); fill length, channels,
+     * height, width, num_classes and priv. Errors name the file (and the byte
+     * offset for malformed content). */
+    gboolean (*open)(TdmDataset *ds, const char *path, const char *split, GError **error);
+    /* Sample `index` (0 <= index < length): c*h*w bytes, CHW, into `image`.
+     * Must be safe to call from several threads at once. */
+    gboolean (*read)(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label, GError **error);
+    void (*close)(TdmDataset *ds);
+    gpointer reserved[4];
+};
+
+struct _TdmDataset {
+    const TdmDatasetClass *klass;
+    char *kind;        /* "idx" */
+    char *path;
+    char *split;
+    int64_t length;
+    int channels, height, width;
+    int num_classes;
+    gpointer priv;
+    gpointer reserved[4];
+};
+
+/* Open a dataset: "KIND:PATH" (e.g. "idx:/usr/share/datasets/fashion-mnist")
+ * or a known name ("fashion-mnist", "mnist") that resolves to the Debian
+ * data set, or for fashion-mnist to the embedded subset when that is not
+ * installed. Transfer full. */
+TDM_API TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error);
+TDM_API gboolean tdm_dataset_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label,
+                                  GError **error);
+TDM_API void tdm_dataset_close(TdmDataset *ds);
+/* Where a known dataset name resolves ("KIND:PATH", transfer full), or NULL
+ * with an error when no copy is installed. */
+TDM_API char *tdm_dataset_resolve(const char *spec, GError **error);
+
+/* ---- samplers ---- */
+typedef enum {
+    TDM_SAMPLER_SEQUENTIAL,
+    TDM_SAMPLER_RANDOM,
+    TDM_SAMPLER_DISTRIBUTED, /* random, split over `world` ranks */
+} TdmSamplerKind;
+
+struct _TdmSampler {
+    TdmSamplerKind kind;
+    int64_t n;          /* samples in the dataset (after --limit) */
+    guint64 seed;
+    int64_t epoch;      /* order depends on (seed, epoch) only */
+    int64_t position;   /* next index into this rank's order */
+    int rank, world;
+    gboolean drop_last; /* distributed: drop the tail instead of padding */
+    int64_t *order;     /* this rank's sample indices for the epoch */
+    int64_t order_len;
+    gpointer reserved[4];
+};
+
+TDM_API TdmSampler *tdm_sampler_new(TdmSamplerKind kind, int64_t n, guint64 seed, int rank,
+                                    int world, gboolean drop_last);
+/* Start `epoch` from its beginning (recomputes the order). */
+TDM_API void tdm_sampler_set_epoch(TdmSampler *s, int64_t epoch);
+/* Next sample index; FALSE at the end of the epoch. */
+TDM_API gboolean tdm_sampler_next(TdmSampler *s, int64_t *index);
+TDM_API void tdm_sampler_free(TdmSampler *s);
+
+/* ---- loader ---- */
+typedef struct {
+    int batch_size;     /* 64 */
+    gboolean shuffle;   /* random sampler (TRUE) or sequential */
+    gboolean drop_last; /* drop a last partial batch (FALSE) */
+    guint64 seed;
+    int64_t limit;      /* use only the first `limit` samples (0 = all) */
+    int n_mean;         /* number of per-channel entries in mean / std (0 = none) */
+    float mean[4], std[4]; /* x = (u8/255 - mean) / std */
+    int rank, world;    /* distributed sampler when world > 1 */
+    int workers;        /* 0 = load on the caller's thread */
+    int prefetch;       /* batches queued ahead per worker */
+    gpointer reserved[8];
+} TdmLoaderOptions;
+
+/* batch 64, shuffle, no drop_last, seed 0, no limit, no normalisation,
+ * rank 0 of 1, no workers, prefetch 2. */
+TDM_API void tdm_loader_options_init(TdmLoaderOptions *opts);
+
+struct _TdmBatch {
+    TdmTensor *images;  /* [B, C, H, W] f32 on the device (transfer none) */
+    TdmTensor *labels;  /* [B] i32 on the device (transfer none) */
+    int64_t size;       /* B (the last batch may be smaller) */
+    double wait_s;      /* time the caller waited for this batch */
+    gpointer reserved[4];
+};
+
+/* The loader keeps a reference to nothing it does not own: `ds` must outlive
+ * it. Transfer full. */
+TDM_API TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions *opts,
+                                  GError **error);
+/* Begin an epoch (reshuffles by (seed, epoch)). */
+TDM_API gboolean tdm_loader_start_epoch(TdmLoader *loader, int64_t epoch, GError **error);
+/* Next batch of the epoch (transfer none, valid until the next call); NULL
+ * without error at the end of the epoch, NULL with error on failure. */
+TDM_API TdmBatch *tdm_loader_next(TdmLoader *loader, GError **error);
+TDM_API int64_t tdm_loader_steps_per_epoch(const TdmLoader *loader);
+TDM_API int64_t tdm_loader_num_samples(const TdmLoader *loader);
+TDM_API void tdm_loader_free(TdmLoader *loader);
+
+G_END_DECLS
+
+#endif /* TANDEM_DATA_H */

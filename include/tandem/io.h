@@ -1,0 +1,57 @@
+/* tandem/io.h - safetensors files and configuration.
+ *
+ * Weights are saved in the safetensors format (8-byte little-endian header
+ * length, a JSON header naming every tensor's dtype, shape and byte range,
+ * then raw little-endian data) with torchvision's names, so they move to and
+ * from PyTorch. Files are written atomically: a temporary file in the same
+ * directory, fsync, rename, fsync of the directory.
+ */
+#ifndef TANDEM_IO_H
+#define TANDEM_IO_H
+
+#include <tandem/module.h>
+
+G_BEGIN_DECLS
+
+/* One tensor of a safetensors file, on the host. */
+typedef struct {
+    char *name;
+    TdmDType dtype;
+    int ndim;
+    int64_t shape[TDM_MAX_DIMS];
+    void *data;      /* plain little-endian */
+    size_t nbytes;
+} TdmSafeTensor;
+
+typedef struct _TdmSafeTensors TdmSafeTensors;
+
+/* Parse a file. Malformed content is TDM_ERROR_CORRUPT naming the file and
+ * the byte offset. Transfer full. */
+TDM_API TdmSafeTensors *tdm_safetensors_load(const char *path, GError **error);
+/* NULL if absent (transfer none). */
+TDM_API const TdmSafeTensor *tdm_safetensors_get(const TdmSafeTensors *st, const char *name);
+TDM_API guint tdm_safetensors_count(const TdmSafeTensors *st);
+TDM_API const TdmSafeTensor *tdm_safetensors_index(const TdmSafeTensors *st, guint i);
+/* Metadata string ("__metadata__" entries), NULL if absent (transfer none). */
+TDM_API const char *tdm_safetensors_metadata(const TdmSafeTensors *st, const char *key);
+TDM_API void tdm_safetensors_free(TdmSafeTensors *st);
+
+/* A writer collects tensors then writes the file atomically. */
+TDM_API TdmSafeTensors *tdm_safetensors_new(void);
+/* Copies `data`. */
+TDM_API void tdm_safetensors_add(TdmSafeTensors *st, const char *name, TdmDType dtype, int ndim,
+                                 const int64_t *shape, const void *data);
+TDM_API void tdm_safetensors_set_metadata(TdmSafeTensors *st, const char *key, const char *value);
+TDM_API gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **error);
+
+/* Save every parameter and buffer of `model` under its full name. */
+TDM_API gboolean tdm_model_save(TdmModel *model, const char *path, GError **error);
+/* Load values by name; a missing name, an unexpected extra name (when
+ * `strict`) or a shape mismatch is an error naming the parameter and both
+ * shapes. */
+TDM_API gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict,
+                                GError **error);
+
+G_END_DECLS
+
+#endif /* TANDEM_IO_H */

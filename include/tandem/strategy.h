@@ -1,0 +1,64 @@
+/* tandem/strategy.h - parallel strategies: who owns one training step.
+ *
+ * A strategy is a feature of kind TDM_FEATURE_STRATEGY whose class is a
+ * TdmStrategyClass. The trainer hands it the model, the optimizer and a batch;
+ * the strategy runs forward, loss, backward, gradient communication and the
+ * optimizer step. `single` runs it on one device; `dp`, `ddp` and `zero1`
+ * (other plugins) split the work over devices or processes.
+ */
+#ifndef TANDEM_STRATEGY_H
+#define TANDEM_STRATEGY_H
+
+#include <tandem/optim.h>
+#include <tandem/data.h>
+
+G_BEGIN_DECLS
+
+#define TDM_STRATEGY_IFACE_VERSION 1
+
+typedef struct {
+    float label_smoothing;
+    int accumulate;       /* micro-batches per optimizer step (1) */
+    GPtrArray *devices;   /* TdmDevice * for dp; NULL = the model's device */
+    gpointer comm;        /* collective communicator (distributed strategies) */
+    gpointer reserved[8];
+} TdmStrategyOptions;
+
+typedef struct {
+    float loss;           /* mean loss of the batch */
+    int64_t correct;      /* right predictions in the batch */
+    int64_t count;        /* samples in the batch */
+    gpointer reserved[2];
+} TdmStepResult;
+
+struct _TdmStrategyClass {
+    guint32 iface_version;
+    gboolean (*setup)(TdmStrategy *s, GError **error);
+    /* One training step on `batch`: forward, loss, backward, reduction and,
+     * when `do_update`, the optimizer step and zeroing of gradients. */
+    gboolean (*train_step)(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
+                           TdmStepResult *result, GError **error);
+    void (*teardown)(TdmStrategy *s);
+    gpointer reserved[4];
+};
+
+struct _TdmStrategy {
+    const TdmStrategyClass *klass;
+    char *name;
+    TdmModel *model;          /* transfer none */
+    TdmOptimizer *optimizer;  /* transfer none */
+    TdmStrategyOptions opts;
+    gpointer priv;
+    gpointer reserved[4];
+};
+
+/* Select a strategy by name (NULL = "single") and set it up. Transfer full. */
+TDM_API TdmStrategy *tdm_strategy_new(const char *name, TdmModel *model, TdmOptimizer *optimizer,
+                                      const TdmStrategyOptions *opts, GError **error);
+TDM_API gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
+                                         TdmStepResult *result, GError **error);
+TDM_API void tdm_strategy_free(TdmStrategy *s);
+
+G_END_DECLS
+
+#endif /* TANDEM_STRATEGY_H */

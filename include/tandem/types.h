@@ -1,0 +1,92 @@
+/* tandem/types.h - basic types, forward declarations and the error domain.
+ *
+ * Every public header includes this one. Objects are either reference
+ * counted (`tdm_x_ref` / `tdm_x_unref`) or owned by exactly one parent; the
+ * documentation of each function says which. Failures are reported through a
+ * `GError **error` last argument (may be NULL): a FALSE / NULL / negative
+ * return means the error is set, and never both an error and a result.
+ */
+#ifndef TANDEM_TYPES_H
+#define TANDEM_TYPES_H
+
+#include <glib.h>
+#include <stdint.h>
+#include <stddef.h>
+
+G_BEGIN_DECLS
+
+#if defined(TDM_COMPILATION) && defined(__GNUC__)
+#define TDM_API __attribute__((visibility("default")))
+#else
+#define TDM_API
+#endif
+
+/* Plugins export their one descriptor symbol with this. */
+#if defined(__GNUC__)
+#define TDM_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define TDM_PLUGIN_EXPORT
+#endif
+
+#define TDM_MAX_DIMS 8
+
+typedef struct _TdmPlugin TdmPlugin;
+typedef struct _TdmFeature TdmFeature;
+typedef struct _TdmDevice TdmDevice;
+typedef struct _TdmStorage TdmStorage;
+typedef struct _TdmTensor TdmTensor;
+typedef struct _TdmBackendClass TdmBackendClass;
+typedef struct _TdmOpCache TdmOpCache;
+typedef struct _TdmModule TdmModule;
+typedef struct _TdmModuleClass TdmModuleClass;
+typedef struct _TdmParam TdmParam;
+typedef struct _TdmModel TdmModel;
+typedef struct _TdmOptimizer TdmOptimizer;
+typedef struct _TdmOptimizerClass TdmOptimizerClass;
+typedef struct _TdmSchedule TdmSchedule;
+typedef struct _TdmDataset TdmDataset;
+typedef struct _TdmDatasetClass TdmDatasetClass;
+typedef struct _TdmSampler TdmSampler;
+typedef struct _TdmLoader TdmLoader;
+typedef struct _TdmBatch TdmBatch;
+typedef struct _TdmStrategy TdmStrategy;
+typedef struct _TdmStrategyClass TdmStrategyClass;
+
+/* Error domain of every Tandem GError. */
+#define TDM_ERROR (tdm_error_quark())
+TDM_API GQuark tdm_error_quark(void);
+
+typedef enum {
+    TDM_ERROR_FAILED,        /* anything not listed below */
+    TDM_ERROR_IO,            /* a file could not be read or written */
+    TDM_ERROR_CORRUPT,       /* a file's content is malformed (message names file and offset) */
+    TDM_ERROR_INVALID_ARG,   /* a parameter, option or config value is invalid */
+    TDM_ERROR_SHAPE,         /* tensor shapes do not match (message names both) */
+    TDM_ERROR_NOT_FOUND,     /* unknown name: model, plugin, feature, parameter */
+    TDM_ERROR_PLUGIN,        /* a plugin failed to load or initialise */
+    TDM_ERROR_UNAVAILABLE,   /* feature present but not usable here (no GPU...) */
+    TDM_ERROR_UNSUPPORTED,   /* operation not supported by this backend / layout */
+    TDM_ERROR_BACKEND,       /* a backend library call failed */
+    TDM_ERROR_TIMEOUT,       /* a wait ran past its deadline */
+} TdmErrorCode;
+
+typedef enum {
+    TDM_DTYPE_F32 = 0,
+    TDM_DTYPE_I32,
+    TDM_DTYPE_I64,
+    TDM_DTYPE_U8,
+    TDM_DTYPE_BF16,
+    TDM_DTYPE_F16,
+} TdmDType;
+
+/* Size in bytes of one element. */
+TDM_API size_t tdm_dtype_size(TdmDType dtype);
+/* "f32", "i32", ... (transfer none) */
+TDM_API const char *tdm_dtype_name(TdmDType dtype);
+
+/* Monotonic time in seconds (for progress and benchmarks). */
+TDM_API double tdm_time_now(void);
+
+G_END_DECLS
+
+#endif /* TANDEM_TYPES_H */

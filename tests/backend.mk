@@ -1,0 +1,1 @@
+# tests: backend (see tests/Makefile.inc)

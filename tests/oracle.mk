@@ -1,0 +1,1 @@
+# tests: oracle (see tests/Makefile.inc)

@@ -1,0 +1,1 @@
+# tests: registry (see tests/Makefile.inc)

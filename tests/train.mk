@@ -1,0 +1,1 @@
+# tests: train (see tests/Makefile.inc)
