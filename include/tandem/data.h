@@ -120,6 +120,10 @@ TDM_API int64_t tdm_loader_steps_per_epoch(const TdmLoader *loader);
 TDM_API int64_t tdm_loader_num_samples(const TdmLoader *loader);
 TDM_API void tdm_loader_free(TdmLoader *loader);
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmDataset, tdm_dataset_close)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmSampler, tdm_sampler_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmLoader, tdm_loader_free)
+
 G_END_DECLS
 
 #endif /* TANDEM_DATA_H */

@@ -52,6 +52,8 @@ TDM_API gboolean tdm_model_save(TdmModel *model, const char *path, GError **erro
 TDM_API gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict,
                                 GError **error);
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmSafeTensors, tdm_safetensors_free)
+
 G_END_DECLS
 
 #endif /* TANDEM_IO_H */

@@ -165,6 +165,9 @@ TDM_API void tdm_model_set_grad_ready_hook(TdmModel *model, TdmGradReadyHook hoo
 /* Number of trainable parameters (elements). */
 TDM_API int64_t tdm_model_num_parameters(const TdmModel *model);
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmModule, tdm_module_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmModel, tdm_model_free)
+
 G_END_DECLS
 
 #endif /* TANDEM_MODULE_H */

@@ -97,6 +97,8 @@ TDM_API gboolean tdm_schedule_kind_parse(const char *s, TdmScheduleKind *kind, G
 /* Learning rate to use for global step `step` (0-based). */
 TDM_API float tdm_schedule_lr(const TdmSchedule *s, int64_t step);
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmOptimizer, tdm_optimizer_free)
+
 G_END_DECLS
 
 #endif /* TANDEM_OPTIM_H */

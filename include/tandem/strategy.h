@@ -59,6 +59,8 @@ TDM_API gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboole
                                          TdmStepResult *result, GError **error);
 TDM_API void tdm_strategy_free(TdmStrategy *s);
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStrategy, tdm_strategy_free)
+
 G_END_DECLS
 
 #endif /* TANDEM_STRATEGY_H */

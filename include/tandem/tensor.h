@@ -110,6 +110,9 @@ TDM_API gboolean tdm_tensor_write(TdmTensor *t, const void *host, GError **error
 /* Convenience: read an f32 tensor into a new g_malloc'ed array (transfer full). */
 TDM_API float *tdm_tensor_read_f32(TdmTensor *t, GError **error);
 
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmTensor, tdm_tensor_unref)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStorage, tdm_storage_unref)
+
 G_END_DECLS
 
 #endif /* TANDEM_TENSOR_H */
