@@ -1,0 +1,1 @@
+# tests: install + examples (see tests/Makefile.inc)
