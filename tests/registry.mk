@@ -1,1 +1,53 @@
 # tests: registry (see tests/Makefile.inc)
+#
+# Fixture plugins: one good plugin and one per way a plugin can fail to
+# load. They are built for `make check` only, into tests/fixtures/.libs,
+# which the tests put on the plugin path.
+TDM_FIXTURE_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined -shared
+TDM_FIXTURE_LIBADD = core/libtandem-1.la $(GLIB_LIBS)
+
+check_LTLIBRARIES += \
+	tests/fixtures/libtdm-fixture-good.la \
+	tests/fixtures/libtdm-fixture-abi.la \
+	tests/fixtures/libtdm-fixture-mismatch.la \
+	tests/fixtures/libtdm-fixture-nosym.la \
+	tests/fixtures/libtdm-fixture-initfail.la \
+	tests/fixtures/libtdm-fixture-twin.la
+
+tests_fixtures_libtdm_fixture_good_la_SOURCES = tests/fixtures/good.c
+tests_fixtures_libtdm_fixture_good_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_good_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_good_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_abi_la_SOURCES = tests/fixtures/abi.c
+tests_fixtures_libtdm_fixture_abi_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_abi_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_abi_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_mismatch_la_SOURCES = tests/fixtures/mismatch.c
+tests_fixtures_libtdm_fixture_mismatch_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_mismatch_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_mismatch_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_nosym_la_SOURCES = tests/fixtures/nosym.c
+tests_fixtures_libtdm_fixture_nosym_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_nosym_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_nosym_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_initfail_la_SOURCES = tests/fixtures/initfail.c
+tests_fixtures_libtdm_fixture_initfail_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_initfail_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_initfail_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_twin_la_SOURCES = tests/fixtures/twin.c
+tests_fixtures_libtdm_fixture_twin_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_twin_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_twin_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+check_PROGRAMS += tests/test-registry
+tests_test_registry_SOURCES = tests/test-registry.c
+tests_test_registry_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_registry_LDADD = $(TDMTEST_LIBS)
+
+TESTS += tests/test-registry tests/inspect.sh
+EXTRA_DIST += tests/inspect.sh

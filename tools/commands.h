@@ -1,1 +1,18 @@
-/* placeholder: filled by its owner */
+/* tools/commands.h - the subcommands of the `tandem` program.
+ *
+ * Each command is `int tdm_cmd_<name>(int argc, char **argv)` with argv[0]
+ * the command name; it returns the process exit status (0 success, 1 a
+ * runtime failure, 2 a usage error). tandem.c dispatches on a table of them,
+ * so a new command is one prototype here and one row there.
+ */
+#ifndef TDM_TOOLS_COMMANDS_H
+#define TDM_TOOLS_COMMANDS_H
+
+/* cmd-inspect.c: list plugins, features and load failures, or show one. */
+int tdm_cmd_inspect(int argc, char **argv);
+
+/* cmd-train.c: train a model / evaluate a checkpoint. */
+int tdm_cmd_train(int argc, char **argv);
+int tdm_cmd_eval(int argc, char **argv);
+
+#endif /* TDM_TOOLS_COMMANDS_H */
