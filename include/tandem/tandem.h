@@ -12,6 +12,8 @@
 #include <tandem/strategy.h>
 #include <tandem/io.h>
 #include <tandem/trainer.h>
+#include <tandem/store.h>
+#include <tandem/comm.h>
 
 G_BEGIN_DECLS
 

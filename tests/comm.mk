@@ -1,0 +1,1 @@
+# tests: comm (see tests/Makefile.inc)

@@ -1,0 +1,1 @@
+# tests: dist (see tests/Makefile.inc)
