@@ -140,7 +140,9 @@ struct _TdmBackendClass {
                     GError **error);
 
     /* ---- pooling ---- */
-    /* workspace (out): whatever backward needs (argmax indices...). */
+    /* workspace (out): whatever backward needs (ref: i32 [N,C,OH,OW] index
+     * h*W+w of the first maximum in its plane). Padding must be <= kernel/2
+     * (PyTorch's rule), else TDM_ERROR_INVALID_ARG. */
     gboolean (*maxpool2d_forward)(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                   TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
     gboolean (*maxpool2d_backward)(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
@@ -169,7 +171,9 @@ struct _TdmBackendClass {
                              TdmTensor *dlogits, int64_t *correct, GError **error);
 
     /* ---- dropout: keep with prob 1-p, scale kept by 1/(1-p); mask (out, u8)
-     * is derived from (seed, element index) only. ---- */
+     * is derived from (seed, element index i) only, identically on every
+     * backend: h = splitmix64_mix(seed + (i + 1) * 0x9e3779b97f4a7c15);
+     * keep element i iff (h >> 40) * 2^-24 >= p. ---- */
     gboolean (*dropout_forward)(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
                                 TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error);
     gboolean (*dropout_backward)(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,

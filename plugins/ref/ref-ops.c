@@ -1,1 +1,594 @@
-/* placeholder: filled by its owner */
+/* plugins/ref/ref-ops.c - the reference layer ops: gemm, conv, batch norm,
+ * relu and add.
+ *
+ * Each op is the textbook loop nest over plain row-major f32 tensors, with
+ * every sum accumulated in double, so that a result can be checked by hand
+ * and other backends can be compared against it. Backward ops gather (one
+ * output element at a time) instead of scattering, which keeps each sum in
+ * one double. The semantics are exactly those documented in
+ * include/tandem/backend.h; output sizes follow PyTorch (floor division).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ref.h"
+
+/* ---- gemm and bias ---- */
+
+gboolean ref_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
+                  float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
+                  TdmTensor *bias, GError **error)
+{
+    const char *op = "gemm";
+    if (!ref_check_input(dev, op, "a", a, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "b", b, TDM_DTYPE_F32, error)) {
+        return FALSE;
+    }
+    if (a->ndim != 2 || b->ndim != 2) {
+        g_autofree char *sa = tdm_tensor_shape_string(a);
+        g_autofree char *sb = tdm_tensor_shape_string(b);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref gemm: a %s and b %s must be 2-D", sa,
+                    sb);
+        return FALSE;
+    }
+    int64_t lda = a->shape[1], ldb = b->shape[1];
+    int64_t M = trans_a ? a->shape[1] : a->shape[0];
+    int64_t K = trans_a ? a->shape[0] : a->shape[1];
+    int64_t Kb = trans_b ? b->shape[1] : b->shape[0];
+    int64_t N = trans_b ? b->shape[0] : b->shape[1];
+    if (K != Kb) {
+        g_autofree char *sa = tdm_tensor_shape_string(a);
+        g_autofree char *sb = tdm_tensor_shape_string(b);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "ref gemm: inner dimensions differ: a %s%s and b %s%s", sa,
+                    trans_a ? " (transposed)" : "", sb, trans_b ? " (transposed)" : "");
+        return FALSE;
+    }
+    int64_t cshape[2] = {M, N};
+    if (c != NULL && c->storage == NULL && beta == 0.0f) {
+        if (!ref_ensure_out(dev, op, "c", c, TDM_DTYPE_F32, 2, cshape, error)) {
+            return FALSE;
+        }
+    } else if (!ref_check_input(dev, op, "c", c, TDM_DTYPE_F32, error) ||
+               !ref_check_shape(op, "c", c, 2, cshape, error)) {
+        return FALSE;
+    }
+    if (bias != NULL) {
+        int64_t bshape[1] = {N};
+        if (!ref_check_input(dev, op, "bias", bias, TDM_DTYPE_F32, error) ||
+            !ref_check_shape(op, "bias", bias, 1, bshape, error)) {
+            return FALSE;
+        }
+    }
+    const float *A = ref_f32(a), *B = ref_f32(b);
+    const float *bs = bias ? ref_f32(bias) : NULL;
+    float *C = ref_f32(c);
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                double av = trans_a ? A[k * lda + i] : A[i * lda + k];
+                double bv = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+                acc += av * bv;
+            }
+            double r = (double)alpha * acc;
+            /* beta == 0 means "ignore c" (BLAS): c may hold NaN or garbage. */
+            if (beta != 0.0f) {
+                r += (double)beta * C[i * N + j];
+            }
+            if (bs != NULL) {
+                r += bs[j];
+            }
+            C[i * N + j] = (float)r;
+        }
+    }
+    return TRUE;
+}
+
+gboolean ref_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
+                       GError **error)
+{
+    const char *op = "bias_grad";
+    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "bias_grad", bias_grad, TDM_DTYPE_F32, error)) {
+        return FALSE;
+    }
+    if (dy->ndim < 2) {
+        g_autofree char *s = tdm_tensor_shape_string(dy);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref bias_grad: dy %s needs at least 2 dims",
+                    s);
+        return FALSE;
+    }
+    int64_t C = dy->shape[1], inner = 1;
+    for (int d = 2; d < dy->ndim; d++) {
+        inner *= dy->shape[d];
+    }
+    if (!ref_check_shape(op, "bias_grad", bias_grad, 1, &C, error)) {
+        return FALSE;
+    }
+    const float *g = ref_f32(dy);
+    float *db = ref_f32(bias_grad);
+    for (int64_t c = 0; c < C; c++) {
+        double acc = 0.0;
+        for (int64_t n = 0; n < dy->shape[0]; n++) {
+            for (int64_t s = 0; s < inner; s++) {
+                acc += g[(n * C + c) * inner + s];
+            }
+        }
+        db[c] = (float)(db[c] + acc);
+    }
+    return TRUE;
+}
+
+/* ---- convolution ---- */
+
+typedef struct {
+    int64_t N, C, H, W; /* input */
+    int64_t O, KH, KW;  /* filter */
+    int64_t OH, OW;     /* output */
+    int64_t G, Cg, Og;  /* groups, channels per group in and out */
+} RefConvGeom;
+
+/* Derives the geometry from the input shape and the filter (or filter
+ * gradient) shape, checking every parameter. */
+static gboolean ref_conv_geometry(const char *op, const TdmConv2dParams *p, const TdmTensor *x,
+                                  const char *wname, const TdmTensor *w, RefConvGeom *g,
+                                  GError **error)
+{
+    if (p == NULL || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
+        p->dilation_h < 1 || p->dilation_w < 1 || p->groups < 1) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: invalid parameters (stride %d,%d pad %d,%d dilation %d,%d groups %d)",
+                    op, p ? p->stride_h : 0, p ? p->stride_w : 0, p ? p->pad_h : 0,
+                    p ? p->pad_w : 0, p ? p->dilation_h : 0, p ? p->dilation_w : 0,
+                    p ? p->groups : 0);
+        return FALSE;
+    }
+    if (x->ndim != 4 || w->ndim != 4) {
+        g_autofree char *sx = tdm_tensor_shape_string(x);
+        g_autofree char *sw = tdm_tensor_shape_string(w);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref %s: x %s and %s %s must be 4-D", op, sx,
+                    wname, sw);
+        return FALSE;
+    }
+    g->N = x->shape[0];
+    g->C = x->shape[1];
+    g->H = x->shape[2];
+    g->W = x->shape[3];
+    g->O = w->shape[0];
+    g->KH = w->shape[2];
+    g->KW = w->shape[3];
+    g->G = p->groups;
+    g->Cg = g->C / g->G;
+    g->Og = g->O / g->G;
+    int64_t eff_h = (int64_t)p->dilation_h * (g->KH - 1) + 1;
+    int64_t eff_w = (int64_t)p->dilation_w * (g->KW - 1) + 1;
+    gboolean ok = g->C % g->G == 0 && g->O % g->G == 0 && w->shape[1] * g->G == g->C &&
+                  g->H + 2 * p->pad_h >= eff_h && g->W + 2 * p->pad_w >= eff_w;
+    if (!ok) {
+        g_autofree char *sx = tdm_tensor_shape_string(x);
+        g_autofree char *sw = tdm_tensor_shape_string(w);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "ref %s: x %s and %s %s do not fit (groups %d, padding %d,%d, dilation %d,%d)",
+                    op, sx, wname, sw, p->groups, p->pad_h, p->pad_w, p->dilation_h, p->dilation_w);
+        return FALSE;
+    }
+    g->OH = (g->H + 2 * p->pad_h - eff_h) / p->stride_h + 1;
+    g->OW = (g->W + 2 * p->pad_w - eff_w) / p->stride_w + 1;
+    return TRUE;
+}
+
+#define IDX4(a, b, c, d, B, C, D) ((((a) * (B) + (b)) * (C) + (c)) * (D) + (d))
+
+gboolean ref_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                            TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                            GError **error)
+{
+    const char *op = "conv2d_forward";
+    RefConvGeom g;
+    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) ||
+        !ref_conv_geometry(op, p, x, "w", w, &g, error)) {
+        return FALSE;
+    }
+    if (bias != NULL && (!ref_check_input(dev, op, "bias", bias, TDM_DTYPE_F32, error) ||
+                         !ref_check_shape(op, "bias", bias, 1, &g.O, error))) {
+        return FALSE;
+    }
+    int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
+    if (!ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, 4, yshape, error)) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x), *Wt = ref_f32(w), *B = bias ? ref_f32(bias) : NULL;
+    float *Y = ref_f32(y);
+    for (int64_t n = 0; n < g.N; n++) {
+        for (int64_t o = 0; o < g.O; o++) {
+            int64_t grp = o / g.Og;
+            for (int64_t oh = 0; oh < g.OH; oh++) {
+                for (int64_t ow = 0; ow < g.OW; ow++) {
+                    double acc = B ? B[o] : 0.0;
+                    for (int64_t c = 0; c < g.Cg; c++) {
+                        int64_t ic = grp * g.Cg + c;
+                        for (int64_t kh = 0; kh < g.KH; kh++) {
+                            int64_t ih = oh * p->stride_h - p->pad_h + kh * p->dilation_h;
+                            if (ih < 0 || ih >= g.H) {
+                                continue;
+                            }
+                            for (int64_t kw = 0; kw < g.KW; kw++) {
+                                int64_t iw = ow * p->stride_w - p->pad_w + kw * p->dilation_w;
+                                if (iw < 0 || iw >= g.W) {
+                                    continue;
+                                }
+                                acc += (double)X[IDX4(n, ic, ih, iw, g.C, g.H, g.W)] *
+                                       Wt[IDX4(o, c, kh, kw, g.Cg, g.KH, g.KW)];
+                            }
+                        }
+                    }
+                    Y[IDX4(n, o, oh, ow, g.O, g.OH, g.OW)] = (float)acc;
+                }
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* The output position that input position `i` meets through kernel tap `k`,
+ * or -1 when there is none (off the stride grid or outside the output). */
+static int64_t ref_conv_out_pos(int64_t i, int64_t k, int stride, int pad, int dilation,
+                                int64_t out_size)
+{
+    int64_t t = i + pad - k * dilation;
+    if (t < 0 || t % stride != 0 || t / stride >= out_size) {
+        return -1;
+    }
+    return t / stride;
+}
+
+gboolean ref_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                  TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
+                                  TdmTensor *dx, GError **error)
+{
+    const char *op = "conv2d_backward_data";
+    RefConvGeom g;
+    if (x_like == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: x_like is NULL", op);
+        return FALSE;
+    }
+    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) ||
+        !ref_conv_geometry(op, p, x_like, "w", w, &g, error)) {
+        return FALSE;
+    }
+    int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
+    int64_t xshape[4] = {g.N, g.C, g.H, g.W};
+    if (!ref_check_shape(op, "dy", dy, 4, yshape, error) ||
+        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, 4, xshape, error)) {
+        return FALSE;
+    }
+    const float *DY = ref_f32(dy), *Wt = ref_f32(w);
+    float *DX = ref_f32(dx);
+    for (int64_t n = 0; n < g.N; n++) {
+        for (int64_t ic = 0; ic < g.C; ic++) {
+            int64_t grp = ic / g.Cg, c = ic % g.Cg;
+            for (int64_t ih = 0; ih < g.H; ih++) {
+                for (int64_t iw = 0; iw < g.W; iw++) {
+                    double acc = 0.0;
+                    for (int64_t o = grp * g.Og; o < (grp + 1) * g.Og; o++) {
+                        for (int64_t kh = 0; kh < g.KH; kh++) {
+                            int64_t oh = ref_conv_out_pos(ih, kh, p->stride_h, p->pad_h,
+                                                          p->dilation_h, g.OH);
+                            if (oh < 0) {
+                                continue;
+                            }
+                            for (int64_t kw = 0; kw < g.KW; kw++) {
+                                int64_t ow = ref_conv_out_pos(iw, kw, p->stride_w, p->pad_w,
+                                                              p->dilation_w, g.OW);
+                                if (ow < 0) {
+                                    continue;
+                                }
+                                acc += (double)DY[IDX4(n, o, oh, ow, g.O, g.OH, g.OW)] *
+                                       Wt[IDX4(o, c, kh, kw, g.Cg, g.KH, g.KW)];
+                            }
+                        }
+                    }
+                    DX[IDX4(n, ic, ih, iw, g.C, g.H, g.W)] = (float)acc;
+                }
+            }
+        }
+    }
+    return TRUE;
+}
+
+gboolean ref_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                    TdmTensor *x, TdmTensor *dy, TdmTensor *dw, TdmTensor *db,
+                                    GError **error)
+{
+    const char *op = "conv2d_backward_filter";
+    RefConvGeom g;
+    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "dw", dw, TDM_DTYPE_F32, error) ||
+        !ref_conv_geometry(op, p, x, "dw", dw, &g, error)) {
+        return FALSE;
+    }
+    int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
+    if (!ref_check_shape(op, "dy", dy, 4, yshape, error)) {
+        return FALSE;
+    }
+    if (db != NULL && (!ref_check_input(dev, op, "db", db, TDM_DTYPE_F32, error) ||
+                       !ref_check_shape(op, "db", db, 1, &g.O, error))) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x), *DY = ref_f32(dy);
+    float *DW = ref_f32(dw);
+    for (int64_t o = 0; o < g.O; o++) {
+        int64_t grp = o / g.Og;
+        for (int64_t c = 0; c < g.Cg; c++) {
+            int64_t ic = grp * g.Cg + c;
+            for (int64_t kh = 0; kh < g.KH; kh++) {
+                for (int64_t kw = 0; kw < g.KW; kw++) {
+                    double acc = 0.0;
+                    for (int64_t n = 0; n < g.N; n++) {
+                        for (int64_t oh = 0; oh < g.OH; oh++) {
+                            int64_t ih = oh * p->stride_h - p->pad_h + kh * p->dilation_h;
+                            if (ih < 0 || ih >= g.H) {
+                                continue;
+                            }
+                            for (int64_t ow = 0; ow < g.OW; ow++) {
+                                int64_t iw = ow * p->stride_w - p->pad_w + kw * p->dilation_w;
+                                if (iw < 0 || iw >= g.W) {
+                                    continue;
+                                }
+                                acc += (double)DY[IDX4(n, o, oh, ow, g.O, g.OH, g.OW)] *
+                                       X[IDX4(n, ic, ih, iw, g.C, g.H, g.W)];
+                            }
+                        }
+                    }
+                    float *slot = &DW[IDX4(o, c, kh, kw, g.Cg, g.KH, g.KW)];
+                    *slot = (float)(*slot + acc);
+                }
+            }
+        }
+    }
+    if (db != NULL) {
+        float *DB = ref_f32(db);
+        int64_t plane = g.OH * g.OW;
+        for (int64_t o = 0; o < g.O; o++) {
+            double acc = 0.0;
+            for (int64_t n = 0; n < g.N; n++) {
+                for (int64_t s = 0; s < plane; s++) {
+                    acc += DY[(n * g.O + o) * plane + s];
+                }
+            }
+            DB[o] = (float)(DB[o] + acc);
+        }
+    }
+    return TRUE;
+}
+
+/* ---- batch norm ---- */
+
+/* x is [N, C] or [N, C, H, W]: element (n, c, s) is at (n * C + c) * S + s. */
+static gboolean ref_bn_dims(const char *op, const TdmTensor *x, int64_t *N, int64_t *C, int64_t *S,
+                            GError **error)
+{
+    if (x->ndim != 2 && x->ndim != 4) {
+        g_autofree char *s = tdm_tensor_shape_string(x);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "ref %s: x %s must be [N, C] or [N, C, H, W]", op, s);
+        return FALSE;
+    }
+    *N = x->shape[0];
+    *C = x->shape[1];
+    *S = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
+    return TRUE;
+}
+
+/* An optional per-channel [C] f32 input. */
+static gboolean ref_check_channel(TdmDevice *dev, const char *op, const char *what,
+                                  const TdmTensor *t, int64_t C, GError **error)
+{
+    return t == NULL || (ref_check_input(dev, op, what, t, TDM_DTYPE_F32, error) &&
+                         ref_check_shape(op, what, t, 1, &C, error));
+}
+
+gboolean ref_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
+                               TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                               float momentum, float eps, gboolean training, TdmTensor *save_mean,
+                               TdmTensor *save_var, TdmTensor *y, GError **error)
+{
+    const char *op = "batchnorm_forward";
+    int64_t N, C, S;
+    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
+        !ref_bn_dims(op, x, &N, &C, &S, error) ||
+        !ref_check_channel(dev, op, "gamma", gamma, C, error) ||
+        !ref_check_channel(dev, op, "beta", beta, C, error) ||
+        !ref_check_channel(dev, op, "running_mean", running_mean, C, error) ||
+        !ref_check_channel(dev, op, "running_var", running_var, C, error)) {
+        return FALSE;
+    }
+    int64_t m = N * S;
+    if (training && m < 2) {
+        g_autofree char *s = tdm_tensor_shape_string(x);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "ref %s: training needs more than one value per channel, x is %s", op, s);
+        return FALSE;
+    }
+    if (!training && (running_mean == NULL || running_var == NULL)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: eval mode needs running_mean and running_var", op);
+        return FALSE;
+    }
+    int64_t xshape[4] = {x->shape[0], x->shape[1], x->ndim == 4 ? x->shape[2] : 0,
+                         x->ndim == 4 ? x->shape[3] : 0};
+    if ((training && save_mean != NULL &&
+         !ref_ensure_out(dev, op, "save_mean", save_mean, TDM_DTYPE_F32, 1, &C, error)) ||
+        (training && save_var != NULL &&
+         !ref_ensure_out(dev, op, "save_var", save_var, TDM_DTYPE_F32, 1, &C, error)) ||
+        !ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, x->ndim, xshape, error)) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x);
+    const float *G = gamma ? ref_f32(gamma) : NULL, *B = beta ? ref_f32(beta) : NULL;
+    float *Y = ref_f32(y);
+    for (int64_t c = 0; c < C; c++) {
+        double mean, var;
+        if (training) {
+            double sum = 0.0, sq = 0.0;
+            for (int64_t n = 0; n < N; n++) {
+                for (int64_t s = 0; s < S; s++) {
+                    sum += X[(n * C + c) * S + s];
+                }
+            }
+            mean = sum / (double)m;
+            for (int64_t n = 0; n < N; n++) {
+                for (int64_t s = 0; s < S; s++) {
+                    double d = X[(n * C + c) * S + s] - mean;
+                    sq += d * d;
+                }
+            }
+            var = sq / (double)m;
+            if (save_mean != NULL) {
+                ref_f32(save_mean)[c] = (float)mean;
+            }
+            if (save_var != NULL) {
+                ref_f32(save_var)[c] = (float)var;
+            }
+            if (running_mean != NULL) {
+                float *rm = &ref_f32(running_mean)[c];
+                *rm = (float)((1.0 - momentum) * *rm + momentum * mean);
+            }
+            if (running_var != NULL) {
+                float *rv = &ref_f32(running_var)[c];
+                double unbiased = sq / (double)(m - 1);
+                *rv = (float)((1.0 - momentum) * *rv + momentum * unbiased);
+            }
+        } else {
+            mean = ref_f32(running_mean)[c];
+            var = ref_f32(running_var)[c];
+        }
+        double invstd = 1.0 / sqrt(var + (double)eps);
+        double gm = G ? G[c] : 1.0, bt = B ? B[c] : 0.0;
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (n * C + c) * S + s;
+                Y[i] = (float)((X[i] - mean) * invstd * gm + bt);
+            }
+        }
+    }
+    return TRUE;
+}
+
+gboolean ref_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
+                                TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                GError **error)
+{
+    const char *op = "batchnorm_backward";
+    int64_t N, C, S;
+    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_same_shape(op, "x", x, "dy", dy, error) ||
+        !ref_bn_dims(op, x, &N, &C, &S, error) ||
+        !ref_check_channel(dev, op, "gamma", gamma, C, error) ||
+        !ref_check_input(dev, op, "save_mean", save_mean, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "save_var", save_var, TDM_DTYPE_F32, error) ||
+        !ref_check_channel(dev, op, "save_mean", save_mean, C, error) ||
+        !ref_check_channel(dev, op, "save_var", save_var, C, error) ||
+        !ref_check_channel(dev, op, "dgamma", dgamma, C, error) ||
+        !ref_check_channel(dev, op, "dbeta", dbeta, C, error)) {
+        return FALSE;
+    }
+    int64_t xshape[4] = {x->shape[0], x->shape[1], x->ndim == 4 ? x->shape[2] : 0,
+                         x->ndim == 4 ? x->shape[3] : 0};
+    if (dx != NULL && !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, x->ndim, xshape, error)) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x), *DY = ref_f32(dy), *G = gamma ? ref_f32(gamma) : NULL;
+    double m = (double)(N * S);
+    for (int64_t c = 0; c < C; c++) {
+        double mean = ref_f32(save_mean)[c];
+        double invstd = 1.0 / sqrt((double)ref_f32(save_var)[c] + (double)eps);
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t s = 0; s < S; s++) {
+                int64_t i = (n * C + c) * S + s;
+                sum_dy += DY[i];
+                sum_dy_xhat += DY[i] * (X[i] - mean) * invstd;
+            }
+        }
+        if (dgamma != NULL) {
+            ref_f32(dgamma)[c] = (float)(ref_f32(dgamma)[c] + sum_dy_xhat);
+        }
+        if (dbeta != NULL) {
+            ref_f32(dbeta)[c] = (float)(ref_f32(dbeta)[c] + sum_dy);
+        }
+        if (dx != NULL) {
+            double k = (G ? G[c] : 1.0) * invstd / m;
+            float *DX = ref_f32(dx);
+            for (int64_t n = 0; n < N; n++) {
+                for (int64_t s = 0; s < S; s++) {
+                    int64_t i = (n * C + c) * S + s;
+                    double xhat = (X[i] - mean) * invstd;
+                    DX[i] = (float)(k * (m * DY[i] - sum_dy - xhat * sum_dy_xhat));
+                }
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* ---- elementwise ---- */
+
+gboolean ref_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                          GError **error)
+{
+    if (!ref_check_input(dev, "relu_forward", "x", x, TDM_DTYPE_F32, error) ||
+        !ref_ensure_out(dev, "relu_forward", "y", y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x);
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        Y[i] = X[i] > 0.0f ? X[i] : 0.0f;
+    }
+    return TRUE;
+}
+
+gboolean ref_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
+                           TdmTensor *dx, GError **error)
+{
+    const char *op = "relu_backward";
+    if (!ref_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_same_shape(op, "y", y, "dy", dy, error) ||
+        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, y->ndim, y->shape, error)) {
+        return FALSE;
+    }
+    const float *Y = ref_f32(y), *DY = ref_f32(dy);
+    float *DX = ref_f32(dx);
+    int64_t n = tdm_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+        DX[i] = Y[i] > 0.0f ? DY[i] : 0.0f;
+    }
+    return TRUE;
+}
+
+gboolean ref_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                 GError **error)
+{
+    if (!ref_check_input(dev, "add", "a", a, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, "add", "b", b, TDM_DTYPE_F32, error) ||
+        !ref_check_same_shape("add", "a", a, "b", b, error) ||
+        !ref_ensure_out(dev, "add", "y", y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
+        return FALSE;
+    }
+    const float *A = ref_f32(a), *B = ref_f32(b);
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        Y[i] = A[i] + B[i];
+    }
+    return TRUE;
+}

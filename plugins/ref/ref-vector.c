@@ -1,0 +1,536 @@
+/* plugins/ref/ref-vector.c - the reference loss, dropout, vector ops, cast
+ * and optimizer updates.
+ *
+ * These are the ops that touch whole tensors as flat vectors (or a logits
+ * matrix). The loss and the sum of squares accumulate in double; the
+ * optimizer updates follow PyTorch's torch.optim.SGD and torch.optim.AdamW
+ * formulas term by term so that a step can be checked by hand. The dropout
+ * mask is a pure function of (seed, element index): SplitMix64's output
+ * number index+1 for that seed, whose top 24 bits make a uniform number in
+ * [0, 1); an element is kept when that number is >= p. Any backend that makes
+ * the same decision produces the same mask bit for bit.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ref.h"
+
+/* Two tensors with the same number of elements (flat vector ops). */
+static gboolean ref_check_same_numel(const char *op, const char *what_a, const TdmTensor *a,
+                                     const char *what_b, const TdmTensor *b, GError **error)
+{
+    if (tdm_tensor_numel(a) != tdm_tensor_numel(b)) {
+        g_autofree char *sa = tdm_tensor_shape_string(a);
+        g_autofree char *sb = tdm_tensor_shape_string(b);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "ref %s: %s %s and %s %s have different numbers of elements", op, what_a, sa,
+                    what_b, sb);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- loss ---- */
+
+static int64_t ref_label_at(const TdmTensor *labels, int64_t i)
+{
+    if (labels->dtype == TDM_DTYPE_I32) {
+        return ((const gint32 *)tdm_tensor_data(labels))[i];
+    }
+    return ((const gint64 *)tdm_tensor_data(labels))[i];
+}
+
+gboolean ref_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits, TdmTensor *labels,
+                          float label_smoothing, float *loss, TdmTensor *dlogits, int64_t *correct,
+                          GError **error)
+{
+    const char *op = "softmax_xent";
+    if (!ref_check_input(dev, op, "logits", logits, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "labels", labels, -1, error)) {
+        return FALSE;
+    }
+    if (labels->dtype != TDM_DTYPE_I32 && labels->dtype != TDM_DTYPE_I64) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: labels have dtype %s, expected i32 or i64", op,
+                    tdm_dtype_name(labels->dtype));
+        return FALSE;
+    }
+    if (logits->ndim != 2 || logits->shape[0] < 1 || logits->shape[1] < 1) {
+        g_autofree char *s = tdm_tensor_shape_string(logits);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "ref %s: logits %s must be a non-empty [N, K]", op, s);
+        return FALSE;
+    }
+    int64_t N = logits->shape[0], K = logits->shape[1];
+    if (!ref_check_shape(op, "labels", labels, 1, &N, error)) {
+        return FALSE;
+    }
+    if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: label_smoothing %g is outside [0, 1]", op, label_smoothing);
+        return FALSE;
+    }
+    for (int64_t i = 0; i < N; i++) {
+        int64_t y = ref_label_at(labels, i);
+        if (y < 0 || y >= K) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "ref %s: label %" G_GINT64_FORMAT " of row %" G_GINT64_FORMAT
+                        " is outside [0, %" G_GINT64_FORMAT ")",
+                        op, y, i, K);
+            return FALSE;
+        }
+    }
+    if (dlogits != NULL &&
+        !ref_ensure_out(dev, op, "dlogits", dlogits, TDM_DTYPE_F32, 2, logits->shape, error)) {
+        return FALSE;
+    }
+    /* PyTorch's smoothing: the target is (1 - eps) on the label plus eps / K
+     * on every class, so the loss is (1 - eps) * nll + eps * mean_k(-log p_k). */
+    const double eps = label_smoothing;
+    const float *X = ref_f32(logits);
+    double total = 0.0;
+    int64_t hits = 0;
+    for (int64_t i = 0; i < N; i++) {
+        const float *row = X + i * K;
+        int64_t y = ref_label_at(labels, i);
+        int64_t arg = 0;
+        for (int64_t k = 1; k < K; k++) {
+            if (row[k] > row[arg]) {
+                arg = k;
+            }
+        }
+        hits += arg == y;
+        double mx = row[arg], sum = 0.0, sum_logp = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            sum += exp((double)row[k] - mx);
+        }
+        double lse = mx + log(sum);
+        for (int64_t k = 0; k < K; k++) {
+            sum_logp += (double)row[k] - lse;
+        }
+        double logp_y = (double)row[y] - lse;
+        total += -(1.0 - eps) * logp_y - eps / (double)K * sum_logp;
+        if (dlogits != NULL) {
+            float *drow = ref_f32(dlogits) + i * K;
+            for (int64_t k = 0; k < K; k++) {
+                double target = eps / (double)K + (k == y ? 1.0 - eps : 0.0);
+                drow[k] = (float)((exp((double)row[k] - lse) - target) / (double)N);
+            }
+        }
+    }
+    if (loss != NULL) {
+        *loss = (float)(total / (double)N);
+    }
+    if (correct != NULL) {
+        *correct = hits;
+    }
+    return TRUE;
+}
+
+/* ---- dropout ---- */
+
+static guint64 ref_splitmix64_mix(guint64 z)
+{
+    z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+gboolean ref_dropout_keep(guint64 seed, guint64 index, float p)
+{
+    guint64 h = ref_splitmix64_mix(seed + (index + 1) * G_GUINT64_CONSTANT(0x9e3779b97f4a7c15));
+    float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+    return u >= p;
+}
+
+static gboolean ref_check_dropout_p(const char *op, float p, GError **error)
+{
+    if (!(p >= 0.0f && p <= 1.0f)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: p = %g is outside [0, 1]", op,
+                    p);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean ref_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
+                             TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error)
+{
+    const char *op = "dropout_forward";
+    if (!ref_check_dropout_p(op, p, error) ||
+        !ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
+        !ref_ensure_out(dev, op, "mask", mask, TDM_DTYPE_U8, x->ndim, x->shape, error) ||
+        !ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
+        return FALSE;
+    }
+    /* p == 1 drops everything; the scale is then never used. */
+    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    const float *X = ref_f32(x);
+    guint8 *M = tdm_tensor_data(mask);
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        M[i] = ref_dropout_keep(seed, (guint64)i, p) ? 1 : 0;
+        Y[i] = M[i] ? X[i] * scale : 0.0f;
+    }
+    return TRUE;
+}
+
+gboolean ref_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,
+                              TdmTensor *dy, TdmTensor *dx, GError **error)
+{
+    const char *op = "dropout_backward";
+    if (!ref_check_dropout_p(op, p, error) ||
+        !ref_check_input(dev, op, "mask", mask, TDM_DTYPE_U8, error) ||
+        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_same_shape(op, "mask", mask, "dy", dy, error) ||
+        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, dy->ndim, dy->shape, error)) {
+        return FALSE;
+    }
+    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    const guint8 *M = tdm_tensor_data(mask);
+    const float *DY = ref_f32(dy);
+    float *DX = ref_f32(dx);
+    int64_t n = tdm_tensor_numel(dy);
+    for (int64_t i = 0; i < n; i++) {
+        DX[i] = M[i] ? DY[i] * scale : 0.0f;
+    }
+    return TRUE;
+}
+
+/* ---- vector ops ---- */
+
+gboolean ref_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error)
+{
+    if (!ref_check_input(dev, "fill", "x", x, TDM_DTYPE_F32, error)) {
+        return FALSE;
+    }
+    float *X = ref_f32(x);
+    int64_t n = tdm_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        X[i] = value;
+    }
+    return TRUE;
+}
+
+gboolean ref_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error)
+{
+    if (!ref_check_input(dev, "copy", "src", src, -1, error) ||
+        !ref_check_input(dev, "copy", "dst", dst, src->dtype, error) ||
+        !ref_check_same_numel("copy", "src", src, "dst", dst, error)) {
+        return FALSE;
+    }
+    memmove(tdm_tensor_data(dst), tdm_tensor_data(src),
+            (size_t)tdm_tensor_numel(src) * tdm_dtype_size(src->dtype));
+    return TRUE;
+}
+
+gboolean ref_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error)
+{
+    if (!ref_check_input(dev, "scale", "x", x, TDM_DTYPE_F32, error)) {
+        return FALSE;
+    }
+    float *X = ref_f32(x);
+    int64_t n = tdm_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        X[i] *= alpha;
+    }
+    return TRUE;
+}
+
+gboolean ref_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error)
+{
+    if (!ref_check_input(dev, "axpy", "x", x, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, "axpy", "y", y, TDM_DTYPE_F32, error) ||
+        !ref_check_same_numel("axpy", "x", x, "y", y, error)) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x);
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        Y[i] = (float)((double)Y[i] + (double)alpha * X[i]);
+    }
+    return TRUE;
+}
+
+gboolean ref_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error)
+{
+    if (!ref_check_input(dev, "sum_squares", "x", x, TDM_DTYPE_F32, error)) {
+        return FALSE;
+    }
+    const float *X = ref_f32(x);
+    int64_t n = tdm_tensor_numel(x);
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        acc += (double)X[i] * X[i];
+    }
+    if (result != NULL) {
+        *result = acc;
+    }
+    return TRUE;
+}
+
+/* ---- cast ---- */
+
+static float ref_f16_to_f32(guint16 h)
+{
+    int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float v;
+    if (exp == 0) {
+        v = ldexpf((float)mant, -24);
+    } else if (exp == 31) {
+        v = mant ? NAN : INFINITY;
+    } else {
+        v = ldexpf((float)(mant + 1024), exp - 25);
+    }
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Round to nearest even, as every IEEE conversion does. */
+static guint16 ref_f32_to_f16(float f)
+{
+    guint32 x;
+    memcpy(&x, &f, sizeof(x));
+    guint16 sign = (guint16)((x >> 16) & 0x8000);
+    guint32 ax = x & 0x7fffffff;
+    if (ax >= 0x7f800000) { /* inf, nan */
+        return sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0);
+    }
+    if (ax >= 0x477ff000) { /* >= 65520 rounds to infinity */
+        return sign | 0x7c00;
+    }
+    if (ax < 0x38800000) { /* below 2^-14: a subnormal half, in units of 2^-24 */
+        float a;
+        memcpy(&a, &ax, sizeof(a));
+        return sign | (guint16)nearbyintf(a * 16777216.0f);
+    }
+    guint32 h = ((((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffff) >> 13));
+    guint32 rest = ax & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) {
+        h++; /* a carry into the exponent is the right result */
+    }
+    return sign | (guint16)h;
+}
+
+static float ref_bf16_to_f32(guint16 b)
+{
+    guint32 x = (guint32)b << 16;
+    float f;
+    memcpy(&f, &x, sizeof(f));
+    return f;
+}
+
+static guint16 ref_f32_to_bf16(float f)
+{
+    guint32 x;
+    memcpy(&x, &f, sizeof(x));
+    if ((x & 0x7fffffff) > 0x7f800000) {
+        return (guint16)((x >> 16) | 0x40); /* keep NaN a quiet NaN */
+    }
+    return (guint16)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+static gboolean ref_dtype_is_int(TdmDType t)
+{
+    return t == TDM_DTYPE_I32 || t == TDM_DTYPE_I64 || t == TDM_DTYPE_U8;
+}
+
+static double ref_load(const void *base, TdmDType t, int64_t i)
+{
+    switch (t) {
+    case TDM_DTYPE_F32:
+        return ((const float *)base)[i];
+    case TDM_DTYPE_I32:
+        return ((const gint32 *)base)[i];
+    case TDM_DTYPE_I64:
+        return (double)((const gint64 *)base)[i];
+    case TDM_DTYPE_U8:
+        return ((const guint8 *)base)[i];
+    case TDM_DTYPE_BF16:
+        return ref_bf16_to_f32(((const guint16 *)base)[i]);
+    case TDM_DTYPE_F16:
+        return ref_f16_to_f32(((const guint16 *)base)[i]);
+    }
+    return 0.0;
+}
+
+static gint64 ref_load_int(const void *base, TdmDType t, int64_t i)
+{
+    switch (t) {
+    case TDM_DTYPE_I32:
+        return ((const gint32 *)base)[i];
+    case TDM_DTYPE_I64:
+        return ((const gint64 *)base)[i];
+    default:
+        return ((const guint8 *)base)[i];
+    }
+}
+
+/* Float to integer: truncation toward zero (as C and PyTorch), saturated to
+ * the target's range so that out-of-range values stay defined; NaN gives 0. */
+static gint64 ref_to_int(double v, double lo, double hi)
+{
+    if (isnan(v)) {
+        return 0;
+    }
+    v = trunc(v);
+    return (gint64)(v < lo ? lo : v > hi ? hi : v);
+}
+
+static void ref_store(void *base, TdmDType t, int64_t i, double v)
+{
+    switch (t) {
+    case TDM_DTYPE_F32:
+        ((float *)base)[i] = (float)v;
+        break;
+    case TDM_DTYPE_I32:
+        ((gint32 *)base)[i] = (gint32)ref_to_int(v, G_MININT32, G_MAXINT32);
+        break;
+    case TDM_DTYPE_I64:
+        ((gint64 *)base)[i] = ref_to_int(v, -9223372036854775808.0, 9223372036854774784.0);
+        break;
+    case TDM_DTYPE_U8:
+        ((guint8 *)base)[i] = (guint8)ref_to_int(v, 0, 255);
+        break;
+    case TDM_DTYPE_BF16:
+        ((guint16 *)base)[i] = ref_f32_to_bf16((float)v);
+        break;
+    case TDM_DTYPE_F16:
+        ((guint16 *)base)[i] = ref_f32_to_f16((float)v);
+        break;
+    }
+}
+
+static void ref_store_int(void *base, TdmDType t, int64_t i, gint64 v)
+{
+    switch (t) {
+    case TDM_DTYPE_I32:
+        ((gint32 *)base)[i] = (gint32)CLAMP(v, G_MININT32, G_MAXINT32);
+        break;
+    case TDM_DTYPE_I64:
+        ((gint64 *)base)[i] = v;
+        break;
+    default:
+        ((guint8 *)base)[i] = (guint8)CLAMP(v, 0, 255);
+        break;
+    }
+}
+
+gboolean ref_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
+                  GError **error)
+{
+    const char *op = "cast";
+    if (!ref_check_input(dev, op, "src", src, -1, error)) {
+        return FALSE;
+    }
+    if (dst != NULL && dst->storage == NULL) {
+        /* An empty slot: shape it like src, in its own dtype. */
+        if (!ref_ensure_out(dev, op, "dst", dst, dst->dtype, src->ndim, src->shape, error)) {
+            return FALSE;
+        }
+    } else if (!ref_check_input(dev, op, "dst", dst, -1, error) ||
+               !ref_check_same_shape(op, "src", src, "dst", dst, error)) {
+        return FALSE;
+    }
+    const void *s = tdm_tensor_data(src);
+    void *d = tdm_tensor_data(dst);
+    int64_t n = tdm_tensor_numel(src);
+    gboolean norm = normalize_u8 && src->dtype == TDM_DTYPE_U8 && !ref_dtype_is_int(dst->dtype);
+    gboolean ints = ref_dtype_is_int(src->dtype) && ref_dtype_is_int(dst->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        if (ints) {
+            ref_store_int(d, dst->dtype, i, ref_load_int(s, src->dtype, i));
+        } else {
+            double v = ref_load(s, src->dtype, i);
+            ref_store(d, dst->dtype, i, norm ? v / 255.0 : v);
+        }
+    }
+    return TRUE;
+}
+
+/* ---- optimizer updates ---- */
+
+static gboolean ref_check_arena(TdmDevice *dev, const char *op, const char *what,
+                                const TdmTensor *t, const TdmTensor *param, GError **error)
+{
+    return ref_check_input(dev, op, what, t, TDM_DTYPE_F32, error) &&
+           ref_check_same_numel(op, "param", param, what, t, error);
+}
+
+gboolean ref_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
+                        TdmTensor *momentum_buf, GError **error)
+{
+    const char *op = "sgd_update";
+    if (hp == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: no hyper-parameters", op);
+        return FALSE;
+    }
+    gboolean use_buf = hp->momentum != 0.0f;
+    if (!ref_check_input(dev, op, "param", param, TDM_DTYPE_F32, error) ||
+        !ref_check_arena(dev, op, "grad", grad, param, error)) {
+        return FALSE;
+    }
+    if (use_buf && momentum_buf == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: momentum %g needs a momentum buffer", op, hp->momentum);
+        return FALSE;
+    }
+    if (use_buf && !ref_check_arena(dev, op, "momentum_buf", momentum_buf, param, error)) {
+        return FALSE;
+    }
+    float *P = ref_f32(param);
+    const float *G = ref_f32(grad);
+    float *BUF = use_buf ? ref_f32(momentum_buf) : NULL;
+    int64_t n = tdm_tensor_numel(param);
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)G[i] + (double)hp->weight_decay * P[i];
+        double d = g;
+        if (use_buf) {
+            double buf = hp->first_step
+                             ? g
+                             : (double)hp->momentum * BUF[i] + (1.0 - (double)hp->dampening) * g;
+            BUF[i] = (float)buf;
+            d = hp->nesterov ? g + (double)hp->momentum * buf : buf;
+        }
+        P[i] = (float)((double)P[i] - (double)hp->lr * d);
+    }
+    return TRUE;
+}
+
+gboolean ref_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                          TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                          GError **error)
+{
+    const char *op = "adamw_update";
+    if (hp == NULL || hp->step < 1) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: step must be >= 1 (got %" G_GINT64_FORMAT ")", op,
+                    hp ? hp->step : (int64_t)0);
+        return FALSE;
+    }
+    if (!ref_check_input(dev, op, "param", param, TDM_DTYPE_F32, error) ||
+        !ref_check_arena(dev, op, "grad", grad, param, error) ||
+        !ref_check_arena(dev, op, "exp_avg", exp_avg, param, error) ||
+        !ref_check_arena(dev, op, "exp_avg_sq", exp_avg_sq, param, error)) {
+        return FALSE;
+    }
+    const double b1 = hp->beta1, b2 = hp->beta2;
+    const double bc1 = 1.0 - pow(b1, (double)hp->step);
+    const double bc2 = 1.0 - pow(b2, (double)hp->step);
+    const double step_size = (double)hp->lr / bc1;
+    const double decay = 1.0 - (double)hp->lr * hp->weight_decay;
+    float *P = ref_f32(param), *M = ref_f32(exp_avg), *V = ref_f32(exp_avg_sq);
+    const float *G = ref_f32(grad);
+    int64_t n = tdm_tensor_numel(param);
+    for (int64_t i = 0; i < n; i++) {
+        double g = G[i];
+        double m = b1 * M[i] + (1.0 - b1) * g;
+        double v = b2 * V[i] + (1.0 - b2) * g * g;
+        double denom = sqrt(v) / sqrt(bc2) + (double)hp->eps;
+        M[i] = (float)m;
+        V[i] = (float)v;
+        P[i] = (float)((double)P[i] * decay - step_size * m / denom);
+    }
+    return TRUE;
+}

@@ -1,0 +1,334 @@
+/* tests/conformance-chain.c - conformance of chains of ops and of the
+ * layout boundary (reorder, read, write).
+ *
+ * A backend may keep activations in a private layout from op to op, so the
+ * single-op tests (plain inputs in, read out) do not show whether an op
+ * accepts what another op produced. Here outputs feed the next op directly
+ * on the device: a small conv net forward and backward (conv, batch norm,
+ * relu, max pool, global average pool, linear, loss and back), a residual
+ * sum of differently produced tensors, and round trips through reorder,
+ * read and write. Every intermediate is compared with the same chain on ref.
+ * The conv before the batch norm has no bias (as in ResNets): that bias's
+ * gradient is zero up to rounding, which no relative tolerance can judge.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "conformance-util.h"
+
+static void conf_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
+                     GTestDataFunc fn)
+{
+    g_autofree char *path = g_strdup_printf("/conformance/%s/%s%s", group, name, suffix);
+    ConfData *d = g_new0(ConfData, 1);
+    d->dev = dev;
+    g_test_add_data_func_full(path, d, fn, g_free);
+}
+
+/* ---- a small conv net, forward and backward ---- */
+
+/* clang-format off */
+enum {
+    X, W1, GAMMA, BETA, RMEAN, RVAR, FCW, FCB, LABELS,              /* inputs */
+    Y1, SMEAN, SVAR, Y2, Y3, Y4, WS, Y5, LOGITS, DLOGITS,               /* forward */
+    DFCW, DFCB, DY5, DY4, DY3, DY2, DY1, DGAMMA, DBETA, DX, DW1,        /* backward */
+    N_CHAIN
+};
+/* clang-format on */
+
+static void test_chain_convnet(gconstpointer data)
+{
+    const ConfData *d = data;
+    TdmDevice *dev = d->dev;
+    const int64_t N = 2, C = 8, H = 9, O = 16, K = 10;
+    const int64_t xs[4] = {N, C, H, H}, ws[4] = {O, C, 3, 3}, fcs[2] = {K, O};
+    const TdmConv2dParams conv = {1, 1, 1, 1, 1, 1, 1};
+    const TdmPool2dParams pool = {3, 3, 2, 2, 1, 1, TRUE};
+    const float momentum = 0.1f, eps = 1e-5f;
+    Pair P[N_CHAIN];
+    memset(P, 0, sizeof(P));
+    P[X] = conf_pair_random(dev, 4, xs, -1, 1);
+    P[W1] = conf_pair_random(dev, 4, ws, -0.3, 0.3);
+    P[GAMMA] = conf_pair_random(dev, 1, &O, 0.5, 1.5);
+    P[BETA] = conf_pair_random(dev, 1, &O, -0.5, 0.5);
+    P[RMEAN] = conf_pair_from(dev, TDM_DTYPE_F32, 1, &O, NULL);
+    P[RVAR] = conf_pair_random(dev, 1, &O, 1, 1);
+    P[FCW] = conf_pair_random(dev, 2, fcs, -0.5, 0.5);
+    P[FCB] = conf_pair_random(dev, 1, &K, -0.5, 0.5);
+    gint64 labels[2] = {g_test_rand_int_range(0, (gint32)K), g_test_rand_int_range(0, (gint32)K)};
+    P[LABELS] = conf_pair_from(dev, TDM_DTYPE_I64, 1, &N, labels);
+    for (int i = Y1; i < N_CHAIN; i++) {
+        P[i] = conf_pair_empty(dev, i == WS ? TDM_DTYPE_I32 : TDM_DTYPE_F32);
+    }
+    /* Parameter gradients are accumulated into plain zeroed tensors. */
+    conf_pair_clear(&P[DFCW]);
+    conf_pair_clear(&P[DFCB]);
+    conf_pair_clear(&P[DGAMMA]);
+    conf_pair_clear(&P[DBETA]);
+    conf_pair_clear(&P[DW1]);
+    P[DFCW] = conf_pair_from(dev, TDM_DTYPE_F32, 2, fcs, NULL);
+    P[DFCB] = conf_pair_from(dev, TDM_DTYPE_F32, 1, &K, NULL);
+    P[DGAMMA] = conf_pair_from(dev, TDM_DTYPE_F32, 1, &O, NULL);
+    P[DBETA] = conf_pair_from(dev, TDM_DTYPE_F32, 1, &O, NULL);
+    P[DW1] = conf_pair_from(dev, TDM_DTYPE_F32, 4, ws, NULL);
+
+    float loss[2] = {0};
+    int64_t correct[2] = {0};
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(i) (side == 0 ? P[i].r : P[i].t)
+        TRY(B->conv2d_forward(dv, NULL, &conv, T_(X), T_(W1), NULL, T_(Y1), &err));
+        TRY(B->batchnorm_forward(dv, NULL, T_(Y1), T_(GAMMA), T_(BETA), T_(RMEAN), T_(RVAR),
+                                 momentum, eps, TRUE, T_(SMEAN), T_(SVAR), T_(Y2), &err));
+        TRY(B->relu_forward(dv, NULL, T_(Y2), T_(Y3), &err));
+        TRY(B->maxpool2d_forward(dv, NULL, &pool, T_(Y3), T_(Y4), T_(WS), &err));
+        TRY(B->global_avgpool_forward(dv, NULL, T_(Y4), T_(Y5), &err));
+        TRY(B->gemm(dv, NULL, FALSE, TRUE, 1.0f, T_(Y5), T_(FCW), 0.0f, T_(LOGITS), T_(FCB), &err));
+        TRY(B->softmax_xent(dv, NULL, T_(LOGITS), T_(LABELS), 0.0f, &loss[side], T_(DLOGITS),
+                            &correct[side], &err));
+        TRY(B->gemm(dv, NULL, TRUE, FALSE, 1.0f, T_(DLOGITS), T_(Y5), 1.0f, T_(DFCW), NULL, &err));
+        TRY(B->bias_grad(dv, NULL, T_(DLOGITS), T_(DFCB), &err));
+        TRY(B->gemm(dv, NULL, FALSE, FALSE, 1.0f, T_(DLOGITS), T_(FCW), 0.0f, T_(DY5), NULL, &err));
+        TRY(B->global_avgpool_backward(dv, NULL, T_(DY5), T_(Y4), T_(DY4), &err));
+        TRY(B->maxpool2d_backward(dv, NULL, &pool, T_(DY4), T_(WS), T_(Y3), T_(DY3), &err));
+        TRY(B->relu_backward(dv, NULL, T_(Y3), T_(DY3), T_(DY2), &err));
+        TRY(B->batchnorm_backward(dv, NULL, T_(Y1), T_(DY2), T_(GAMMA), T_(SMEAN), T_(SVAR), eps,
+                                  T_(DY1), T_(DGAMMA), T_(DBETA), &err));
+        TRY(B->conv2d_backward_data(dv, NULL, &conv, T_(DY1), T_(W1), T_(X), T_(DX), &err));
+        TRY(B->conv2d_backward_filter(dv, NULL, &conv, T_(X), T_(DY1), T_(DW1), NULL, &err));
+        TRY(tdm_device_synchronize(dv, &err));
+#undef T_
+    }
+    static const struct {
+        int id;
+        const char *name;
+    } checks[] = {
+        {Y1, "conv y"},      {Y2, "batchnorm y"},     {SMEAN, "save_mean"},
+        {SVAR, "save_var"},  {RMEAN, "running_mean"}, {RVAR, "running_var"},
+        {Y3, "relu y"},      {Y4, "maxpool y"},       {Y5, "global avgpool y"},
+        {LOGITS, "logits"},  {DLOGITS, "dlogits"},    {DFCW, "fc dW"},
+        {DFCB, "fc db"},     {DY5, "fc dx"},          {DY4, "global avgpool dx"},
+        {DY3, "maxpool dx"}, {DY2, "relu dx"},        {DY1, "batchnorm dx"},
+        {DGAMMA, "dgamma"},  {DBETA, "dbeta"},        {DX, "conv dx"},
+        {DW1, "conv dw"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(checks); i++) {
+        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
+    }
+    if (fabsf(loss[1] - loss[0]) > TOL_REDUCTION * fabsf(loss[0]) || correct[0] != correct[1]) {
+        g_test_message("loss: ref %.8g (correct %" G_GINT64_FORMAT
+                       "), got %.8g (correct %" G_GINT64_FORMAT ")",
+                       loss[0], correct[0], loss[1], correct[1]);
+        g_test_fail();
+    }
+out:
+    for (int i = 0; i < N_CHAIN; i++) {
+        conf_pair_clear(&P[i]);
+    }
+}
+
+/* ---- a residual sum of tensors produced in different ways ---- */
+
+static void test_chain_residual(gconstpointer data)
+{
+    const ConfData *d = data;
+    TdmDevice *dev = d->dev;
+    const int64_t N = 2, C = 16, H = 8;
+    const int64_t xs[4] = {N, C, H, H}, wa[4] = {C, C, 3, 3}, wb[4] = {C, C, 1, 1};
+    const TdmConv2dParams p3 = {1, 1, 1, 1, 1, 1, 1}, p1 = {1, 1, 0, 0, 1, 1, 1};
+    Pair x = conf_pair_random(dev, 4, xs, -1, 1), plain = conf_pair_random(dev, 4, xs, -1, 1);
+    Pair w3 = conf_pair_random(dev, 4, wa, -0.2, 0.2), w1 = conf_pair_random(dev, 4, wb, -0.5, 0.5);
+    Pair a = conf_pair_empty(dev, TDM_DTYPE_F32), b = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair bn = conf_pair_empty(dev, TDM_DTYPE_F32), r = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair sum = conf_pair_empty(dev, TDM_DTYPE_F32), out = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair rm = conf_pair_random(dev, 1, &C, -0.5, 0.5), rv = conf_pair_random(dev, 1, &C, 0.5, 2);
+    Pair gamma = conf_pair_random(dev, 1, &C, 0.5, 1.5), beta = conf_pair_random(dev, 1, &C, -1, 1);
+    Pair fin = conf_pair_empty(dev, TDM_DTYPE_F32);
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(pr) (side == 0 ? (pr).r : (pr).t)
+        TRY(B->conv2d_forward(dv, NULL, &p3, T_(x), T_(w3), NULL, T_(a), &err));
+        TRY(B->conv2d_forward(dv, NULL, &p1, T_(x), T_(w1), NULL, T_(b), &err));
+        TRY(B->batchnorm_forward(dv, NULL, T_(b), T_(gamma), T_(beta), T_(rm), T_(rv), 0.1f, 1e-5f,
+                                 FALSE, NULL, NULL, T_(bn), &err));
+        TRY(B->relu_forward(dv, NULL, T_(bn), T_(r), &err));
+        TRY(B->add(dv, NULL, T_(a), T_(r), T_(sum), &err));       /* conv + relu(bn(conv)) */
+        TRY(B->add(dv, NULL, T_(sum), T_(plain), T_(sum), &err)); /* + a plain tensor, in place */
+        TRY(B->add(dv, NULL, T_(x), T_(sum), T_(out), &err));     /* plain + produced */
+        TRY(B->relu_forward(dv, NULL, T_(out), T_(fin), &err));
+#undef T_
+    }
+    conf_compare("conv + relu(bn(conv)) + plain", &sum, TOL_REDUCTION);
+    conf_compare("x + sum", &out, TOL_REDUCTION);
+    conf_compare("relu(x + sum)", &fin, TOL_REDUCTION);
+out:
+    conf_pair_clear(&x);
+    conf_pair_clear(&plain);
+    conf_pair_clear(&w3);
+    conf_pair_clear(&w1);
+    conf_pair_clear(&a);
+    conf_pair_clear(&b);
+    conf_pair_clear(&bn);
+    conf_pair_clear(&r);
+    conf_pair_clear(&sum);
+    conf_pair_clear(&out);
+    conf_pair_clear(&rm);
+    conf_pair_clear(&rv);
+    conf_pair_clear(&gamma);
+    conf_pair_clear(&beta);
+    conf_pair_clear(&fin);
+}
+
+/* ---- reorder, read, write ---- */
+
+static const int64_t lay_shape[4] = {2, 16, 7, 7};
+
+/* A conv output on `dev`: a tensor in whatever layout the backend prefers. */
+static TdmTensor *conf_produced(TdmDevice *dev, GError **error)
+{
+    const int64_t ws[4] = {16, 16, 3, 3};
+    const TdmConv2dParams p = {1, 1, 1, 1, 1, 1, 1};
+    TdmTensor *x = tdm_tensor_new(dev, TDM_DTYPE_F32, 4, lay_shape, error);
+    TdmTensor *w = x ? tdm_tensor_new(dev, TDM_DTYPE_F32, 4, ws, error) : NULL;
+    float *hx = conf_random(2 * 16 * 7 * 7, -1, 1), *hw = conf_random(16 * 16 * 9, -1, 1);
+    TdmTensor *y = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    gboolean ok = x != NULL && w != NULL && tdm_tensor_write(x, hx, error) &&
+                  tdm_tensor_write(w, hw, error) &&
+                  dev->backend->conv2d_forward(dev, NULL, &p, x, w, NULL, y, error);
+    g_free(hx);
+    g_free(hw);
+    g_clear_pointer(&x, tdm_tensor_unref);
+    g_clear_pointer(&w, tdm_tensor_unref);
+    if (!ok) {
+        g_clear_pointer(&y, tdm_tensor_unref);
+    }
+    return y;
+}
+
+static void test_reorder_to_plain(gconstpointer data)
+{
+    TdmDevice *dev = ((const ConfData *)data)->dev;
+    TdmTensor *y = NULL, *dst = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    float *before = NULL;
+    TRY((y = conf_produced(dev, &err)) != NULL);
+    g_test_message("conv output layout: %s", dev->backend->layout_name(dev, y->layout));
+    before = conf_read_values(y);
+    TRY(dev->backend->reorder(dev, NULL, y, NULL, dst, &err));
+    g_assert_true(tdm_tensor_is_plain(dst) && tdm_tensor_is_contiguous(dst));
+    g_assert_true(tdm_tensor_same_shape(dst, y));
+    conf_compare_host("reordered to plain", dst, before, TOL_EXACT);
+out:
+    g_free(before);
+    g_clear_pointer(&y, tdm_tensor_unref);
+    tdm_tensor_unref(dst);
+}
+
+static void test_reorder_to_layout(gconstpointer data)
+{
+    TdmDevice *dev = ((const ConfData *)data)->dev;
+    float *h = conf_random(2 * 16 * 7 * 7, -1, 1);
+    TdmTensor *y = NULL, *dst = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    TdmTensor *relu = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    TdmTensor *plain = tdm_tensor_new(dev, TDM_DTYPE_F32, 4, lay_shape, NULL);
+    TRY((y = conf_produced(dev, &err)) != NULL);
+    TRY(tdm_tensor_write(plain, h, &err));
+    TRY(dev->backend->reorder(dev, NULL, plain, y, dst, &err));
+    g_assert_true(dst->layout == y->layout);
+    conf_compare_host("plain reordered to the conv layout", dst, h, TOL_EXACT);
+    /* The reordered tensor is a valid input of the next op. */
+    TRY(dev->backend->relu_forward(dev, NULL, dst, relu, &err));
+    for (int i = 0; i < 2 * 16 * 7 * 7; i++) {
+        h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+    }
+    conf_compare_host("relu of the reordered tensor", relu, h, TOL_EXACT);
+out:
+    g_free(h);
+    g_clear_pointer(&y, tdm_tensor_unref);
+    tdm_tensor_unref(dst);
+    tdm_tensor_unref(relu);
+    tdm_tensor_unref(plain);
+}
+
+static void test_write_read_produced(gconstpointer data)
+{
+    TdmDevice *dev = ((const ConfData *)data)->dev;
+    float *h = conf_random(2 * 16 * 7 * 7, -1, 1);
+    TdmTensor *y = NULL, *relu = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    TRY((y = conf_produced(dev, &err)) != NULL);
+    TRY(tdm_tensor_write(y, h, &err)); /* into the backend's own layout */
+    conf_compare_host("written then read", y, h, TOL_EXACT);
+    TRY(dev->backend->relu_forward(dev, NULL, y, relu, &err));
+    for (int i = 0; i < 2 * 16 * 7 * 7; i++) {
+        h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+    }
+    conf_compare_host("relu of the written tensor", relu, h, TOL_EXACT);
+out:
+    g_free(h);
+    g_clear_pointer(&y, tdm_tensor_unref);
+    tdm_tensor_unref(relu);
+}
+
+static void test_write_read_plain(gconstpointer data)
+{
+    TdmDevice *dev = ((const ConfData *)data)->dev;
+    const TdmDType dtypes[] = {TDM_DTYPE_F32, TDM_DTYPE_I32, TDM_DTYPE_I64, TDM_DTYPE_U8};
+    const int64_t shape[3] = {3, 5, 7};
+    for (size_t k = 0; k < G_N_ELEMENTS(dtypes); k++) {
+        size_t nbytes = 105 * tdm_dtype_size(dtypes[k]);
+        guint8 *h = g_malloc(nbytes), *back = g_malloc0(nbytes);
+        for (size_t i = 0; i < nbytes; i++) {
+            h[i] = (guint8)g_test_rand_int_range(0, 256);
+        }
+        TdmTensor *t = tdm_tensor_new(dev, dtypes[k], 3, shape, NULL);
+        TRY(tdm_tensor_write(t, h, &err));
+        TRY(tdm_tensor_read(t, back, &err));
+        if (memcmp(h, back, nbytes) != 0) {
+            g_test_message("%s: read does not give back what was written",
+                           tdm_dtype_name(dtypes[k]));
+            g_test_fail();
+        }
+    out:
+        tdm_tensor_unref(t);
+        g_free(h);
+        g_free(back);
+    }
+}
+
+/* A narrow (batch-row) view shares its base's storage at an offset. */
+static void test_write_read_narrow(gconstpointer data)
+{
+    TdmDevice *dev = ((const ConfData *)data)->dev;
+    const int64_t shape[2] = {5, 6};
+    float base_h[30], rows[12], back[30];
+    for (int i = 0; i < 30; i++) {
+        base_h[i] = (float)i;
+    }
+    for (int i = 0; i < 12; i++) {
+        rows[i] = -1.0f - (float)i;
+    }
+    TdmTensor *base = tdm_tensor_new(dev, TDM_DTYPE_F32, 2, shape, NULL), *view = NULL;
+    TRY(tdm_tensor_write(base, base_h, &err));
+    TRY((view = tdm_tensor_narrow(base, 2, 2, &err)) != NULL);
+    TRY(tdm_tensor_write(view, rows, &err));
+    TRY(tdm_tensor_read(base, back, &err));
+    memcpy(base_h + 12, rows, sizeof(rows));
+    conf_compare_values("base after writing rows 2..3", base_h, back, 30, TOL_EXACT);
+    TRY(tdm_tensor_read(view, back, &err));
+    conf_compare_values("rows 2..3 read through the view", rows, back, 12, TOL_EXACT);
+out:
+    g_clear_pointer(&view, tdm_tensor_unref);
+    tdm_tensor_unref(base);
+}
+
+void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
+{
+    conf_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
+    conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
+    conf_add("reorder", "to_plain", suffix, dev, test_reorder_to_plain);
+    conf_add("reorder", "to_layout_of_like", suffix, dev, test_reorder_to_layout);
+    conf_add("read_write", "produced_layout", suffix, dev, test_write_read_produced);
+    conf_add("read_write", "plain_dtypes", suffix, dev, test_write_read_plain);
+    conf_add("read_write", "narrow_view", suffix, dev, test_write_read_narrow);
+}
