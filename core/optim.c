@@ -1,1 +1,382 @@
-/* placeholder: filled by its owner */
+/* core/optim.c - optimizers: the generic TdmOptimizer object (class lookup
+ * through the registry, per-parameter state keyed "<param>.<state>") and
+ * the built-in SGD and AdamW, which run the backend's fused updates.
+ *
+ * The common case is an optimizer over every parameter of a model: those
+ * parameters are one contiguous run at the start of the value arena, their
+ * gradients the same run of the grad arena. Then the state lives in one
+ * arena per state kind too and a step is ONE fused call over the whole run;
+ * the per-parameter state tensors are views into it, for checkpoints. Any
+ * other parameter list (a ZeRO shard, a partly frozen model) is updated
+ * parameter by parameter, skipping frozen ones.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_STATES 2
+
+typedef struct {
+    /* Set when opt->params is one contiguous run of its model's arenas. */
+    gboolean fused;
+    TdmTensor *value_run, *grad_run;
+    TdmTensor *state_run[MAX_STATES];
+} OptimPriv;
+
+void tdm_optimizer_options_init(TdmOptimizerOptions *opts)
+{
+    g_return_if_fail(opts != NULL);
+    memset(opts, 0, sizeof *opts);
+    opts->lr = 0.01f;
+    opts->beta1 = 0.9f;
+    opts->beta2 = 0.999f;
+    opts->eps = 1e-8f;
+}
+
+static int64_t param_numel(const TdmParam *p)
+{
+    int64_t n = 1;
+    for (int i = 0; i < p->ndim; i++) {
+        n *= p->shape[i];
+    }
+    return n;
+}
+
+static char *state_key(const TdmParam *p, const char *state_name)
+{
+    return g_strconcat(p->full_name != NULL ? p->full_name : p->name, ".", state_name, NULL);
+}
+
+TdmTensor *tdm_optimizer_state(TdmOptimizer *opt, TdmParam *p, const char *state_name,
+                               GError **error)
+{
+    g_return_val_if_fail(opt != NULL && p != NULL && state_name != NULL, NULL);
+    char *key = state_key(p, state_name);
+    TdmTensor *t = g_hash_table_lookup(opt->state, key);
+    if (t != NULL) {
+        g_free(key);
+        return t;
+    }
+    t = tdm_tensor_new(opt->device, TDM_DTYPE_F32, p->ndim, p->shape, error);
+    if (t == NULL) {
+        g_prefix_error(error, "optimizer state %s: ", key);
+        g_free(key);
+        return NULL;
+    }
+    g_hash_table_insert(opt->state, key, t);
+    return t;
+}
+
+/* The run [first offset, last end) when params are back to back in one
+ * model's arenas, in order; 0 otherwise. */
+static int64_t contiguous_run(GPtrArray *params, TdmModel **model_out, size_t *offset_out)
+{
+    if (params->len == 0) {
+        return 0;
+    }
+    const TdmParam *first = g_ptr_array_index(params, 0);
+    TdmModel *model = first->owner != NULL ? first->owner->model : NULL;
+    if (model == NULL || model->grad_arena == NULL) {
+        return 0;
+    }
+    size_t next = first->arena_offset;
+    int64_t n = 0;
+    for (guint i = 0; i < params->len; i++) {
+        const TdmParam *p = g_ptr_array_index(params, i);
+        if (p->is_buffer || p->grad == NULL || p->owner == NULL || p->owner->model != model ||
+            p->arena_offset != next) {
+            return 0;
+        }
+        n += param_numel(p);
+        next += (size_t)param_numel(p) * sizeof(float);
+    }
+    *model_out = model;
+    *offset_out = first->arena_offset;
+    return n;
+}
+
+/* Creates the named state tensors of every parameter: one arena per state
+ * with per-parameter views when fused, separate tensors otherwise. */
+static gboolean optim_setup(TdmOptimizer *opt, const char *const *state_names, int n_states,
+                            GError **error)
+{
+    OptimPriv *op = g_new0(OptimPriv, 1);
+    opt->priv = op;
+    TdmModel *model = NULL;
+    size_t offset = 0;
+    int64_t n = contiguous_run(opt->params, &model, &offset);
+    if (n > 0 && model->device == opt->device) {
+        int64_t shape[1] = {n};
+        op->value_run = tdm_tensor_new_view(model->value_arena, offset, TDM_DTYPE_F32, 1, shape,
+                                            error);
+        op->grad_run = op->value_run == NULL ? NULL
+                                             : tdm_tensor_new_view(model->grad_arena, offset,
+                                                                   TDM_DTYPE_F32, 1, shape, error);
+        if (op->grad_run == NULL) {
+            return FALSE;
+        }
+        for (int s = 0; s < n_states; s++) {
+            op->state_run[s] = tdm_tensor_new(opt->device, TDM_DTYPE_F32, 1, shape, error);
+            if (op->state_run[s] == NULL) {
+                g_prefix_error(error, "optimizer %s state (%" G_GINT64_FORMAT " floats): ",
+                               state_names[s], n);
+                return FALSE;
+            }
+            for (guint i = 0; i < opt->params->len; i++) {
+                TdmParam *p = g_ptr_array_index(opt->params, i);
+                TdmTensor *v = tdm_tensor_new_view(op->state_run[s], p->arena_offset - offset,
+                                                   TDM_DTYPE_F32, p->ndim, p->shape, error);
+                if (v == NULL) {
+                    return FALSE;
+                }
+                g_hash_table_insert(opt->state, state_key(p, state_names[s]), v);
+            }
+        }
+        op->fused = TRUE;
+        return TRUE;
+    }
+    for (int s = 0; s < n_states; s++) {
+        for (guint i = 0; i < opt->params->len; i++) {
+            if (tdm_optimizer_state(opt, g_ptr_array_index(opt->params, i), state_names[s],
+                                    error) == NULL) {
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+static gboolean fused_usable(TdmOptimizer *opt)
+{
+    OptimPriv *op = opt->priv;
+    if (op == NULL || !op->fused) {
+        return FALSE;
+    }
+    /* A parameter frozen after creation must not be decayed or moved. */
+    for (guint i = 0; i < opt->params->len; i++) {
+        const TdmParam *p = g_ptr_array_index(opt->params, i);
+        if (!p->requires_grad) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static void optim_finalize(TdmOptimizer *opt)
+{
+    OptimPriv *op = opt->priv;
+    if (op == NULL) {
+        return;
+    }
+    if (op->value_run != NULL) {
+        tdm_tensor_unref(op->value_run);
+    }
+    if (op->grad_run != NULL) {
+        tdm_tensor_unref(op->grad_run);
+    }
+    for (int s = 0; s < MAX_STATES; s++) {
+        if (op->state_run[s] != NULL) {
+            tdm_tensor_unref(op->state_run[s]);
+        }
+    }
+    g_free(op);
+    opt->priv = NULL;
+}
+
+/* ---- SGD ---- */
+
+static gboolean sgd_init(TdmOptimizer *opt, GError **error)
+{
+    const TdmOptimizerOptions *o = &opt->opts;
+    if (o->lr < 0.0f || o->momentum < 0.0f || o->weight_decay < 0.0f) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "sgd: lr (%g), momentum (%g) and weight_decay (%g) must be >= 0", o->lr,
+                    o->momentum, o->weight_decay);
+        return FALSE;
+    }
+    if (o->nesterov && (o->momentum <= 0.0f || o->dampening != 0.0f)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "sgd: nesterov needs momentum > 0 and dampening 0 (got momentum %g, "
+                    "dampening %g)",
+                    o->momentum, o->dampening);
+        return FALSE;
+    }
+    static const char *const names[] = {"momentum_buffer"};
+    return optim_setup(opt, names, o->momentum != 0.0f ? 1 : 0, error);
+}
+
+static gboolean sgd_step(TdmOptimizer *opt, GError **error)
+{
+    const TdmOptimizerOptions *o = &opt->opts;
+    OptimPriv *op = opt->priv;
+    const TdmBackendClass *be = opt->device->backend;
+    TdmSgdParams hp = {
+        .lr = opt->lr,
+        .momentum = o->momentum,
+        .dampening = o->dampening,
+        .weight_decay = o->weight_decay,
+        .nesterov = o->nesterov,
+        .first_step = opt->step_count == 0,
+    };
+    gboolean has_buf = o->momentum != 0.0f;
+    if (fused_usable(opt)) {
+        return be->sgd_update(opt->device, &hp, op->value_run, op->grad_run,
+                              has_buf ? op->state_run[0] : NULL, error);
+    }
+    for (guint i = 0; i < opt->params->len; i++) {
+        TdmParam *p = g_ptr_array_index(opt->params, i);
+        if (!p->requires_grad) {
+            continue;
+        }
+        TdmTensor *buf = NULL;
+        if (has_buf && (buf = tdm_optimizer_state(opt, p, "momentum_buffer", error)) == NULL) {
+            return FALSE;
+        }
+        if (!be->sgd_update(opt->device, &hp, p->value, p->grad, buf, error)) {
+            g_prefix_error(error, "sgd step of %s: ", p->full_name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+const TdmOptimizerClass tdm_sgd_class = {
+    .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
+    .name = "sgd",
+    .init = sgd_init,
+    .step = sgd_step,
+    .finalize = optim_finalize,
+};
+
+/* ---- AdamW ---- */
+
+static gboolean adamw_init(TdmOptimizer *opt, GError **error)
+{
+    const TdmOptimizerOptions *o = &opt->opts;
+    if (o->lr < 0.0f || o->eps < 0.0f || o->weight_decay < 0.0f || o->beta1 < 0.0f ||
+        o->beta1 >= 1.0f || o->beta2 < 0.0f || o->beta2 >= 1.0f) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "adamw: invalid lr %g, betas (%g, %g), eps %g or weight_decay %g "
+                    "(betas must lie in [0, 1), the others be >= 0)",
+                    o->lr, o->beta1, o->beta2, o->eps, o->weight_decay);
+        return FALSE;
+    }
+    static const char *const names[] = {"exp_avg", "exp_avg_sq"};
+    return optim_setup(opt, names, 2, error);
+}
+
+static gboolean adamw_step(TdmOptimizer *opt, GError **error)
+{
+    const TdmOptimizerOptions *o = &opt->opts;
+    OptimPriv *op = opt->priv;
+    const TdmBackendClass *be = opt->device->backend;
+    TdmAdamWParams hp = {
+        .lr = opt->lr,
+        .beta1 = o->beta1,
+        .beta2 = o->beta2,
+        .eps = o->eps,
+        .weight_decay = o->weight_decay,
+        .step = opt->step_count + 1,
+    };
+    if (fused_usable(opt)) {
+        return be->adamw_update(opt->device, &hp, op->value_run, op->grad_run, op->state_run[0],
+                                op->state_run[1], error);
+    }
+    for (guint i = 0; i < opt->params->len; i++) {
+        TdmParam *p = g_ptr_array_index(opt->params, i);
+        if (!p->requires_grad) {
+            continue;
+        }
+        TdmTensor *m = tdm_optimizer_state(opt, p, "exp_avg", error);
+        TdmTensor *v = m != NULL ? tdm_optimizer_state(opt, p, "exp_avg_sq", error) : NULL;
+        if (v == NULL) {
+            return FALSE;
+        }
+        if (!be->adamw_update(opt->device, &hp, p->value, p->grad, m, v, error)) {
+            g_prefix_error(error, "adamw step of %s: ", p->full_name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+const TdmOptimizerClass tdm_adamw_class = {
+    .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
+    .name = "adamw",
+    .init = adamw_init,
+    .step = adamw_step,
+    .finalize = optim_finalize,
+};
+
+/* ---- the generic object ---- */
+
+TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *params,
+                                const TdmOptimizerOptions *opts, GError **error)
+{
+    g_return_val_if_fail(name != NULL && model != NULL, NULL);
+    if (!tdm_registry_init(error)) {
+        return NULL;
+    }
+    TdmFeature *f = tdm_registry_find(TDM_FEATURE_OPTIMIZER, name, error);
+    if (f == NULL) {
+        return NULL;
+    }
+    const TdmOptimizerClass *klass = tdm_feature_get_class(f);
+    if (klass == NULL || klass->iface_version != TDM_OPTIMIZER_IFACE_VERSION ||
+        klass->step == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
+                    "optimizer '%s' has an incompatible class (interface version %u, core %d)",
+                    name, klass != NULL ? klass->iface_version : 0, TDM_OPTIMIZER_IFACE_VERSION);
+        return NULL;
+    }
+    TdmOptimizer *opt = g_new0(TdmOptimizer, 1);
+    opt->klass = klass;
+    if (opts != NULL) {
+        opt->opts = *opts;
+    } else {
+        tdm_optimizer_options_init(&opt->opts);
+    }
+    opt->lr = opt->opts.lr;
+    opt->device = model->device;
+    opt->params = g_ptr_array_new();
+    opt->state = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify)tdm_tensor_unref);
+    GPtrArray *src = params != NULL ? params : model->params;
+    for (guint i = 0; i < src->len; i++) {
+        TdmParam *p = g_ptr_array_index(src, i);
+        if (!p->is_buffer && p->requires_grad) {
+            g_ptr_array_add(opt->params, p);
+        }
+    }
+    if (klass->init != NULL && !klass->init(opt, error)) {
+        g_prefix_error(error, "optimizer %s: ", name);
+        tdm_optimizer_free(opt);
+        return NULL;
+    }
+    return opt;
+}
+
+gboolean tdm_optimizer_step(TdmOptimizer *opt, GError **error)
+{
+    g_return_val_if_fail(opt != NULL, FALSE);
+    if (!opt->klass->step(opt, error)) {
+        return FALSE;
+    }
+    opt->step_count++;
+    return TRUE;
+}
+
+void tdm_optimizer_free(TdmOptimizer *opt)
+{
+    if (opt == NULL) {
+        return;
+    }
+    if (opt->klass->finalize != NULL) {
+        opt->klass->finalize(opt);
+    }
+    g_hash_table_unref(opt->state);
+    g_ptr_array_unref(opt->params);
+    g_free(opt);
+}

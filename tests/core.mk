@@ -1,1 +1,22 @@
-# tests: core (see tests/Makefile.inc)
+# tests: core (see tests/Makefile.inc) - modules, model, zoo, loss,
+# optimizers and schedules, all on the ref backend.
+check_PROGRAMS += tests/test-gradcheck tests/test-modules tests/test-optim tests/zoo-dump
+TESTS += tests/test-gradcheck tests/test-modules tests/test-optim tests/test-zoo-names.py
+EXTRA_DIST += tests/test-zoo-names.py
+
+tests_test_gradcheck_SOURCES = tests/test-gradcheck.c tests/core-test-util.h
+tests_test_gradcheck_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_gradcheck_LDADD = $(TDMTEST_LIBS)
+
+tests_test_modules_SOURCES = tests/test-modules.c tests/core-test-util.h
+tests_test_modules_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_modules_LDADD = $(TDMTEST_LIBS)
+
+tests_test_optim_SOURCES = tests/test-optim.c tests/core-test-util.h
+tests_test_optim_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_optim_LDADD = $(TDMTEST_LIBS)
+
+# Prints a zoo model's names and shapes for tests/test-zoo-names.py.
+tests_zoo_dump_SOURCES = tests/zoo-dump.c
+tests_zoo_dump_CFLAGS = $(TDMTEST_CFLAGS)
+tests_zoo_dump_LDADD = $(TDMTEST_LIBS)

@@ -1,1 +1,158 @@
-/* placeholder: filled by its owner */
+/* core/modules/batchnorm2d.c - BatchNorm2d, as PyTorch's nn.BatchNorm2d with
+ * affine weights and tracked running statistics: parameters `weight`,
+ * `bias`, buffers `running_mean`, `running_var` (torchvision's names). In
+ * training mode the batch statistics normalise and update the running ones
+ * (the backend does both); in eval mode the running ones normalise. Backward
+ * is the training-mode formula, so it needs a training-mode forward.
+ */
+#include "config.h"
+
+#include "../internal.h"
+#include "module-private.h"
+
+typedef struct {
+    int num_features;
+    float eps, momentum;
+    gboolean fwd_training; /* mode of the last forward */
+    TdmOpCache *cache_fwd, *cache_bwd;
+    TdmTensor *y, *dx, *save_mean, *save_var; /* slots */
+    TdmTensor *scratch_dgamma, *scratch_dbeta; /* sinks for frozen weight/bias */
+    TdmTensor *x;
+} BatchNormPriv;
+
+static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
+{
+    BatchNormPriv *bp = m->priv;
+    TdmDevice *dev = m->device;
+    if ((x->ndim != 4 && x->ndim != 2) || x->shape[1] != bp->num_features) {
+        g_autofree char *s = tdm_tensor_shape_string(x);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "BatchNorm2d(%d): input %s, expected [N, %d, H, W]", bp->num_features, s,
+                    bp->num_features);
+        return FALSE;
+    }
+    TdmTensor *out = tdm_module_slot(m, &bp->y, TDM_DTYPE_F32);
+    TdmTensor *sm = tdm_module_slot(m, &bp->save_mean, TDM_DTYPE_F32);
+    TdmTensor *sv = tdm_module_slot(m, &bp->save_var, TDM_DTYPE_F32);
+    TdmParam *gamma = g_ptr_array_index(m->params, 0);
+    TdmParam *beta = g_ptr_array_index(m->params, 1);
+    TdmParam *rmean = g_ptr_array_index(m->params, 2);
+    TdmParam *rvar = g_ptr_array_index(m->params, 3);
+    if (!dev->backend->batchnorm_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
+                                         rmean->value, rvar->value, bp->momentum, bp->eps,
+                                         m->training, sm, sv, out, error)) {
+        return FALSE;
+    }
+    bp->fwd_training = m->training;
+    tdm_module_keep(&bp->x, x);
+    *y = out;
+    return TRUE;
+}
+
+/* The backend's dgamma/dbeta are accumulated outputs of final shape; a
+ * frozen parameter gets a private sink instead of its (absent) gradient. */
+static TdmTensor *grad_or_sink(TdmModule *m, TdmParam *p, TdmTensor **sink, GError **error)
+{
+    if (p->requires_grad) {
+        return p->grad;
+    }
+    if (*sink == NULL) {
+        *sink = tdm_tensor_new(m->device, TDM_DTYPE_F32, p->ndim, p->shape, error);
+    }
+    return *sink;
+}
+
+static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
+                                   GError **error)
+{
+    BatchNormPriv *bp = m->priv;
+    TdmDevice *dev = m->device;
+    TdmParam *gamma = g_ptr_array_index(m->params, 0);
+    TdmParam *beta = g_ptr_array_index(m->params, 1);
+    if (!need_dx && !gamma->requires_grad && !beta->requires_grad) {
+        return TRUE;
+    }
+    if (bp->x == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "BatchNorm2d(%d): backward before forward",
+                    bp->num_features);
+        return FALSE;
+    }
+    if (!bp->fwd_training) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "BatchNorm2d(%d): backward needs a training-mode forward (the last forward "
+                    "ran in eval mode)",
+                    bp->num_features);
+        return FALSE;
+    }
+    TdmTensor *dgamma = grad_or_sink(m, gamma, &bp->scratch_dgamma, error);
+    if (dgamma == NULL) {
+        return FALSE;
+    }
+    TdmTensor *dbeta = grad_or_sink(m, beta, &bp->scratch_dbeta, error);
+    if (dbeta == NULL) {
+        return FALSE;
+    }
+    TdmTensor *g = tdm_module_slot(m, &bp->dx, TDM_DTYPE_F32);
+    if (!dev->backend->batchnorm_backward(dev, &bp->cache_bwd, bp->x, dy, gamma->value,
+                                          bp->save_mean, bp->save_var, bp->eps, g, dgamma, dbeta,
+                                          error)) {
+        return FALSE;
+    }
+    tdm_module_grad_ready(m, beta);
+    tdm_module_grad_ready(m, gamma);
+    if (need_dx) {
+        *dx = g;
+    }
+    return TRUE;
+}
+
+static TdmModule *batchnorm_clone(const TdmModule *self, GError **error)
+{
+    const BatchNormPriv *bp = self->priv;
+    return tdm_batchnorm2d_new(bp->num_features, bp->eps, bp->momentum);
+}
+
+static void batchnorm_finalize(TdmModule *m)
+{
+    BatchNormPriv *bp = m->priv;
+    if (bp == NULL) {
+        return;
+    }
+    if (m->device != NULL) {
+        tdm_op_cache_clear(m->device, &bp->cache_fwd);
+        tdm_op_cache_clear(m->device, &bp->cache_bwd);
+    }
+    tdm_module_slot_clear(&bp->y);
+    tdm_module_slot_clear(&bp->dx);
+    tdm_module_slot_clear(&bp->save_mean);
+    tdm_module_slot_clear(&bp->save_var);
+    tdm_module_slot_clear(&bp->scratch_dgamma);
+    tdm_module_slot_clear(&bp->scratch_dbeta);
+    tdm_module_slot_clear(&bp->x);
+    g_free(bp);
+}
+
+const TdmModuleClass tdm_batchnorm2d_class = {
+    .iface_version = TDM_MODULE_IFACE_VERSION,
+    .type_name = "BatchNorm2d",
+    .forward = batchnorm_forward,
+    .backward = batchnorm_backward,
+    .clone = batchnorm_clone,
+    .finalize = batchnorm_finalize,
+};
+
+TdmModule *tdm_batchnorm2d_new(int num_features, float eps, float momentum)
+{
+    g_return_val_if_fail(num_features > 0 && eps > 0.0f, NULL);
+    BatchNormPriv *bp = g_new0(BatchNormPriv, 1);
+    bp->num_features = num_features;
+    bp->eps = eps;
+    bp->momentum = momentum;
+    TdmModule *m = tdm_module_new(&tdm_batchnorm2d_class, bp);
+    int64_t shape[1] = {num_features};
+    tdm_module_add_param(m, "weight", 1, shape, FALSE);
+    tdm_module_add_param(m, "bias", 1, shape, FALSE);
+    tdm_module_add_param(m, "running_mean", 1, shape, TRUE);
+    tdm_module_add_param(m, "running_var", 1, shape, TRUE);
+    return m;
+}

@@ -1,1 +1,154 @@
-/* placeholder: filled by its owner */
+/* core/modules/conv2d.c - Conv2d layer, as PyTorch's nn.Conv2d with square
+ * kernel, stride and padding, no dilation, one group (weight [O, C, K, K],
+ * optional bias [O]). The three passes are the backend's conv2d ops; when
+ * the weight is frozen but the bias is not, the bias gradient comes from
+ * bias_grad alone.
+ */
+#include "config.h"
+
+#include "../internal.h"
+#include "module-private.h"
+
+typedef struct {
+    int in_channels, out_channels, kernel, stride, padding;
+    gboolean has_bias;
+    TdmConv2dParams cp;
+    TdmOpCache *cache_fwd, *cache_bwd_data, *cache_bwd_filter, *cache_db;
+    TdmTensor *y, *dx; /* slots */
+    TdmTensor *x;      /* forward input kept for backward */
+} Conv2dPriv;
+
+static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
+{
+    Conv2dPriv *cp = m->priv;
+    TdmDevice *dev = m->device;
+    if (x->ndim != 4 || x->shape[1] != cp->in_channels ||
+        x->shape[2] + 2 * cp->padding < cp->kernel || x->shape[3] + 2 * cp->padding < cp->kernel) {
+        g_autofree char *s = tdm_tensor_shape_string(x);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "Conv2d(%d, %d, kernel %d, padding %d): input %s, expected [N, %d, H, W] "
+                    "with H, W >= %d",
+                    cp->in_channels, cp->out_channels, cp->kernel, cp->padding, s,
+                    cp->in_channels, cp->kernel - 2 * cp->padding);
+        return FALSE;
+    }
+    TdmParam *w = g_ptr_array_index(m->params, 0);
+    TdmParam *b = cp->has_bias ? g_ptr_array_index(m->params, 1) : NULL;
+    TdmTensor *out = tdm_module_slot(m, &cp->y, TDM_DTYPE_F32);
+    if (!dev->backend->conv2d_forward(dev, &cp->cache_fwd, &cp->cp, x, w->value,
+                                      b != NULL ? b->value : NULL, out, error)) {
+        return FALSE;
+    }
+    tdm_module_keep(&cp->x, x);
+    *y = out;
+    return TRUE;
+}
+
+static gboolean conv2d_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
+                                GError **error)
+{
+    Conv2dPriv *cp = m->priv;
+    TdmDevice *dev = m->device;
+    TdmParam *w = g_ptr_array_index(m->params, 0);
+    TdmParam *b = cp->has_bias ? g_ptr_array_index(m->params, 1) : NULL;
+    gboolean w_tr = w->requires_grad;
+    gboolean b_tr = b != NULL && b->requires_grad;
+    if (!need_dx && !w_tr && !b_tr) {
+        return TRUE;
+    }
+    if (cp->x == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "Conv2d(%d, %d): backward before forward",
+                    cp->in_channels, cp->out_channels);
+        return FALSE;
+    }
+    if (w_tr) {
+        if (!dev->backend->conv2d_backward_filter(dev, &cp->cache_bwd_filter, &cp->cp, cp->x, dy,
+                                                  w->grad, b_tr ? b->grad : NULL, error)) {
+            return FALSE;
+        }
+    } else if (b_tr) {
+        if (!dev->backend->bias_grad(dev, &cp->cache_db, dy, b->grad, error)) {
+            return FALSE;
+        }
+    }
+    if (b_tr) {
+        tdm_module_grad_ready(m, b);
+    }
+    if (w_tr) {
+        tdm_module_grad_ready(m, w);
+    }
+    if (need_dx) {
+        TdmTensor *g = tdm_module_slot(m, &cp->dx, TDM_DTYPE_F32);
+        if (!dev->backend->conv2d_backward_data(dev, &cp->cache_bwd_data, &cp->cp, dy, w->value,
+                                                cp->x, g, error)) {
+            return FALSE;
+        }
+        *dx = g;
+    }
+    return TRUE;
+}
+
+static TdmModule *conv2d_clone(const TdmModule *self, GError **error)
+{
+    const Conv2dPriv *cp = self->priv;
+    return tdm_conv2d_new(cp->in_channels, cp->out_channels, cp->kernel, cp->stride, cp->padding,
+                          cp->has_bias);
+}
+
+static void conv2d_finalize(TdmModule *m)
+{
+    Conv2dPriv *cp = m->priv;
+    if (cp == NULL) {
+        return;
+    }
+    if (m->device != NULL) {
+        tdm_op_cache_clear(m->device, &cp->cache_fwd);
+        tdm_op_cache_clear(m->device, &cp->cache_bwd_data);
+        tdm_op_cache_clear(m->device, &cp->cache_bwd_filter);
+        tdm_op_cache_clear(m->device, &cp->cache_db);
+    }
+    tdm_module_slot_clear(&cp->y);
+    tdm_module_slot_clear(&cp->dx);
+    tdm_module_slot_clear(&cp->x);
+    g_free(cp);
+}
+
+const TdmModuleClass tdm_conv2d_class = {
+    .iface_version = TDM_MODULE_IFACE_VERSION,
+    .type_name = "Conv2d",
+    .forward = conv2d_forward,
+    .backward = conv2d_backward,
+    .clone = conv2d_clone,
+    .finalize = conv2d_finalize,
+};
+
+TdmModule *tdm_conv2d_new(int in_channels, int out_channels, int kernel, int stride, int padding,
+                          gboolean bias)
+{
+    g_return_val_if_fail(in_channels > 0 && out_channels > 0 && kernel > 0, NULL);
+    g_return_val_if_fail(stride > 0 && padding >= 0, NULL);
+    Conv2dPriv *cp = g_new0(Conv2dPriv, 1);
+    cp->in_channels = in_channels;
+    cp->out_channels = out_channels;
+    cp->kernel = kernel;
+    cp->stride = stride;
+    cp->padding = padding;
+    cp->has_bias = bias;
+    cp->cp = (TdmConv2dParams){
+        .stride_h = stride,
+        .stride_w = stride,
+        .pad_h = padding,
+        .pad_w = padding,
+        .dilation_h = 1,
+        .dilation_w = 1,
+        .groups = 1,
+    };
+    TdmModule *m = tdm_module_new(&tdm_conv2d_class, cp);
+    int64_t wshape[4] = {out_channels, in_channels, kernel, kernel};
+    tdm_module_add_param(m, "weight", 4, wshape, FALSE);
+    if (bias) {
+        int64_t bshape[1] = {out_channels};
+        tdm_module_add_param(m, "bias", 1, bshape, FALSE);
+    }
+    return m;
+}

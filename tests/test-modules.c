@@ -1,0 +1,490 @@
+/* tests/test-modules.c - the model object and the zoo on the ref backend:
+ * parameter counts (PyTorch's numbers), arena layout, initialisation,
+ * the grad-ready hook's order, freezing, zero_grad, gradient accumulation,
+ * replication and error messages. Names and shapes against PyTorch itself
+ * are checked by tests/test-zoo-names.py.
+ */
+#include "config.h"
+
+#include "core-test-util.h"
+
+static TdmModel *zoo_model(const char *name, int c, int classes, int size, guint64 seed)
+{
+    GError *error = NULL;
+    TdmModelConfig cfg = {c, classes, size, {0}};
+    TdmModule *root = tdm_model_zoo_create(name, &cfg, &error);
+    g_assert_no_error(error);
+    return test_model(root, test_ref_device(), seed);
+}
+
+/* Counts printed by sum(p.numel() for p in model.parameters()) in PyTorch
+ * 1.13 for the architectures of the zoo (torchvision for resnet18/34). */
+static void test_param_counts(void)
+{
+    static const struct {
+        const char *name;
+        int c, classes, size;
+        int64_t count;
+    } expect[] = {
+        {"mlp", 1, 10, 28, 535818},
+        {"lenet", 1, 10, 28, 61706},
+        {"lenet", 3, 10, 32, 83126},
+        {"resnet8", 1, 10, 28, 77754},
+        {"resnet20", 3, 10, 32, 272474},
+        {"resnet18", 3, 1000, 224, 11689512},
+        {"resnet18", 1, 10, 28, 11175370},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(expect); i++) {
+        TdmModel *m = zoo_model(expect[i].name, expect[i].c, expect[i].classes, expect[i].size, 1);
+        g_test_message("%s: %" G_GINT64_FORMAT, expect[i].name, tdm_model_num_parameters(m));
+        g_assert_cmpint(tdm_model_num_parameters(m), ==, expect[i].count);
+        tdm_model_free(m);
+    }
+}
+
+static void test_zoo_defaults_and_unknown(void)
+{
+    GError *error = NULL;
+    TdmModelConfig cfg = {0, 0, 0, {0}};
+    TdmModule *root = tdm_model_zoo_create("mlp", &cfg, &error);
+    g_assert_no_error(error);
+    TdmModel *m = test_model(root, test_ref_device(), 1);
+    TdmParam *w = tdm_model_find_param(m, "fc1.weight");
+    g_assert_nonnull(w);
+    g_assert_cmpint(w->shape[1], ==, 784);
+    g_assert_cmpint(tdm_model_find_param(m, "fc3.bias")->shape[0], ==, 10);
+    g_assert_null(tdm_model_find_param(m, "fc4.bias"));
+    tdm_model_free(m);
+
+    g_assert_null(tdm_model_zoo_create("resnet9000", NULL, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(error->message, "resnet9000"));
+    for (const char *const *n = tdm_model_zoo_names(); *n != NULL; n++) {
+        g_assert_nonnull(strstr(error->message, *n));
+    }
+    g_clear_error(&error);
+}
+
+/* Parameters first, then buffers, back to back; grads at the same offsets. */
+static void test_arena_layout(void)
+{
+    TdmModel *m = zoo_model("resnet8", 1, 10, 28, 1);
+    size_t off = 0;
+    gboolean in_buffers = FALSE;
+    g_assert_cmpstr(((TdmParam *)g_ptr_array_index(m->params, 0))->full_name, ==, "conv1.weight");
+    for (guint i = 0; i < m->params->len; i++) {
+        TdmParam *p = g_ptr_array_index(m->params, i);
+        if (p->is_buffer) {
+            in_buffers = TRUE;
+            g_assert_null(p->grad);
+        } else {
+            g_assert_false(in_buffers);
+            g_assert_nonnull(p->grad);
+            g_assert_true(p->grad->storage == m->grad_arena->storage);
+            g_assert_cmpuint(p->grad->offset, ==, m->grad_arena->offset + off);
+            g_assert_cmpuint(off / sizeof(float) + tdm_tensor_numel(p->grad), <=, m->n_grads);
+        }
+        g_assert_cmpuint(p->arena_offset, ==, off);
+        g_assert_true(p->value->storage == m->value_arena->storage);
+        g_assert_cmpuint(p->value->offset, ==, m->value_arena->offset + off);
+        g_assert_cmpint(tdm_tensor_numel(p->value), ==, test_numel(p->ndim, p->shape));
+        off += tdm_tensor_numel(p->value) * sizeof(float);
+    }
+    g_assert_true(in_buffers);
+    g_assert_cmpuint(off, ==, m->n_values * sizeof(float));
+    g_assert_cmpint(tdm_tensor_numel(m->value_arena), ==, (int64_t)m->n_values);
+    g_assert_cmpint(tdm_tensor_numel(m->grad_arena), ==, (int64_t)m->n_grads);
+    g_assert_cmpint(tdm_model_num_parameters(m), ==, (int64_t)m->n_grads);
+    tdm_model_free(m);
+}
+
+/* PyTorch's default init: U(+-1/sqrt(fan_in)) for conv/linear weights and
+ * biases, ones/zeros for BatchNorm; deterministic in the seed. */
+static void test_init(void)
+{
+    TdmModel *a = zoo_model("resnet8", 1, 10, 28, 42);
+    TdmModel *b = zoo_model("resnet8", 1, 10, 28, 42);
+    TdmModel *c = zoo_model("resnet8", 1, 10, 28, 43);
+    g_autofree float *va = test_read(a->value_arena);
+    g_autofree float *vb = test_read(b->value_arena);
+    g_autofree float *vc = test_read(c->value_arena);
+    g_assert_cmpmem(va, a->n_values * sizeof(float), vb, b->n_values * sizeof(float));
+    g_assert_true(memcmp(va, vc, a->n_values * sizeof(float)) != 0);
+
+    TdmParam *w = tdm_model_find_param(a, "layer2.0.conv1.weight"); /* [32, 16, 3, 3] */
+    g_autofree float *wv = test_read(w->value);
+    int64_t n = tdm_tensor_numel(w->value);
+    double bound = 1.0 / sqrt(16.0 * 9.0), sum = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        g_assert_cmpfloat(fabs(wv[i]), <=, bound);
+        sum += wv[i];
+        sq += (double)wv[i] * wv[i];
+    }
+    g_assert_cmpfloat(fabs(sum / n), <, 0.05 * bound);
+    g_assert_cmpfloat(fabs(sqrt(sq / n) - bound / sqrt(3.0)), <, 0.05 * bound);
+
+    TdmParam *fb = tdm_model_find_param(a, "fc.bias");
+    g_autofree float *fbv = test_read(fb->value);
+    gboolean nonzero = FALSE;
+    for (int i = 0; i < 10; i++) {
+        g_assert_cmpfloat(fabs(fbv[i]), <=, 1.0 / 8.0);
+        nonzero = nonzero || fbv[i] != 0.0f;
+    }
+    g_assert_true(nonzero);
+    static const struct {
+        const char *name;
+        float v;
+    } bn[] = {{"layer3.0.bn2.weight", 1.0f},
+              {"layer3.0.bn2.bias", 0.0f},
+              {"layer3.0.downsample.1.running_mean", 0.0f},
+              {"layer3.0.downsample.1.running_var", 1.0f}};
+    for (guint k = 0; k < G_N_ELEMENTS(bn); k++) {
+        TdmParam *p = tdm_model_find_param(a, bn[k].name);
+        g_assert_nonnull(p);
+        g_autofree float *v = test_read(p->value);
+        for (int i = 0; i < 64; i++) {
+            g_assert_cmpfloat(v[i], ==, bn[k].v);
+        }
+    }
+    tdm_model_free(a);
+    tdm_model_free(b);
+    tdm_model_free(c);
+}
+
+typedef struct {
+    GPtrArray *names;
+} HookLog;
+
+static void log_hook(TdmModel *model, TdmParam *p, gpointer data)
+{
+    HookLog *log = data;
+    g_ptr_array_add(log->names, p->full_name);
+}
+
+static TdmTensor *input_batch(TdmDevice *dev, int n, int c, int size, guint32 seed)
+{
+    int64_t shape[4] = {n, c, size, size};
+    int64_t k = test_numel(4, shape);
+    g_autofree float *x = g_new(float, k);
+    test_fill_uniform(x, k, seed, -1.0, 1.0);
+    return test_tensor_from(dev, 4, shape, x);
+}
+
+static void forward_backward(TdmModel *m, TdmTensor *x)
+{
+    GError *error = NULL;
+    TdmTensor *y = test_forward(m, x);
+    int64_t ny = tdm_tensor_numel(y);
+    g_autofree float *r = g_new(float, ny);
+    test_fill_uniform(r, ny, 77, -1.0, 1.0);
+    TdmTensor *dy = test_tensor_from(m->device, y->ndim, y->shape, r);
+    g_assert_true(tdm_model_backward(m, dy, &error));
+    g_assert_no_error(error);
+    tdm_tensor_unref(dy);
+}
+
+static void check_hook_order(TdmModel *m, TdmTensor *x)
+{
+    HookLog log = {g_ptr_array_new()};
+    tdm_model_set_grad_ready_hook(m, log_hook, &log);
+    for (int pass = 0; pass < 2; pass++) {
+        g_ptr_array_set_size(log.names, 0);
+        forward_backward(m, x);
+        GPtrArray *expect = g_ptr_array_new();
+        for (guint i = m->params->len; i-- > 0;) {
+            TdmParam *p = g_ptr_array_index(m->params, i);
+            if (!p->is_buffer && p->requires_grad) {
+                g_ptr_array_add(expect, p->full_name);
+            }
+        }
+        g_assert_cmpuint(log.names->len, ==, expect->len);
+        for (guint i = 0; i < expect->len; i++) {
+            g_assert_cmpstr(g_ptr_array_index(log.names, i), ==, g_ptr_array_index(expect, i));
+        }
+        g_ptr_array_unref(expect);
+    }
+    tdm_model_set_grad_ready_hook(m, NULL, NULL);
+    g_ptr_array_unref(log.names);
+}
+
+static void test_hook_order(void)
+{
+    TdmDevice *dev = test_ref_device();
+    TdmModel *m = zoo_model("resnet8", 1, 10, 16, 1);
+    TdmTensor *x = input_batch(dev, 2, 1, 16, 1);
+    check_hook_order(m, x);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+
+    m = zoo_model("lenet", 1, 10, 28, 1);
+    x = input_batch(dev, 2, 1, 28, 2);
+    check_hook_order(m, x);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+}
+
+static gboolean all_zero(TdmTensor *t)
+{
+    g_autofree float *v = test_read(t);
+    for (int64_t i = 0; i < tdm_tensor_numel(t); i++) {
+        if (v[i] != 0.0f) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static void test_freeze(void)
+{
+    GError *error = NULL;
+    TdmDevice *dev = test_ref_device();
+    TdmModel *m = zoo_model("resnet8", 1, 10, 16, 1);
+    int64_t before = tdm_model_num_parameters(m);
+    /* conv1.weight, bn1.{weight,bias}, 6 params in layer1.0 */
+    g_assert_cmpint(tdm_model_freeze(m, "conv1, bn1,layer1."), ==, 9);
+    TdmParam *c1 = tdm_model_find_param(m, "conv1.weight");
+    TdmParam *l1 = tdm_model_find_param(m, "layer1.0.bn2.bias");
+    TdmParam *l2 = tdm_model_find_param(m, "layer2.0.conv1.weight");
+    g_assert_false(c1->requires_grad);
+    g_assert_false(l1->requires_grad);
+    g_assert_true(l2->requires_grad);
+    g_assert_cmpint(tdm_model_num_parameters(m), ==,
+                    before - 16 * 9 - 2 * 16 - 2 * (16 * 16 * 9 + 2 * 16));
+    TdmTensor *x = input_batch(dev, 2, 1, 16, 3);
+    g_assert_true(tdm_model_zero_grad(m, &error));
+    check_hook_order(m, x);
+    g_assert_true(all_zero(c1->grad));
+    g_assert_true(all_zero(l1->grad));
+    g_assert_false(all_zero(l2->grad));
+
+    /* the optimizer skips frozen parameters */
+    TdmOptimizer *opt = tdm_optimizer_new("sgd", m, NULL, NULL, &error);
+    g_assert_no_error(error);
+    for (guint i = 0; i < opt->params->len; i++) {
+        g_assert_true(((TdmParam *)g_ptr_array_index(opt->params, i))->requires_grad);
+    }
+    tdm_optimizer_free(opt);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+}
+
+/* Two backwards without zero_grad give twice the gradient; zero_grad clears. */
+static void test_accumulate_and_zero(void)
+{
+    GError *error = NULL;
+    TdmDevice *dev = test_ref_device();
+    const char *names[] = {"lenet", "resnet8"};
+    for (guint k = 0; k < G_N_ELEMENTS(names); k++) {
+        TdmModel *m = zoo_model(names[k], 1, 10, 16, 5);
+        TdmTensor *x = input_batch(dev, 3, 1, 16, 4);
+        g_assert_true(tdm_model_zero_grad(m, &error));
+        forward_backward(m, x);
+        g_autofree float *g1 = test_read(m->grad_arena);
+        forward_backward(m, x);
+        g_autofree float *g2 = test_read(m->grad_arena);
+        double gmax = 0.0;
+        for (size_t i = 0; i < m->n_grads; i++) {
+            g_assert_cmpfloat(fabs(g2[i] - 2.0f * g1[i]), <=, 1e-4 + 1e-4 * fabs(g1[i]));
+            gmax = fmax(gmax, fabs(g1[i]));
+        }
+        g_assert_cmpfloat(gmax, >, 0.0);
+        g_assert_true(tdm_model_zero_grad(m, &error));
+        g_assert_no_error(error);
+        g_assert_true(all_zero(m->grad_arena));
+        tdm_tensor_unref(x);
+        tdm_model_free(m);
+    }
+}
+
+static void test_replicate(void)
+{
+    GError *error = NULL;
+    TdmDevice *dev = test_ref_device();
+    TdmModel *m = zoo_model("resnet8", 1, 10, 16, 9);
+    tdm_model_freeze(m, "fc");
+    TdmTensor *x = input_batch(dev, 2, 1, 16, 6);
+    /* change a buffer so the copy must carry buffers too */
+    test_forward(m, x);
+    TdmDevice *dev1 = tdm_device_get("ref:1", &error); /* TDM_REF_DEVICES=2, set in main */
+    g_assert_no_error(error);
+    TdmModel *r = tdm_model_replicate(m, dev1, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(r);
+    g_assert_cmpuint(r->params->len, ==, m->params->len);
+    g_autofree float *va = test_read(m->value_arena);
+    g_autofree float *vb = test_read(r->value_arena);
+    g_assert_cmpmem(va, m->n_values * sizeof(float), vb, r->n_values * sizeof(float));
+    for (guint i = 0; i < m->params->len; i++) {
+        TdmParam *p = g_ptr_array_index(m->params, i), *q = g_ptr_array_index(r->params, i);
+        g_assert_cmpstr(p->full_name, ==, q->full_name);
+        g_assert_cmpint(p->requires_grad, ==, q->requires_grad);
+    }
+    tdm_model_set_training(m, FALSE);
+    tdm_model_set_training(r, FALSE);
+    g_autofree float *ya = test_read(test_forward(m, x));
+    TdmTensor *x1 = input_batch(dev1, 2, 1, 16, 6);
+    g_assert_true(r->value_arena->device == dev1);
+    g_autofree float *yb = test_read(test_forward(r, x1));
+    tdm_tensor_unref(x1);
+    g_assert_cmpmem(ya, 20 * sizeof(float), yb, 20 * sizeof(float));
+    tdm_tensor_unref(x);
+    tdm_model_free(r);
+    tdm_model_free(m);
+}
+
+static void test_shapes_and_errors(void)
+{
+    GError *error = NULL;
+    TdmDevice *dev = test_ref_device();
+    TdmModel *m = zoo_model("resnet18", 1, 10, 28, 1);
+    TdmTensor *x = input_batch(dev, 2, 1, 28, 1);
+    TdmTensor *y = test_forward(m, x);
+    g_assert_cmpint(y->ndim, ==, 2);
+    g_assert_cmpint(y->shape[0], ==, 2);
+    g_assert_cmpint(y->shape[1], ==, 10);
+    tdm_tensor_unref(x);
+    /* wrong channel count: the error names the layer and the shape */
+    x = input_batch(dev, 2, 3, 28, 1);
+    g_assert_false(tdm_model_forward(m, x, &y, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_SHAPE);
+    g_assert_nonnull(strstr(error->message, "conv1"));
+    g_assert_nonnull(strstr(error->message, "[2, 3, 28, 28]"));
+    g_clear_error(&error);
+    tdm_tensor_unref(x);
+    /* a batch of one reaches a 1x1 batch norm in layer4: the path is named */
+    x = input_batch(dev, 1, 1, 28, 1);
+    g_assert_false(tdm_model_forward(m, x, &y, &error));
+    g_test_message("%s", error->message);
+    g_assert_nonnull(strstr(error->message, "layer4.0.bn1: "));
+    g_clear_error(&error);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+
+    /* BN backward after an eval-mode forward is refused */
+    m = zoo_model("resnet8", 1, 10, 16, 1);
+    x = input_batch(dev, 2, 1, 16, 1);
+    tdm_model_set_training(m, FALSE);
+    y = test_forward(m, x);
+    TdmTensor *dy = tdm_tensor_new(dev, TDM_DTYPE_F32, 2, y->shape, &error);
+    g_assert_false(tdm_model_backward(m, dy, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED);
+    g_clear_error(&error);
+    tdm_tensor_unref(dy);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+
+    /* forward of a module that was never placed */
+    TdmModule *lin = tdm_linear_new(3, 2, TRUE);
+    int64_t s[2] = {1, 3};
+    float v[3] = {0};
+    x = test_tensor_from(dev, 2, s, v);
+    g_assert_false(tdm_module_forward(lin, x, &y, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_FAILED);
+    g_clear_error(&error);
+    tdm_tensor_unref(x);
+    tdm_module_unref(lin);
+}
+
+/* A steady-state step reuses every slot: the output tensor is the same
+ * object with the same storage from one step to the next. */
+static void test_slots_reused(void)
+{
+    TdmDevice *dev = test_ref_device();
+    TdmModel *m = zoo_model("resnet8", 1, 10, 16, 1);
+    TdmTensor *x = input_batch(dev, 2, 1, 16, 1);
+    forward_backward(m, x);
+    TdmTensor *y1 = test_forward(m, x);
+    TdmStorage *s1 = y1->storage;
+    forward_backward(m, x);
+    TdmTensor *y2 = test_forward(m, x);
+    g_assert_true(y1 == y2);
+    g_assert_true(s1 == y2->storage);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+}
+
+/* Every other backend must train the zoo like ref does: same seed, same
+ * input, then logits, input gradient and every parameter gradient agree.
+ * This runs the layers over the backend's own (possibly blocked) layouts,
+ * through Flatten's reorders and the global pool's views. */
+static void compare_backends(const char *spec)
+{
+    GError *error = NULL;
+    TdmDevice *other = tdm_device_get(spec, &error);
+    if (other == NULL) {
+        g_test_skip(error->message);
+        g_clear_error(&error);
+        return;
+    }
+    TdmDevice *ref = test_ref_device();
+    const char *names[] = {"mlp", "lenet", "resnet8"};
+    for (guint k = 0; k < G_N_ELEMENTS(names); k++) {
+        TdmModelConfig cfg = {1, 10, 16, {0}};
+        TdmModel *a = test_model(tdm_model_zoo_create(names[k], &cfg, NULL), ref, 21);
+        TdmModel *b = test_model(tdm_model_zoo_create(names[k], &cfg, NULL), other, 21);
+        TdmTensor *xa = input_batch(ref, 4, 1, 16, 8);
+        TdmTensor *xb = input_batch(other, 4, 1, 16, 8);
+        TdmTensor *ya = test_forward(a, xa), *yb = test_forward(b, xb);
+        g_autofree float *va = test_read(ya);
+        g_autofree float *vb = test_read(yb);
+        for (int i = 0; i < 40; i++) {
+            g_assert_cmpfloat(fabs(va[i] - vb[i]), <=, 1e-4 + 1e-3 * fabs(va[i]));
+        }
+        g_autofree float *r = g_new(float, 40);
+        test_fill_uniform(r, 40, 4, -1.0, 1.0);
+        int64_t shape[2] = {4, 10};
+        TdmTensor *da = test_tensor_from(ref, 2, shape, r), *db = test_tensor_from(other, 2, shape, r);
+        TdmTensor *dxa = NULL, *dxb = NULL;
+        g_assert_true(tdm_model_zero_grad(a, NULL) && tdm_model_zero_grad(b, NULL));
+        g_assert_true(tdm_module_backward(a->root, da, TRUE, &dxa, &error));
+        g_assert_no_error(error);
+        g_assert_true(tdm_module_backward(b->root, db, TRUE, &dxb, &error));
+        g_assert_no_error(error);
+        g_autofree float *ga = test_read(dxa);
+        g_autofree float *gb = test_read(dxb);
+        for (int64_t i = 0; i < tdm_tensor_numel(xa); i++) {
+            g_assert_cmpfloat(fabs(ga[i] - gb[i]), <=, 1e-4 + 1e-3 * fabs(ga[i]));
+        }
+        g_autofree float *pa = test_read(a->grad_arena);
+        g_autofree float *pb = test_read(b->grad_arena);
+        double scale = 0.0;
+        for (size_t i = 0; i < a->n_grads; i++) {
+            scale = fmax(scale, fabs(pa[i]));
+        }
+        for (size_t i = 0; i < a->n_grads; i++) {
+            if (fabs(pa[i] - pb[i]) > 1e-4 * scale + 1e-3 * fabs(pa[i])) {
+                g_error("%s on %s: gradient element %zu: ref %.7g, %s %.7g", names[k], spec, i,
+                        pa[i], spec, pb[i]);
+            }
+        }
+        tdm_tensor_unref(da);
+        tdm_tensor_unref(db);
+        tdm_tensor_unref(xa);
+        tdm_tensor_unref(xb);
+        tdm_model_free(a);
+        tdm_model_free(b);
+    }
+}
+
+static void test_cpu_matches_ref(void)
+{
+    compare_backends("cpu");
+}
+
+int main(int argc, char **argv)
+{
+    g_setenv("TDM_REF_DEVICES", "2", TRUE);
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/modules/param-counts", test_param_counts);
+    g_test_add_func("/modules/zoo-defaults-unknown", test_zoo_defaults_and_unknown);
+    g_test_add_func("/modules/arena-layout", test_arena_layout);
+    g_test_add_func("/modules/init", test_init);
+    g_test_add_func("/modules/hook-order", test_hook_order);
+    g_test_add_func("/modules/freeze", test_freeze);
+    g_test_add_func("/modules/accumulate-zero-grad", test_accumulate_and_zero);
+    g_test_add_func("/modules/replicate", test_replicate);
+    g_test_add_func("/modules/shapes-errors", test_shapes_and_errors);
+    g_test_add_func("/modules/slots-reused", test_slots_reused);
+    g_test_add_func("/modules/cpu-matches-ref", test_cpu_matches_ref);
+    return g_test_run();
+}

@@ -1,0 +1,439 @@
+/* tests/test-optim.c - SGD (momentum, dampening, nesterov, weight decay)
+ * and AdamW steps against PyTorch's update formulas computed here in
+ * double, through both the fused whole-arena path (the optimizer covers
+ * every parameter) and the per-parameter path (a non-contiguous subset);
+ * state tensors under their checkpoint keys; frozen parameters left alone;
+ * the learning-rate schedules at chosen steps. Tolerance: 1e-5 relative,
+ * float32 rounding of two updates.
+ */
+#include "config.h"
+
+#include "core-test-util.h"
+
+/* fc1 Linear(4, 3) then fc2 Linear(3, 2): 5 parameter tensors, 29 floats. */
+static TdmModel *small_model(void)
+{
+    TdmModule *root = tdm_sequential_new();
+    tdm_module_add_child(root, "fc1", tdm_linear_new(4, 3, TRUE));
+    tdm_module_add_child(root, "relu", tdm_relu_new());
+    tdm_module_add_child(root, "fc2", tdm_linear_new(3, 2, TRUE));
+    return test_model(root, test_ref_device(), 1);
+}
+
+/* Per-parameter host copies of values, grads and state. */
+typedef struct {
+    TdmParam *p;
+    int64_t n;
+    double *value, *buf, *m, *v;
+} Shadow;
+
+static void write_grads(TdmModel *model, Shadow *sh, guint n, guint32 seed, double **grads)
+{
+    for (guint i = 0; i < n; i++) {
+        float *g = g_new(float, sh[i].n);
+        test_fill_uniform(g, sh[i].n, seed + i, -1.0, 1.0);
+        g_assert_true(tdm_tensor_write(sh[i].p->grad, g, NULL));
+        for (int64_t k = 0; k < sh[i].n; k++) {
+            grads[i][k] = g[k];
+        }
+        g_free(g);
+    }
+}
+
+static Shadow *make_shadows(TdmModel *model, guint *count)
+{
+    Shadow *sh = g_new0(Shadow, model->params->len);
+    guint n = 0;
+    for (guint i = 0; i < model->params->len; i++) {
+        TdmParam *p = g_ptr_array_index(model->params, i);
+        if (p->is_buffer) {
+            continue;
+        }
+        sh[n].p = p;
+        sh[n].n = tdm_tensor_numel(p->value);
+        sh[n].value = g_new0(double, sh[n].n);
+        sh[n].buf = g_new0(double, sh[n].n);
+        sh[n].m = g_new0(double, sh[n].n);
+        sh[n].v = g_new0(double, sh[n].n);
+        g_autofree float *v = test_read(p->value);
+        for (int64_t k = 0; k < sh[n].n; k++) {
+            sh[n].value[k] = v[k];
+        }
+        n++;
+    }
+    *count = n;
+    return sh;
+}
+
+static void free_shadows(Shadow *sh, guint n)
+{
+    for (guint i = 0; i < n; i++) {
+        g_free(sh[i].value);
+        g_free(sh[i].buf);
+        g_free(sh[i].m);
+        g_free(sh[i].v);
+    }
+    g_free(sh);
+}
+
+static void assert_close(const double *want, TdmTensor *t, const char *what)
+{
+    g_autofree float *got = test_read(t);
+    for (int64_t k = 0; k < tdm_tensor_numel(t); k++) {
+        if (fabs(got[k] - want[k]) > 1e-6 + 1e-5 * fabs(want[k])) {
+            g_error("%s[%" G_GINT64_FORMAT "]: got %.8g, want %.8g", what, k, got[k], want[k]);
+        }
+    }
+}
+
+static gboolean in_subset(GPtrArray *subset, TdmParam *p)
+{
+    if (subset == NULL) {
+        return TRUE;
+    }
+    for (guint i = 0; i < subset->len; i++) {
+        if (g_ptr_array_index(subset, i) == p) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+typedef struct {
+    const char *name;
+    float momentum, dampening, weight_decay;
+    gboolean nesterov;
+    gboolean subset; /* non-contiguous parameter list: per-parameter path */
+} SgdCase;
+
+static void run_sgd(gconstpointer data)
+{
+    const SgdCase *c = data;
+    GError *error = NULL;
+    TdmModel *model = small_model();
+    guint n = 0;
+    Shadow *sh = make_shadows(model, &n);
+    GPtrArray *subset = NULL;
+    if (c->subset) {
+        subset = g_ptr_array_new();
+        g_ptr_array_add(subset, tdm_model_find_param(model, "fc1.weight"));
+        g_ptr_array_add(subset, tdm_model_find_param(model, "fc2.weight"));
+    }
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    o.lr = 0.1f;
+    o.momentum = c->momentum;
+    o.dampening = c->dampening;
+    o.weight_decay = c->weight_decay;
+    o.nesterov = c->nesterov;
+    TdmOptimizer *opt = tdm_optimizer_new("sgd", model, subset, &o, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(opt->params->len, ==, c->subset ? 2 : n);
+    double **grads = g_new(double *, n);
+    for (guint i = 0; i < n; i++) {
+        grads[i] = g_new(double, sh[i].n);
+    }
+    for (int step = 0; step < 3; step++) {
+        write_grads(model, sh, n, 100 + 10 * step, grads);
+        g_assert_true(tdm_optimizer_step(opt, &error));
+        g_assert_no_error(error);
+        for (guint i = 0; i < n; i++) {
+            if (!in_subset(subset, sh[i].p)) {
+                continue;
+            }
+            for (int64_t k = 0; k < sh[i].n; k++) {
+                double g = grads[i][k] + c->weight_decay * sh[i].value[k];
+                double d = g;
+                if (c->momentum != 0.0f) {
+                    sh[i].buf[k] = step == 0 ? g
+                                             : c->momentum * sh[i].buf[k] + (1.0 - c->dampening) * g;
+                    d = c->nesterov ? g + c->momentum * sh[i].buf[k] : sh[i].buf[k];
+                }
+                sh[i].value[k] -= 0.1 * d;
+            }
+        }
+        for (guint i = 0; i < n; i++) {
+            assert_close(sh[i].value, sh[i].p->value, sh[i].p->full_name);
+            g_autofree char *key = g_strdup_printf("%s.momentum_buffer", sh[i].p->full_name);
+            TdmTensor *buf = g_hash_table_lookup(opt->state, key);
+            if (c->momentum != 0.0f && in_subset(subset, sh[i].p)) {
+                g_assert_nonnull(buf);
+                assert_close(sh[i].buf, buf, key);
+            } else {
+                g_assert_null(buf);
+            }
+        }
+    }
+    g_assert_cmpint(opt->step_count, ==, 3);
+    for (guint i = 0; i < n; i++) {
+        g_free(grads[i]);
+    }
+    g_free(grads);
+    tdm_optimizer_free(opt);
+    if (subset != NULL) {
+        g_ptr_array_unref(subset);
+    }
+    free_shadows(sh, n);
+    tdm_model_free(model);
+}
+
+static void run_adamw(gconstpointer data)
+{
+    const gboolean use_subset = GPOINTER_TO_INT(data);
+    GError *error = NULL;
+    TdmModel *model = small_model();
+    guint n = 0;
+    Shadow *sh = make_shadows(model, &n);
+    GPtrArray *subset = NULL;
+    if (use_subset) {
+        subset = g_ptr_array_new();
+        g_ptr_array_add(subset, tdm_model_find_param(model, "fc1.bias"));
+        g_ptr_array_add(subset, tdm_model_find_param(model, "fc2.bias"));
+    }
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    o.lr = 0.01f;
+    o.beta1 = 0.8f;
+    o.beta2 = 0.99f;
+    o.eps = 1e-6f;
+    o.weight_decay = 0.1f;
+    TdmOptimizer *opt = tdm_optimizer_new("adamw", model, subset, &o, &error);
+    g_assert_no_error(error);
+    double **grads = g_new(double *, n);
+    for (guint i = 0; i < n; i++) {
+        grads[i] = g_new(double, sh[i].n);
+    }
+    for (int step = 1; step <= 3; step++) {
+        write_grads(model, sh, n, 300 + 10 * step, grads);
+        g_assert_true(tdm_optimizer_step(opt, &error));
+        g_assert_no_error(error);
+        double bc1 = 1.0 - pow(0.8, step), bc2 = 1.0 - pow(0.99, step);
+        for (guint i = 0; i < n; i++) {
+            if (!in_subset(subset, sh[i].p)) {
+                continue;
+            }
+            for (int64_t k = 0; k < sh[i].n; k++) {
+                double g = grads[i][k];
+                sh[i].m[k] = 0.8 * sh[i].m[k] + 0.2 * g;
+                sh[i].v[k] = 0.99 * sh[i].v[k] + 0.01 * g * g;
+                sh[i].value[k] *= 1.0 - 0.01 * 0.1;
+                sh[i].value[k] -=
+                    0.01 * (sh[i].m[k] / bc1) / (sqrt(sh[i].v[k] / bc2) + 1e-6);
+            }
+        }
+        for (guint i = 0; i < n; i++) {
+            assert_close(sh[i].value, sh[i].p->value, sh[i].p->full_name);
+            if (!in_subset(subset, sh[i].p)) {
+                continue;
+            }
+            g_autofree char *km = g_strdup_printf("%s.exp_avg", sh[i].p->full_name);
+            g_autofree char *kv = g_strdup_printf("%s.exp_avg_sq", sh[i].p->full_name);
+            assert_close(sh[i].m, g_hash_table_lookup(opt->state, km), km);
+            assert_close(sh[i].v, g_hash_table_lookup(opt->state, kv), kv);
+            g_assert_true(tdm_optimizer_state(opt, sh[i].p, "exp_avg", NULL) ==
+                          g_hash_table_lookup(opt->state, km));
+        }
+    }
+    for (guint i = 0; i < n; i++) {
+        g_free(grads[i]);
+    }
+    g_free(grads);
+    tdm_optimizer_free(opt);
+    if (subset != NULL) {
+        g_ptr_array_unref(subset);
+    }
+    free_shadows(sh, n);
+    tdm_model_free(model);
+}
+
+/* Freezing after creation: the frozen parameter is neither decayed nor
+ * moved, the others still are. */
+static void test_frozen_after_create(void)
+{
+    GError *error = NULL;
+    TdmModel *model = small_model();
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    o.momentum = 0.9f;
+    o.weight_decay = 0.1f;
+    TdmOptimizer *opt = tdm_optimizer_new("sgd", model, NULL, &o, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(tdm_model_freeze(model, "fc1.bias"), ==, 1);
+    TdmParam *frozen = tdm_model_find_param(model, "fc1.bias");
+    TdmParam *live = tdm_model_find_param(model, "fc2.weight");
+    g_autofree float *f0 = test_read(frozen->value);
+    g_autofree float *l0 = test_read(live->value);
+    g_assert_true(tdm_optimizer_step(opt, &error));
+    g_autofree float *f1 = test_read(frozen->value);
+    g_autofree float *l1 = test_read(live->value);
+    g_assert_cmpmem(f0, 3 * sizeof(float), f1, 3 * sizeof(float));
+    g_assert_true(memcmp(l0, l1, 6 * sizeof(float)) != 0);
+    tdm_optimizer_free(opt);
+    tdm_model_free(model);
+}
+
+static void test_bad_optimizers(void)
+{
+    GError *error = NULL;
+    TdmModel *model = small_model();
+    g_assert_null(tdm_optimizer_new("lion", model, NULL, NULL, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(error->message, "sgd"));
+    g_clear_error(&error);
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    g_assert_cmpfloat(o.lr, ==, 0.01f);
+    g_assert_cmpfloat(o.beta2, ==, 0.999f);
+    o.nesterov = TRUE;
+    g_assert_null(tdm_optimizer_new("sgd", model, NULL, &o, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+    g_assert_nonnull(strstr(error->message, "nesterov"));
+    g_clear_error(&error);
+    tdm_model_free(model);
+}
+
+static void assert_lr(const TdmSchedule *s, int64_t step, double want)
+{
+    float got = tdm_schedule_lr(s, step);
+    if (fabs(got - want) > 1e-7 + 1e-6 * fabs(want)) {
+        g_error("schedule kind %d, step %" G_GINT64_FORMAT ": lr %.9g, want %.9g", s->kind, step,
+                got, want);
+    }
+}
+
+static void test_schedules(void)
+{
+    GError *error = NULL;
+    TdmScheduleKind kind;
+    g_assert_true(tdm_schedule_kind_parse("cosine", &kind, &error));
+    g_assert_cmpint(kind, ==, TDM_SCHEDULE_COSINE);
+    g_assert_true(tdm_schedule_kind_parse("step", &kind, &error));
+    g_assert_cmpint(kind, ==, TDM_SCHEDULE_STEP);
+    g_assert_false(tdm_schedule_kind_parse("linear", &kind, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+    g_assert_nonnull(strstr(error->message, "linear"));
+    g_clear_error(&error);
+
+    TdmSchedule s = {0};
+    s.kind = TDM_SCHEDULE_CONSTANT;
+    s.base_lr = 0.1f;
+    assert_lr(&s, 0, 0.1);
+    assert_lr(&s, 12345, 0.1);
+    s.warmup_steps = 4; /* linear: lr * (step + 1) / 5, never 0 */
+    assert_lr(&s, 0, 0.02);
+    assert_lr(&s, 2, 0.06);
+    assert_lr(&s, 3, 0.08);
+    assert_lr(&s, 4, 0.1);
+
+    s = (TdmSchedule){0};
+    s.kind = TDM_SCHEDULE_STEP;
+    s.base_lr = 0.1f;
+    s.gamma = 0.1f;
+    s.step_size = 2;
+    s.steps_per_epoch = 10;
+    assert_lr(&s, 0, 0.1);
+    assert_lr(&s, 19, 0.1);
+    assert_lr(&s, 20, 0.01);
+    assert_lr(&s, 39, 0.01);
+    assert_lr(&s, 45, 0.001);
+
+    s = (TdmSchedule){0};
+    s.kind = TDM_SCHEDULE_COSINE;
+    s.base_lr = 0.1f;
+    s.min_lr = 0.001f;
+    s.total_steps = 100;
+    assert_lr(&s, 0, 0.1);
+    assert_lr(&s, 25, 0.001 + 0.5 * 0.099 * (1.0 + cos(G_PI * 0.25)));
+    assert_lr(&s, 50, 0.0505);
+    assert_lr(&s, 100, 0.001);
+    assert_lr(&s, 150, 0.001);
+    s.warmup_steps = 10;
+    s.total_steps = 110;
+    assert_lr(&s, 0, 0.1 / 11.0);
+    assert_lr(&s, 5, 0.1 * 6.0 / 11.0);
+    assert_lr(&s, 10, 0.1);
+    assert_lr(&s, 60, 0.0505);
+    assert_lr(&s, 110, 0.001);
+}
+
+/* The whole loop a user runs: forward, cross-entropy, backward, step.
+ * Memorising one fixed batch must drive the loss well down. */
+static void overfit_batch(const char *model_name, const char *opt_name, float lr, int steps)
+{
+    GError *error = NULL;
+    TdmDevice *dev = test_ref_device();
+    TdmModelConfig cfg = {1, 4, 16, {0}};
+    TdmModel *model = test_model(tdm_model_zoo_create(model_name, &cfg, &error), dev, 2);
+    enum { N = 8 };
+    int64_t xshape[4] = {N, 1, 16, 16}, lshape[1] = {N};
+    g_autofree float *x = g_new(float, N * 256);
+    test_fill_uniform(x, N * 256, 12, -1.0, 1.0);
+    TdmTensor *xt = test_tensor_from(dev, 4, xshape, x);
+    gint32 labels[N] = {0, 1, 2, 3, 3, 2, 1, 0};
+    TdmTensor *lt = tdm_tensor_new(dev, TDM_DTYPE_I32, 1, lshape, &error);
+    g_assert_true(tdm_tensor_write(lt, labels, &error));
+    TdmTensor *dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    o.lr = lr;
+    o.momentum = 0.9f;
+    TdmOptimizer *opt = tdm_optimizer_new(opt_name, model, NULL, &o, &error);
+    g_assert_no_error(error);
+    float first = 0.0f, loss = 0.0f;
+    for (int step = 0; step < steps; step++) {
+        TdmTensor *y = NULL;
+        g_assert_true(tdm_model_zero_grad(model, &error));
+        g_assert_true(tdm_model_forward(model, xt, &y, &error));
+        g_assert_true(tdm_cross_entropy(dev, NULL, y, lt, 0.0f, &loss, dlogits, NULL, &error));
+        g_assert_true(tdm_model_backward(model, dlogits, &error));
+        g_assert_true(tdm_optimizer_step(opt, &error));
+        g_assert_no_error(error);
+        if (step == 0) {
+            first = loss;
+        }
+    }
+    g_test_message("%s/%s: loss %.4f -> %.4f", model_name, opt_name, first, loss);
+    g_assert_cmpfloat(first, >, 1.0f);
+    g_assert_cmpfloat(loss, <, 0.25f * first);
+    tdm_optimizer_free(opt);
+    tdm_tensor_unref(dlogits);
+    tdm_tensor_unref(lt);
+    tdm_tensor_unref(xt);
+    tdm_model_free(model);
+}
+
+static void test_overfit_lenet_sgd(void)
+{
+    overfit_batch("lenet", "sgd", 0.05f, 60);
+}
+
+static void test_overfit_resnet8_adamw(void)
+{
+    overfit_batch("resnet8", "adamw", 0.01f, 15);
+}
+
+static const SgdCase sgd_cases[] = {
+    {"plain", 0.0f, 0.0f, 0.0f, FALSE, FALSE},
+    {"momentum-wd", 0.9f, 0.0f, 0.01f, FALSE, FALSE},
+    {"momentum-dampening-wd", 0.9f, 0.1f, 0.05f, FALSE, FALSE},
+    {"nesterov-wd", 0.9f, 0.0f, 0.01f, TRUE, FALSE},
+    {"nesterov-wd-per-param", 0.9f, 0.0f, 0.01f, TRUE, TRUE},
+    {"momentum-dampening-per-param", 0.5f, 0.2f, 0.0f, FALSE, TRUE},
+};
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    for (guint i = 0; i < G_N_ELEMENTS(sgd_cases); i++) {
+        g_autofree char *path = g_strdup_printf("/optim/sgd/%s", sgd_cases[i].name);
+        g_test_add_data_func(path, &sgd_cases[i], run_sgd);
+    }
+    g_test_add_data_func("/optim/adamw/fused", GINT_TO_POINTER(FALSE), run_adamw);
+    g_test_add_data_func("/optim/adamw/per-param", GINT_TO_POINTER(TRUE), run_adamw);
+    g_test_add_func("/optim/frozen-after-create", test_frozen_after_create);
+    g_test_add_func("/optim/bad", test_bad_optimizers);
+    g_test_add_func("/optim/schedules", test_schedules);
+    g_test_add_func("/optim/overfit/lenet-sgd", test_overfit_lenet_sgd);
+    g_test_add_func("/optim/overfit/resnet8-adamw", test_overfit_resnet8_adamw);
+    return g_test_run();
+}

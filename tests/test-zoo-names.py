@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""tests/test-zoo-names.py - the zoo's parameter and buffer names, shapes and
+order against PyTorch: torchvision's resnet18 / resnet34 and the reference
+definitions of mlp, lenet, resnet8 and resnet20 below (the architectures of
+the model zoo, written the PyTorch way). Tandem's side is printed by
+tests/zoo-dump. Prints TAP; skips when torch is missing."""
+import os
+import subprocess
+import sys
+
+try:
+    import torch
+    from torch import nn
+except ImportError:
+    print("1..0 # SKIP torch is not installed")
+    sys.exit(0)
+try:
+    import torchvision
+except ImportError:
+    torchvision = None
+
+
+class Mlp(nn.Module):
+    def __init__(self, c, size, classes):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Linear(c * size * size, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, classes)
+
+
+class LeNet(nn.Module):
+    def __init__(self, c, size, classes):
+        super().__init__()
+        s = (size // 2 - 4) // 2
+        self.conv1 = nn.Conv2d(c, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * s * s, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, classes)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                            nn.BatchNorm2d(cout))
+
+
+class CifarResNet(nn.Module):
+    def __init__(self, c, classes, blocks):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        cin = 16
+        for i, (w, s) in enumerate([(16, 1), (32, 2), (64, 2)]):
+            layer = []
+            for b in range(blocks):
+                layer.append(BasicBlock(cin, w, s if b == 0 else 1))
+                cin = w
+            setattr(self, "layer%d" % (i + 1), nn.Sequential(*layer))
+        self.fc = nn.Linear(64, classes)
+
+
+def torch_model(name, c, classes, size):
+    if name == "mlp":
+        return Mlp(c, size, classes)
+    if name == "lenet":
+        return LeNet(c, size, classes)
+    if name == "resnet8":
+        return CifarResNet(c, classes, 1)
+    if name == "resnet20":
+        return CifarResNet(c, classes, 3)
+    m = getattr(torchvision.models, name)(num_classes=classes)
+    if c != 3:
+        m.conv1 = nn.Conv2d(c, 64, 7, 2, 3, bias=False)
+    return m
+
+
+def torch_entries(model):
+    out = [("param", n, list(p.shape)) for n, p in model.named_parameters()]
+    out += [("buffer", n, list(b.shape)) for n, b in model.named_buffers()
+            if not n.endswith("num_batches_tracked")]
+    return out
+
+
+def tandem_entries(name, c, classes, size):
+    dump = os.path.join(os.environ.get("TDM_TOP_BUILDDIR", "."), "tests", "zoo-dump")
+    res = subprocess.run([dump, name, str(c), str(classes), str(size)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError("zoo-dump failed: " + res.stderr.strip())
+    out = []
+    for line in res.stdout.splitlines():
+        kind, n, shape = line.split(" ", 2)
+        out.append((kind, n, [int(v) for v in shape.split("x")] if shape != "-" else []))
+    return out
+
+
+cases = [
+    ("mlp", 1, 10, 28), ("mlp", 3, 100, 32),
+    ("lenet", 1, 10, 28), ("lenet", 3, 10, 32),
+    ("resnet8", 1, 10, 28), ("resnet20", 3, 10, 32),
+    ("resnet18", 3, 1000, 224), ("resnet18", 1, 10, 28), ("resnet34", 3, 10, 32),
+]
+if torchvision is None:
+    cases = [c for c in cases if not c[0].startswith("resnet1") and c[0] != "resnet34"]
+
+print("1..%d" % len(cases))
+failed = 0
+for i, (name, c, classes, size) in enumerate(cases, 1):
+    label = "%s in_channels=%d num_classes=%d image_size=%d" % (name, c, classes, size)
+    try:
+        want = torch_entries(torch_model(name, c, classes, size))
+        got = tandem_entries(name, c, classes, size)
+    except Exception as e:  # report, do not crash the TAP stream
+        print("not ok %d - %s\n# %s" % (i, label, e))
+        failed += 1
+        continue
+    if want == got:
+        n = sum(p.numel() for p in torch_model(name, c, classes, size).parameters())
+        print("ok %d - %s (%d entries, %d parameters)" % (i, label, len(want), n))
+        continue
+    failed += 1
+    print("not ok %d - %s" % (i, label))
+    for k in range(max(len(want), len(got))):
+        w = want[k] if k < len(want) else None
+        g = got[k] if k < len(got) else None
+        if w != g:
+            print("# first difference at entry %d: torch %s, tandem %s" % (k, w, g))
+            break
+sys.exit(1 if failed else 0)
