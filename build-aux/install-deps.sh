@@ -5,7 +5,7 @@ set -e
 PKGS="build-essential autoconf automake libtool pkg-config
 libglib2.0-dev zlib1g-dev libdnnl-dev
 python3 python3-torch python3-torchvision
-dataset-fashion-mnist time"
+dataset-fashion-mnist time libopenblas0-pthread"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

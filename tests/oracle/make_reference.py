@@ -1,0 +1,233 @@
+#!/usr/bin/python3
+"""Reference numbers from PyTorch for Tandem's oracle test.
+
+For each model named on the command line this builds the model in PyTorch
+exactly as /work/prompts/models.md (and Tandem's zoo) defines it, with a fixed
+seed, and writes three safetensors files into OUTDIR that the C side of the
+test (tests/oracle/test-oracle.c) reads back:
+
+  <model>-init.safetensors      the initial float32 state dict (torchvision names,
+                                num_batches_tracked included as PyTorch saves it)
+  <model>-data.safetensors      "input" [N,1,28,28] f32 and "labels" [N] i64
+  <model>-expected.safetensors  "logits" of the first forward (train mode),
+                                "loss", "grad.<param>" after the first backward
+                                of the mean cross-entropy, and "step3.<name>"
+                                for every parameter and BN running buffer after
+                                3 SGD steps (lr 0.05, momentum 0.9, wd 5e-4) on
+                                the same batch in train mode.
+
+The float32 initial weights are the ones Tandem loads, but the expected values
+are computed in float64 from them, so the tolerance the C side checks measures
+Tandem's float32 error against the exact result rather than against
+PyTorch's own float32 rounding. BatchNorm affine parameters and running
+statistics are randomised (not left at 1/0) so a backward that ignored gamma
+or a forward that ignored the stored statistics cannot pass.
+
+The safetensors writer is written here with struct + json because the
+`safetensors` package may not be installed.
+"""
+
+import json
+import os
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 8
+IN_CHANNELS = 1
+IMAGE_SIZE = 28
+NUM_CLASSES = 10
+LR = 0.05
+MOMENTUM = 0.9
+WEIGHT_DECAY = 5e-4
+STEPS = 3
+SEED = 1234
+
+
+# ---- models (names match torchvision / Tandem's zoo exactly) ----
+
+class Mlp(nn.Module):
+    def __init__(self, c, hw, k):
+        super().__init__()
+        self.fc1 = nn.Linear(c * hw * hw, 512)
+        self.fc2 = nn.Linear(512, 256)
+        self.fc3 = nn.Linear(256, k)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class LeNet(nn.Module):
+    def __init__(self, c, hw, k):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        s = ((hw // 2) - 4) // 2
+        self.fc1 = nn.Linear(16 * s * s, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, k)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False),
+                nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        short = x if self.downsample is None else self.downsample(x)
+        return F.relu(out + short)
+
+
+class CifarResNet(nn.Module):
+    def __init__(self, c, k, blocks):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16, eps=1e-5, momentum=0.1)
+        cin = 16
+        for i, (cout, stride) in enumerate(((16, 1), (32, 2), (64, 2))):
+            layer = []
+            for b in range(blocks):
+                layer.append(BasicBlock(cin, cout, stride if b == 0 else 1))
+                cin = cout
+            setattr(self, "layer%d" % (i + 1), nn.Sequential(*layer))
+        self.fc = nn.Linear(64, k)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+        return self.fc(x)
+
+
+def build(name):
+    if name == "mlp":
+        return Mlp(IN_CHANNELS, IMAGE_SIZE, NUM_CLASSES)
+    if name == "lenet":
+        return LeNet(IN_CHANNELS, IMAGE_SIZE, NUM_CLASSES)
+    if name == "resnet8":
+        return CifarResNet(IN_CHANNELS, NUM_CLASSES, 1)
+    if name == "resnet20":
+        return CifarResNet(IN_CHANNELS, NUM_CLASSES, 3)
+    raise SystemExit("make_reference.py: unknown model %r" % name)
+
+
+# ---- safetensors writer ----
+
+_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64",
+           torch.int32: "I32", torch.uint8: "U8"}
+
+
+def save_safetensors(path, tensors, metadata=None):
+    """Write `tensors` (an ordered dict name -> tensor) as a safetensors file."""
+    header = {}
+    blobs = []
+    offset = 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        data = t.numpy().tobytes()  # x86 and arm64 hosts are little endian
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hjson += b" " * (-len(hjson) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hjson)))
+        f.write(hjson)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+# ---- the reference run ----
+
+def randomise_batchnorm(model, gen):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.weight.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
+                m.bias.copy_(torch.randn(m.num_features, generator=gen) * 0.1)
+                m.running_mean.copy_(torch.randn(m.num_features, generator=gen) * 0.1)
+                m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
+
+
+def reference(name, outdir):
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 1)
+    model = build(name)
+    randomise_batchnorm(model, gen)
+    init = model.state_dict()
+    save_safetensors(os.path.join(outdir, name + "-init.safetensors"), init,
+                     {"model": name, "seed": SEED})
+
+    x = torch.randn(BATCH, IN_CHANNELS, IMAGE_SIZE, IMAGE_SIZE, generator=gen)
+    y = torch.randint(0, NUM_CLASSES, (BATCH,), generator=gen, dtype=torch.int64)
+    save_safetensors(os.path.join(outdir, name + "-data.safetensors"),
+                     {"input": x, "labels": y})
+
+    model = model.double()
+    model.train()
+    xd = x.double()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM,
+                          weight_decay=WEIGHT_DECAY)
+    expected = {}
+    for step in range(STEPS):
+        opt.zero_grad(set_to_none=False)
+        logits = model(xd)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        if step == 0:
+            expected["logits"] = logits.detach().float()
+            expected["loss"] = loss.detach().float().reshape(1)
+            for pname, p in model.named_parameters():
+                expected["grad." + pname] = p.grad.detach().float()
+        opt.step()
+    for pname, t in model.state_dict().items():
+        if pname.endswith("num_batches_tracked"):
+            continue
+        expected["step%d.%s" % (STEPS, pname)] = t.detach().float()
+    save_safetensors(os.path.join(outdir, name + "-expected.safetensors"), expected,
+                     {"model": name, "steps": STEPS, "lr": LR, "momentum": MOMENTUM,
+                      "weight_decay": WEIGHT_DECAY, "torch": torch.__version__})
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write("usage: make_reference.py OUTDIR MODEL...\n")
+        return 2
+    torch.set_num_threads(1)
+    outdir = argv[1]
+    for name in argv[2:]:
+        reference(name, outdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
