@@ -1,1 +1,945 @@
-/* placeholder: filled by its owner */
+/* core/safetensors.c - reading and writing safetensors files, and saving and
+ * loading a model's weights through them.
+ *
+ * A safetensors file is an 8-byte little-endian header length, a JSON object
+ * naming every tensor's dtype, shape and [begin, end) byte range in the data
+ * area, then the raw little-endian data. The reader is strict, because the
+ * file comes from outside: the header is parsed by a small JSON parser of our
+ * own (objects, arrays, strings with escapes, integers, true/false/null), and
+ * every inconsistency (length past the end of the file, bad JSON, unknown
+ * dtype, byte range out of bounds or overlapping another, size not matching
+ * the shape) is a TDM_ERROR_CORRUPT naming the file and the byte offset.
+ * The writer builds the header, pads it to 8 bytes as the reference
+ * implementation does, and replaces the destination atomically: temporary
+ * file in the same directory, fsync, rename, fsync of the directory, so a
+ * crash or a full disk never leaves a half-written file where a good one was.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define MAX_HEADER_BYTES (100u << 20)
+#define MAX_JSON_DEPTH 32
+
+struct _TdmSafeTensors {
+    char *path;            /* file read from, for messages; NULL for a writer */
+    GPtrArray *tensors;    /* TdmSafeTensor * (owned) in file / insertion order */
+    GHashTable *by_name;   /* name -> TdmSafeTensor * */
+    GPtrArray *meta_keys;  /* char * (owned), insertion order */
+    GHashTable *metadata;  /* key -> value (owned) */
+    gpointer blob;         /* loaded file: tensors' data point into it */
+    gboolean owns_data;    /* writer: each tensor's data is its own copy */
+};
+
+static const struct {
+    const char *name;
+    TdmDType dtype;
+} dtype_names[] = {
+    {"F32", TDM_DTYPE_F32}, {"I32", TDM_DTYPE_I32}, {"I64", TDM_DTYPE_I64},
+    {"U8", TDM_DTYPE_U8},   {"BF16", TDM_DTYPE_BF16}, {"F16", TDM_DTYPE_F16},
+};
+
+static const char *dtype_to_st(TdmDType dtype)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(dtype_names); i++) {
+        if (dtype_names[i].dtype == dtype) {
+            return dtype_names[i].name;
+        }
+    }
+    return NULL;
+}
+
+static void safetensor_free(gpointer p)
+{
+    TdmSafeTensor *t = p;
+    g_free(t->name);
+    g_free(t);
+}
+
+static TdmSafeTensors *safetensors_alloc(void)
+{
+    TdmSafeTensors *st = g_new0(TdmSafeTensors, 1);
+    st->tensors = g_ptr_array_new_with_free_func(safetensor_free);
+    st->by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    st->meta_keys = g_ptr_array_new_with_free_func(g_free);
+    st->metadata = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+    return st;
+}
+
+void tdm_safetensors_free(TdmSafeTensors *st)
+{
+    if (st == NULL) {
+        return;
+    }
+    if (st->owns_data) {
+        for (guint i = 0; i < st->tensors->len; i++) {
+            g_free(((TdmSafeTensor *)st->tensors->pdata[i])->data);
+        }
+    }
+    g_hash_table_destroy(st->by_name);
+    g_ptr_array_free(st->tensors, TRUE);
+    g_hash_table_destroy(st->metadata);
+    g_ptr_array_free(st->meta_keys, TRUE);
+    g_free(st->blob);
+    g_free(st->path);
+    g_free(st);
+}
+
+/* ---- a small strict JSON parser ------------------------------------- */
+
+typedef enum { J_OBJECT, J_ARRAY, J_STRING, J_INT, J_LITERAL } JType;
+
+typedef struct JValue JValue;
+struct JValue {
+    JType type;
+    size_t offset;    /* of the value's first byte, in the file */
+    char *str;        /* J_STRING */
+    gint64 num;       /* J_INT */
+    GPtrArray *items; /* J_OBJECT values / J_ARRAY items (JValue *) */
+    GPtrArray *keys;  /* J_OBJECT keys (char *) */
+};
+
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    size_t base; /* file offset of s[0] */
+    const char *path;
+    GError **error;
+} JParser;
+
+static void jvalue_free(gpointer p)
+{
+    JValue *v = p;
+    if (v == NULL) {
+        return;
+    }
+    g_free(v->str);
+    if (v->items != NULL) {
+        g_ptr_array_free(v->items, TRUE);
+    }
+    if (v->keys != NULL) {
+        g_ptr_array_free(v->keys, TRUE);
+    }
+    g_free(v);
+}
+
+G_GNUC_PRINTF(3, 4)
+static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT, "%s: %s", path, msg);
+    return FALSE;
+}
+
+static gboolean jfail(JParser *p, const char *what)
+{
+    if (p->pos >= p->len) {
+        return corrupt(p->error, p->path, "bad JSON header at byte %zu: %s (header ends)",
+                       p->base + p->pos, what);
+    }
+    return corrupt(p->error, p->path, "bad JSON header at byte %zu: %s (found '%c')",
+                   p->base + p->pos, what, g_ascii_isprint(p->s[p->pos]) ? p->s[p->pos] : '?');
+}
+
+static void jskip_ws(JParser *p)
+{
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
+                               p->s[p->pos] == '\n' || p->s[p->pos] == '\r')) {
+        p->pos++;
+    }
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static gboolean jparse_hex4(JParser *p, guint32 *out)
+{
+    if (p->pos + 4 > p->len) {
+        return jfail(p, "truncated \\u escape");
+    }
+    guint32 v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hex_value(p->s[p->pos]);
+        if (h < 0) {
+            return jfail(p, "bad hex digit in \\u escape");
+        }
+        v = v * 16 + (guint32)h;
+        p->pos++;
+    }
+    *out = v;
+    return TRUE;
+}
+
+static char *jparse_string(JParser *p)
+{
+    /* p->s[p->pos] == '"' */
+    p->pos++;
+    GString *out = g_string_new(NULL);
+    while (p->pos < p->len) {
+        unsigned char c = (unsigned char)p->s[p->pos];
+        if (c == '"') {
+            p->pos++;
+            return g_string_free(out, FALSE);
+        }
+        if (c < 0x20) {
+            jfail(p, "control character in string");
+            break;
+        }
+        if (c != '\\') {
+            g_string_append_c(out, (char)c);
+            p->pos++;
+            continue;
+        }
+        p->pos++;
+        if (p->pos >= p->len) {
+            jfail(p, "truncated escape");
+            break;
+        }
+        char e = p->s[p->pos++];
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e != '\0' && simple != NULL) {
+            static const char repl[] = "\"\\/\b\f\n\r\t";
+            g_string_append_c(out, repl[simple - "\"\\/bfnrt"]);
+            continue;
+        }
+        if (e != 'u') {
+            p->pos--;
+            jfail(p, "unknown escape");
+            break;
+        }
+        guint32 cp;
+        if (!jparse_hex4(p, &cp)) {
+            break;
+        }
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            guint32 lo;
+            if (p->pos + 2 > p->len || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
+                jfail(p, "unpaired surrogate in \\u escape");
+                break;
+            }
+            p->pos += 2;
+            if (!jparse_hex4(p, &lo)) {
+                break;
+            }
+            if (lo < 0xDC00 || lo > 0xDFFF) {
+                jfail(p, "bad low surrogate in \\u escape");
+                break;
+            }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            jfail(p, "unpaired surrogate in \\u escape");
+            break;
+        }
+        if (cp == 0) {
+            jfail(p, "NUL character in string");
+            break;
+        }
+        g_string_append_unichar(out, cp);
+    }
+    if (p->pos >= p->len && (p->error == NULL || *p->error == NULL)) {
+        jfail(p, "unterminated string");
+    }
+    g_string_free(out, TRUE);
+    return NULL;
+}
+
+static JValue *jparse_value(JParser *p, int depth);
+
+static JValue *jparse_container(JParser *p, int depth, gboolean is_object)
+{
+    JValue *v = g_new0(JValue, 1);
+    v->type = is_object ? J_OBJECT : J_ARRAY;
+    v->offset = p->base + p->pos;
+    v->items = g_ptr_array_new_with_free_func(jvalue_free);
+    if (is_object) {
+        v->keys = g_ptr_array_new_with_free_func(g_free);
+    }
+    char close = is_object ? '}' : ']';
+    p->pos++;
+    jskip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == close) {
+        p->pos++;
+        return v;
+    }
+    for (;;) {
+        jskip_ws(p);
+        if (is_object) {
+            if (p->pos >= p->len || p->s[p->pos] != '"') {
+                jfail(p, "expected a string key");
+                goto fail;
+            }
+            size_t key_pos = p->pos;
+            char *key = jparse_string(p);
+            if (key == NULL) {
+                goto fail;
+            }
+            for (guint i = 0; i < v->keys->len; i++) {
+                if (strcmp(v->keys->pdata[i], key) == 0) {
+                    p->pos = key_pos;
+                    g_free(key);
+                    jfail(p, "duplicate key");
+                    goto fail;
+                }
+            }
+            g_ptr_array_add(v->keys, key);
+            jskip_ws(p);
+            if (p->pos >= p->len || p->s[p->pos] != ':') {
+                jfail(p, "expected ':'");
+                goto fail;
+            }
+            p->pos++;
+        }
+        JValue *item = jparse_value(p, depth + 1);
+        if (item == NULL) {
+            goto fail;
+        }
+        g_ptr_array_add(v->items, item);
+        jskip_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == ',') {
+            p->pos++;
+            continue;
+        }
+        if (p->pos < p->len && p->s[p->pos] == close) {
+            p->pos++;
+            return v;
+        }
+        jfail(p, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
+        goto fail;
+    }
+fail:
+    jvalue_free(v);
+    return NULL;
+}
+
+static JValue *jparse_value(JParser *p, int depth)
+{
+    jskip_ws(p);
+    if (depth > MAX_JSON_DEPTH) {
+        jfail(p, "nesting too deep");
+        return NULL;
+    }
+    if (p->pos >= p->len) {
+        jfail(p, "expected a value");
+        return NULL;
+    }
+    char c = p->s[p->pos];
+    if (c == '{' || c == '[') {
+        return jparse_container(p, depth, c == '{');
+    }
+    if (c == '"') {
+        size_t start = p->pos;
+        char *s = jparse_string(p);
+        if (s == NULL) {
+            return NULL;
+        }
+        JValue *v = g_new0(JValue, 1);
+        v->type = J_STRING;
+        v->offset = p->base + start;
+        v->str = s;
+        return v;
+    }
+    if (c == '-' || g_ascii_isdigit(c)) {
+        size_t start = p->pos;
+        gboolean neg = c == '-';
+        if (neg) {
+            p->pos++;
+        }
+        if (p->pos >= p->len || !g_ascii_isdigit(p->s[p->pos])) {
+            jfail(p, "bad number");
+            return NULL;
+        }
+        if (p->s[p->pos] == '0' && p->pos + 1 < p->len && g_ascii_isdigit(p->s[p->pos + 1])) {
+            jfail(p, "leading zero in number");
+            return NULL;
+        }
+        guint64 n = 0;
+        while (p->pos < p->len && g_ascii_isdigit(p->s[p->pos])) {
+            guint64 d = (guint64)(p->s[p->pos] - '0');
+            if (n > ((guint64)G_MAXINT64 - d) / 10) {
+                jfail(p, "integer too large");
+                return NULL;
+            }
+            n = n * 10 + d;
+            p->pos++;
+        }
+        if (p->pos < p->len && (p->s[p->pos] == '.' || p->s[p->pos] == 'e' ||
+                                p->s[p->pos] == 'E')) {
+            jfail(p, "only integers are allowed in a safetensors header");
+            return NULL;
+        }
+        JValue *v = g_new0(JValue, 1);
+        v->type = J_INT;
+        v->offset = p->base + start;
+        v->num = neg ? -(gint64)n : (gint64)n;
+        return v;
+    }
+    static const char *const literals[] = {"true", "false", "null"};
+    for (size_t i = 0; i < G_N_ELEMENTS(literals); i++) {
+        size_t l = strlen(literals[i]);
+        if (p->len - p->pos >= l && memcmp(p->s + p->pos, literals[i], l) == 0) {
+            JValue *v = g_new0(JValue, 1);
+            v->type = J_LITERAL;
+            v->offset = p->base + p->pos;
+            p->pos += l;
+            return v;
+        }
+    }
+    jfail(p, "expected a value");
+    return NULL;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+static JValue *jobject_get(const JValue *obj, const char *key)
+{
+    for (guint i = 0; i < obj->keys->len; i++) {
+        if (strcmp(obj->keys->pdata[i], key) == 0) {
+            return obj->items->pdata[i];
+        }
+    }
+    return NULL;
+}
+
+static gboolean read_tensor_entry(TdmSafeTensors *st, const char *name, const JValue *v,
+                                  size_t data_len, size_t *begin_out, GError **error)
+{
+    const char *path = st->path;
+    if (v->type != J_OBJECT) {
+        return corrupt(error, path, "entry '%s' at byte %zu is not an object", name, v->offset);
+    }
+    for (guint i = 0; i < v->keys->len; i++) {
+        const char *k = v->keys->pdata[i];
+        if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0) {
+            return corrupt(error, path, "tensor '%s' at byte %zu has an unknown field '%s'", name,
+                           v->offset, k);
+        }
+    }
+    JValue *dtype = jobject_get(v, "dtype");
+    JValue *shape = jobject_get(v, "shape");
+    JValue *offsets = jobject_get(v, "data_offsets");
+    if (dtype == NULL || shape == NULL || offsets == NULL) {
+        return corrupt(error, path, "tensor '%s' at byte %zu lacks %s", name, v->offset,
+                       dtype == NULL ? "\"dtype\"" : shape == NULL ? "\"shape\"" : "\"data_offsets\"");
+    }
+    TdmSafeTensor *t = g_new0(TdmSafeTensor, 1);
+    t->name = g_strdup(name);
+    /* Owned by st from here so that every error path below frees it. */
+    g_ptr_array_add(st->tensors, t);
+    g_hash_table_insert(st->by_name, t->name, t);
+
+    gboolean known = FALSE;
+    if (dtype->type == J_STRING) {
+        for (size_t i = 0; i < G_N_ELEMENTS(dtype_names); i++) {
+            if (strcmp(dtype->str, dtype_names[i].name) == 0) {
+                t->dtype = dtype_names[i].dtype;
+                known = TRUE;
+            }
+        }
+    }
+    if (!known) {
+        return corrupt(error, path, "tensor '%s': unknown dtype %s%s%s at byte %zu", name,
+                       dtype->type == J_STRING ? "'" : "",
+                       dtype->type == J_STRING ? dtype->str : "(not a string)",
+                       dtype->type == J_STRING ? "'" : "", dtype->offset);
+    }
+    if (shape->type != J_ARRAY || shape->items->len > TDM_MAX_DIMS) {
+        return corrupt(error, path, "tensor '%s': shape at byte %zu is not an array of at most %d "
+                       "integers", name, shape->offset, TDM_MAX_DIMS);
+    }
+    guint64 numel = 1;
+    t->ndim = (int)shape->items->len;
+    for (int d = 0; d < t->ndim; d++) {
+        JValue *dim = shape->items->pdata[d];
+        if (dim->type != J_INT || dim->num < 0) {
+            return corrupt(error, path, "tensor '%s': bad dimension at byte %zu", name,
+                           dim->offset);
+        }
+        t->shape[d] = dim->num;
+        if (dim->num != 0 && numel > G_MAXUINT64 / (guint64)dim->num / 8) {
+            return corrupt(error, path, "tensor '%s': shape at byte %zu is too large", name,
+                           shape->offset);
+        }
+        numel *= (guint64)dim->num;
+    }
+    if (offsets->type != J_ARRAY || offsets->items->len != 2 ||
+        ((JValue *)offsets->items->pdata[0])->type != J_INT ||
+        ((JValue *)offsets->items->pdata[1])->type != J_INT) {
+        return corrupt(error, path, "tensor '%s': data_offsets at byte %zu is not [begin, end]",
+                       name, offsets->offset);
+    }
+    gint64 begin = ((JValue *)offsets->items->pdata[0])->num;
+    gint64 end = ((JValue *)offsets->items->pdata[1])->num;
+    if (begin < 0 || end < begin || (guint64)end > data_len) {
+        return corrupt(error, path, "tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %"
+                       G_GINT64_FORMAT "] at byte %zu out of range (data area is %zu bytes)",
+                       name, begin, end, offsets->offset, data_len);
+    }
+    guint64 expect = numel * tdm_dtype_size(t->dtype);
+    if ((guint64)(end - begin) != expect) {
+        return corrupt(error, path, "tensor '%s': %" G_GINT64_FORMAT " bytes at byte %zu but its "
+                       "shape and dtype need %" G_GUINT64_FORMAT, name, end - begin,
+                       offsets->offset, expect);
+    }
+    t->nbytes = (size_t)expect;
+    *begin_out = (size_t)begin;
+    return TRUE;
+}
+
+static int compare_by_data(gconstpointer a, gconstpointer b)
+{
+    const TdmSafeTensor *x = *(TdmSafeTensor *const *)a;
+    const TdmSafeTensor *y = *(TdmSafeTensor *const *)b;
+    uintptr_t px = (uintptr_t)x->data, py = (uintptr_t)y->data;
+    return px < py ? -1 : px > py ? 1 : 0;
+}
+
+/* Parse a whole file held in memory; takes ownership of `contents`. */
+static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_t size,
+                                         GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    TdmSafeTensors *st = safetensors_alloc();
+    st->path = g_strdup(path);
+    st->blob = contents;
+    JValue *root = NULL;
+    g_autoptr(GPtrArray) sorted = NULL;
+
+    if (size < 8) {
+        corrupt(&local, path, "file is %zu bytes, too short for the 8-byte header length at "
+                "byte 0", size);
+        goto fail;
+    }
+    guint64 hlen = 0;
+    for (int i = 7; i >= 0; i--) {
+        hlen = (hlen << 8) | (guint8)contents[i];
+    }
+    if (hlen > size - 8 || hlen > MAX_HEADER_BYTES) {
+        corrupt(&local, path, "header length %" G_GUINT64_FORMAT " at byte 0 runs past the end "
+                "of the file (%zu bytes)", hlen, size);
+        goto fail;
+    }
+    if (!g_utf8_validate(contents + 8, (gssize)hlen, NULL)) {
+        const char *bad = NULL;
+        g_utf8_validate(contents + 8, (gssize)hlen, &bad);
+        corrupt(&local, path, "bad JSON header at byte %zu: invalid UTF-8",
+                (size_t)(bad - contents));
+        goto fail;
+    }
+    JParser p = {contents + 8, (size_t)hlen, 0, 8, path, &local};
+    jskip_ws(&p);
+    if (p.pos >= p.len || p.s[p.pos] != '{') {
+        jfail(&p, "the header must be a JSON object");
+        goto fail;
+    }
+    root = jparse_value(&p, 0);
+    if (root == NULL) {
+        goto fail;
+    }
+    jskip_ws(&p);
+    if (p.pos != p.len) {
+        jfail(&p, "trailing data after the JSON object");
+        goto fail;
+    }
+
+    size_t data_start = 8 + (size_t)hlen;
+    size_t data_len = size - data_start;
+    for (guint i = 0; i < root->keys->len; i++) {
+        const char *name = root->keys->pdata[i];
+        const JValue *v = root->items->pdata[i];
+        if (strcmp(name, "__metadata__") == 0) {
+            if (v->type != J_OBJECT) {
+                corrupt(&local, path, "__metadata__ at byte %zu is not an object", v->offset);
+                goto fail;
+            }
+            for (guint k = 0; k < v->keys->len; k++) {
+                const JValue *mv = v->items->pdata[k];
+                if (mv->type != J_STRING) {
+                    corrupt(&local, path, "__metadata__ value '%s' at byte %zu is not a string",
+                            (char *)v->keys->pdata[k], mv->offset);
+                    goto fail;
+                }
+                tdm_safetensors_set_metadata(st, v->keys->pdata[k], mv->str);
+            }
+            continue;
+        }
+        size_t begin = 0;
+        if (!read_tensor_entry(st, name, v, data_len, &begin, &local)) {
+            goto fail;
+        }
+        TdmSafeTensor *t = st->tensors->pdata[st->tensors->len - 1];
+        t->data = contents + data_start + begin;
+    }
+
+    /* Overlap check: sort a copy by start, every range must end before the
+     * next begins. Empty tensors overlap nothing. */
+    sorted = g_ptr_array_new();
+    for (guint i = 0; i < st->tensors->len; i++) {
+        TdmSafeTensor *t = st->tensors->pdata[i];
+        if (t->nbytes > 0) {
+            g_ptr_array_add(sorted, t);
+        }
+    }
+    g_ptr_array_sort(sorted, compare_by_data);
+    for (guint i = 1; i < sorted->len; i++) {
+        TdmSafeTensor *a = sorted->pdata[i - 1], *b = sorted->pdata[i];
+        if ((char *)a->data + a->nbytes > (char *)b->data) {
+            corrupt(&local, path, "tensors '%s' and '%s' overlap at byte %zu", a->name, b->name,
+                    (size_t)((char *)b->data - contents));
+            goto fail;
+        }
+    }
+    jvalue_free(root);
+    return st;
+
+fail:
+    jvalue_free(root);
+    tdm_safetensors_free(st);
+    g_propagate_error(error, g_steal_pointer(&local));
+    return NULL;
+}
+
+TdmSafeTensors *tdm_safetensors_load(const char *path, GError **error)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    char *contents = NULL;
+    gsize size = 0;
+    GError *local = NULL;
+    if (!g_file_get_contents(path, &contents, &size, &local)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s", local->message);
+        g_error_free(local);
+        return NULL;
+    }
+    return safetensors_parse(path, contents, size, error);
+}
+
+const TdmSafeTensor *tdm_safetensors_get(const TdmSafeTensors *st, const char *name)
+{
+    g_return_val_if_fail(st != NULL && name != NULL, NULL);
+    return g_hash_table_lookup(st->by_name, name);
+}
+
+guint tdm_safetensors_count(const TdmSafeTensors *st)
+{
+    g_return_val_if_fail(st != NULL, 0);
+    return st->tensors->len;
+}
+
+const TdmSafeTensor *tdm_safetensors_index(const TdmSafeTensors *st, guint i)
+{
+    g_return_val_if_fail(st != NULL && i < st->tensors->len, NULL);
+    return st->tensors->pdata[i];
+}
+
+const char *tdm_safetensors_metadata(const TdmSafeTensors *st, const char *key)
+{
+    g_return_val_if_fail(st != NULL && key != NULL, NULL);
+    return g_hash_table_lookup(st->metadata, key);
+}
+
+/* ---- writing --------------------------------------------------------- */
+
+TdmSafeTensors *tdm_safetensors_new(void)
+{
+    TdmSafeTensors *st = safetensors_alloc();
+    st->owns_data = TRUE;
+    return st;
+}
+
+void tdm_safetensors_add(TdmSafeTensors *st, const char *name, TdmDType dtype, int ndim,
+                         const int64_t *shape, const void *data)
+{
+    g_return_if_fail(st != NULL && st->owns_data && name != NULL);
+    g_return_if_fail(ndim >= 0 && ndim <= TDM_MAX_DIMS && (ndim == 0 || shape != NULL));
+    g_return_if_fail(dtype_to_st(dtype) != NULL);
+    g_return_if_fail(g_hash_table_lookup(st->by_name, name) == NULL);
+
+    TdmSafeTensor *t = g_new0(TdmSafeTensor, 1);
+    t->name = g_strdup(name);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    size_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        numel *= (size_t)shape[d];
+    }
+    t->nbytes = numel * tdm_dtype_size(dtype);
+    t->data = t->nbytes > 0 ? g_memdup2(data, t->nbytes) : NULL;
+    g_ptr_array_add(st->tensors, t);
+    g_hash_table_insert(st->by_name, t->name, t);
+}
+
+void tdm_safetensors_set_metadata(TdmSafeTensors *st, const char *key, const char *value)
+{
+    g_return_if_fail(st != NULL && key != NULL && value != NULL);
+    if (!g_hash_table_contains(st->metadata, key)) {
+        g_ptr_array_add(st->meta_keys, g_strdup(key));
+        /* The table's keys point at the strings the array owns. */
+        g_hash_table_insert(st->metadata, st->meta_keys->pdata[st->meta_keys->len - 1],
+                            g_strdup(value));
+        return;
+    }
+    char *stored_key = NULL;
+    for (guint i = 0; i < st->meta_keys->len; i++) {
+        if (strcmp(st->meta_keys->pdata[i], key) == 0) {
+            stored_key = st->meta_keys->pdata[i];
+        }
+    }
+    g_hash_table_insert(st->metadata, stored_key, g_strdup(value));
+}
+
+static void json_append_string(GString *out, const char *s)
+{
+    g_string_append_c(out, '"');
+    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
+        if (*c == '"' || *c == '\\') {
+            g_string_append_c(out, '\\');
+            g_string_append_c(out, (char)*c);
+        } else if (*c < 0x20) {
+            g_string_append_printf(out, "\\u%04x", *c);
+        } else {
+            g_string_append_c(out, (char)*c);
+        }
+    }
+    g_string_append_c(out, '"');
+}
+
+static gboolean write_all(int fd, const void *buf, size_t n, const char *path, GError **error)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            int e = errno;
+            g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: write failed: %s", path,
+                        g_strerror(e));
+            return FALSE;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return TRUE;
+}
+
+gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **error)
+{
+    g_return_val_if_fail(st != NULL && path != NULL, FALSE);
+
+    g_autoptr(GString) header = g_string_new("{");
+    gboolean first = TRUE;
+    if (st->meta_keys->len > 0) {
+        g_string_append(header, "\"__metadata__\":{");
+        for (guint i = 0; i < st->meta_keys->len; i++) {
+            const char *k = st->meta_keys->pdata[i];
+            if (i > 0) {
+                g_string_append_c(header, ',');
+            }
+            json_append_string(header, k);
+            g_string_append_c(header, ':');
+            json_append_string(header, g_hash_table_lookup(st->metadata, k));
+        }
+        g_string_append_c(header, '}');
+        first = FALSE;
+    }
+    size_t offset = 0;
+    for (guint i = 0; i < st->tensors->len; i++) {
+        const TdmSafeTensor *t = st->tensors->pdata[i];
+        if (!first) {
+            g_string_append_c(header, ',');
+        }
+        first = FALSE;
+        json_append_string(header, t->name);
+        g_string_append_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", dtype_to_st(t->dtype));
+        for (int d = 0; d < t->ndim; d++) {
+            g_string_append_printf(header, "%s%" G_GINT64_FORMAT, d > 0 ? "," : "", t->shape[d]);
+        }
+        g_string_append_printf(header, "],\"data_offsets\":[%zu,%zu]}", offset,
+                               offset + t->nbytes);
+        offset += t->nbytes;
+    }
+    g_string_append_c(header, '}');
+    /* Pad with spaces so the data area starts 8-byte aligned. */
+    while (header->len % 8 != 0) {
+        g_string_append_c(header, ' ');
+    }
+    guint8 lenbuf[8];
+    guint64 hlen = header->len;
+    for (int i = 0; i < 8; i++) {
+        lenbuf[i] = (guint8)(hlen >> (8 * i));
+    }
+
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    g_autofree char *tmp = g_strdup_printf("%s/.%s.tmp-XXXXXX", dir, base);
+    int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot create a temporary file in %s: %s",
+                    path, dir, g_strerror(e));
+        return FALSE;
+    }
+    gboolean ok = write_all(fd, lenbuf, 8, path, error) &&
+                  write_all(fd, header->str, header->len, path, error);
+    for (guint i = 0; ok && i < st->tensors->len; i++) {
+        const TdmSafeTensor *t = st->tensors->pdata[i];
+        ok = write_all(fd, t->data, t->nbytes, path, error);
+    }
+    if (ok && fsync(fd) != 0) {
+        int e = errno;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: fsync failed: %s", path, g_strerror(e));
+        ok = FALSE;
+    }
+    if (close(fd) != 0 && ok) {
+        int e = errno;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: close failed: %s", path, g_strerror(e));
+        ok = FALSE;
+    }
+    if (ok && g_rename(tmp, path) != 0) {
+        int e = errno;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot rename %s into place: %s", path,
+                    tmp, g_strerror(e));
+        ok = FALSE;
+    }
+    if (!ok) {
+        g_unlink(tmp);
+        return FALSE;
+    }
+    /* Make the rename itself durable. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return TRUE;
+}
+
+/* ---- models ---------------------------------------------------------- */
+
+static char *shape_string(int ndim, const int64_t *shape)
+{
+    GString *s = g_string_new("[");
+    for (int d = 0; d < ndim; d++) {
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, d > 0 ? ", " : "", shape[d]);
+    }
+    g_string_append_c(s, ']');
+    return g_string_free(s, FALSE);
+}
+
+static gboolean is_num_batches_tracked(const char *name)
+{
+    return g_str_has_suffix(name, ".num_batches_tracked") ||
+           strcmp(name, "num_batches_tracked") == 0;
+}
+
+gboolean tdm_model_save(TdmModel *model, const char *path, GError **error)
+{
+    g_return_val_if_fail(model != NULL && path != NULL, FALSE);
+    TdmSafeTensors *st = tdm_safetensors_new();
+    tdm_safetensors_set_metadata(st, "format", "pt");
+    tdm_safetensors_set_metadata(st, "producer", "tandem " TDM_VERSION);
+    gboolean ok = TRUE;
+    for (guint i = 0; ok && i < model->params->len; i++) {
+        TdmParam *p = model->params->pdata[i];
+        float *buf = g_malloc(MAX((size_t)tdm_tensor_numel(p->value), 1) * sizeof(float));
+        ok = tdm_tensor_read(p->value, buf, error);
+        if (ok) {
+            tdm_safetensors_add(st, p->full_name, TDM_DTYPE_F32, p->ndim, p->shape, buf);
+        }
+        g_free(buf);
+        /* PyTorch's BatchNorm also has this i64 counter; Tandem does not
+         * keep it, but load_state_dict (strict) wants it. */
+        if (ok && p->is_buffer && strcmp(p->name, "running_mean") == 0) {
+            size_t plen = strlen(p->full_name) - strlen("running_mean");
+            g_autofree char *name = g_strdup_printf("%.*snum_batches_tracked", (int)plen,
+                                                    p->full_name);
+            gint64 zero = 0;
+            tdm_safetensors_add(st, name, TDM_DTYPE_I64, 0, NULL, &zero);
+        }
+    }
+    ok = ok && tdm_safetensors_save(st, path, error);
+    tdm_safetensors_free(st);
+    return ok;
+}
+
+gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict, GError **error)
+{
+    g_return_val_if_fail(model != NULL && path != NULL, FALSE);
+    TdmSafeTensors *st = tdm_safetensors_load(path, error);
+    if (st == NULL) {
+        return FALSE;
+    }
+    gboolean ok = TRUE;
+    /* Check everything before writing anything: a failed load leaves the
+     * model as it was. */
+    for (guint i = 0; ok && i < model->params->len; i++) {
+        TdmParam *p = model->params->pdata[i];
+        const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
+        g_autofree char *want = shape_string(p->ndim, p->shape);
+        if (t == NULL) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
+                        "%s: parameter '%s' (shape %s) is missing", path, p->full_name, want);
+            ok = FALSE;
+            break;
+        }
+        gboolean same = t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) {
+            same = t->shape[d] == p->shape[d];
+        }
+        if (!same) {
+            g_autofree char *got = shape_string(t->ndim, t->shape);
+            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                        "%s: parameter '%s' has shape %s in the model but %s in the file", path,
+                        p->full_name, want, got);
+            ok = FALSE;
+        } else if (t->dtype != TDM_DTYPE_F32) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                        "%s: parameter '%s' is %s in the file; only F32 weights can be loaded",
+                        path, p->full_name, dtype_to_st(t->dtype));
+            ok = FALSE;
+        }
+    }
+    for (guint i = 0; ok && strict && i < tdm_safetensors_count(st); i++) {
+        const TdmSafeTensor *t = tdm_safetensors_index(st, i);
+        if (!is_num_batches_tracked(t->name) && tdm_model_find_param(model, t->name) == NULL) {
+            g_autofree char *got = shape_string(t->ndim, t->shape);
+            g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
+                        "%s: unexpected tensor '%s' (shape %s): the model has no such parameter "
+                        "or buffer", path, t->name, got);
+            ok = FALSE;
+        }
+    }
+    for (guint i = 0; ok && i < model->params->len; i++) {
+        TdmParam *p = model->params->pdata[i];
+        const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
+        /* The data area may be unaligned (any 8-byte header padding is
+         * optional), so hand the backend an aligned copy. */
+        gpointer aligned = g_malloc(MAX(t->nbytes, 1));
+        memcpy(aligned, t->data, t->nbytes);
+        ok = tdm_tensor_write(p->value, aligned, error);
+        g_free(aligned);
+    }
+    tdm_safetensors_free(st);
+    return ok;
+}

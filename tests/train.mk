@@ -1,1 +1,18 @@
 # tests: train (see tests/Makefile.inc)
+#
+# Unit tests of data, I/O and config (GLib g_test), and end-to-end tests of
+# `tandem train` / `tandem eval` (shell scripts printing TAP). The fuzz
+# targets under tests/fuzz/ are built only by hand with clang (see each
+# file's header), never by `make check`.
+check_PROGRAMS += tests/test-io tests/test-data
+tests_test_io_SOURCES = tests/test-io.c
+tests_test_io_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_io_LDADD = $(TDMTEST_LIBS)
+tests_test_data_SOURCES = tests/test-data.c
+tests_test_data_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_data_LDADD = $(TDMTEST_LIBS)
+
+TESTS += tests/test-io tests/test-data tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh
+EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh \
+	tests/fuzz/fuzz-idx.c tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz-config.c \
+	examples/fashion-mlp.ini

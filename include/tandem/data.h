@@ -48,6 +48,11 @@ TDM_API TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError
 TDM_API gboolean tdm_dataset_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label,
                                   GError **error);
 TDM_API void tdm_dataset_close(TdmDataset *ds);
+/* Per-channel mean and std (of pixels in [0, 1]) to normalise with: the
+ * published constants of known datasets, else estimated from the first
+ * samples. `mean` and `std` hold 4 entries; *n gets the channel count. */
+TDM_API gboolean tdm_dataset_get_normalization(TdmDataset *ds, int *n, float *mean, float *std,
+                                               GError **error);
 /* Where a known dataset name resolves ("KIND:PATH", transfer full), or NULL
  * with an error when no copy is installed. */
 TDM_API char *tdm_dataset_resolve(const char *spec, GError **error);

@@ -1,0 +1,127 @@
+#!/bin/sh
+# tests/bad-input.sh - `tandem train` / `tandem eval` on bad input: each case
+# must fail with a non-zero status (not a crash) and one clear error line
+# naming the file, key or parameter involved.
+. "$TDM_TOP_SRCDIR/tests/tap.sh"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-bad-input-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+data="$TDM_TOP_SRCDIR/data/fashion-mnist"
+common="--device ref --quiet --limit 128 --batch-size 64"
+
+# expect_fail NAME PATTERN... -- COMMAND...: fails cleanly (1 or 2), with a
+# "tandem <cmd>: " line on stderr that contains every PATTERN.
+expect_fail() {
+    name=$1; shift
+    patterns=
+    while [ "$1" != "--" ]; do patterns="$patterns
+$1"; shift; done
+    shift
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [ $status -ne 1 ] && [ $status -ne 2 ]; then
+        fail "$name" "exit status $status (expected 1 or 2); stderr: $(cat "$tmp/err")"
+        return
+    fi
+    if ! grep -q '^tandem [a-z]*: ' "$tmp/err"; then
+        fail "$name" "no 'tandem <command>:' error line; stderr: $(cat "$tmp/err")"
+        return
+    fi
+    missing=
+    old_ifs=$IFS; IFS='
+'
+    for p in $patterns; do
+        grep -qF -- "$p" "$tmp/err" || missing="$missing '$p'"
+    done
+    IFS=$old_ifs
+    if [ -n "$missing" ]; then
+        fail "$name" "stderr lacks$missing: $(cat "$tmp/err")"
+    else
+        ok "$name"
+    fi
+}
+
+# --- datasets ---------------------------------------------------------------
+mkdir "$tmp/trunc-gz" "$tmp/trunc-raw" "$tmp/magic" "$tmp/corrupt-gz"
+for d in trunc-gz trunc-raw magic corrupt-gz; do
+    cp "$data"/*labels* "$data"/t10k-images-idx3-ubyte.gz "$tmp/$d/"
+done
+head -c 1000000 "$data/train-images-idx3-ubyte.gz" >"$tmp/trunc-gz/train-images-idx3-ubyte.gz"
+expect_fail "truncated gzip IDX file" "$tmp/trunc-gz/train-images-idx3-ubyte.gz" "byte" -- \
+    "$TANDEM" train $common --dataset "idx:$tmp/trunc-gz"
+
+gzip -dc "$data/train-images-idx3-ubyte.gz" | head -c 500000 >"$tmp/trunc-raw/train-images-idx3-ubyte"
+expect_fail "truncated raw IDX file" "$tmp/trunc-raw/train-images-idx3-ubyte" \
+    "ends at byte 500000" "7840016" -- \
+    "$TANDEM" train $common --dataset "idx:$tmp/trunc-raw"
+
+{ printf '\000\000\010\001'; gzip -dc "$data/train-images-idx3-ubyte.gz" | tail -c +5; } \
+    >"$tmp/magic/train-images-idx3-ubyte"
+expect_fail "IDX file with a wrong magic" "$tmp/magic/train-images-idx3-ubyte" "magic" -- \
+    "$TANDEM" train $common --dataset "idx:$tmp/magic"
+
+# Damage the middle of the compressed stream (the gzip trailer stays valid):
+# found lazily, while training reads the samples.
+cp "$data/train-images-idx3-ubyte.gz" "$tmp/corrupt-gz/"
+printf 'XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX' |
+    dd of="$tmp/corrupt-gz/train-images-idx3-ubyte.gz" bs=1 seek=20000 conv=notrunc 2>/dev/null
+expect_fail "corrupt gzip data" "$tmp/corrupt-gz/train-images-idx3-ubyte.gz" "byte" -- \
+    "$TANDEM" train --device ref --quiet --no-eval --dataset "idx:$tmp/corrupt-gz"
+
+expect_fail "wrong dataset path" "$tmp/no-such-dir" -- \
+    "$TANDEM" train $common --dataset "idx:$tmp/no-such-dir"
+expect_fail "unknown dataset name" "imagenet-42" -- \
+    "$TANDEM" train $common --dataset imagenet-42
+
+# --- model and config -------------------------------------------------------
+expect_fail "unknown model name" "resnet999" -- \
+    "$TANDEM" train $common --model resnet999
+expect_fail "--set optim.lr=abc" "optim.lr" "abc" -- \
+    "$TANDEM" train $common --set optim.lr=abc
+expect_fail "--lr abc" "optim.lr" "abc" -- "$TANDEM" train $common --lr abc
+expect_fail "negative batch size" "data.batch_size" "-5" -- \
+    "$TANDEM" train --device ref --quiet --batch-size -5
+expect_fail "unknown --set key" "optim.speed" -- \
+    "$TANDEM" train $common --set optim.speed=3
+printf '[optim]\nlr = 0.1\nturbo = yes\n' >"$tmp/unknown-key.ini"
+expect_fail "INI with an unknown key" "$tmp/unknown-key.ini" "optim.turbo" -- \
+    "$TANDEM" train $common --config "$tmp/unknown-key.ini"
+printf '[data]\nbatch_size = -64\n' >"$tmp/negative.ini"
+expect_fail "INI with a negative batch size" "$tmp/negative.ini" "data.batch_size" "-64" -- \
+    "$TANDEM" train $common --config "$tmp/negative.ini"
+expect_fail "missing INI file" "$tmp/absent.ini" -- \
+    "$TANDEM" train $common --config "$tmp/absent.ini"
+expect_fail "unknown option" "--frobnicate" -- "$TANDEM" train --frobnicate
+
+# --- weights given to --init ------------------------------------------------
+"$TANDEM" train $common --no-eval --save "$tmp/good.safetensors" >/dev/null 2>"$tmp/err" ||
+    fail "save weights" "$(cat "$tmp/err")"
+size=$(wc -c <"$tmp/good.safetensors")
+head -c $((size / 2)) "$tmp/good.safetensors" >"$tmp/truncated.safetensors"
+expect_fail "truncated safetensors" "$tmp/truncated.safetensors" "byte" -- \
+    "$TANDEM" train $common --init "$tmp/truncated.safetensors"
+head -c 20 "$tmp/good.safetensors" >"$tmp/short.safetensors"
+expect_fail "safetensors shorter than its header" "$tmp/short.safetensors" "byte 0" -- \
+    "$TANDEM" train $common --init "$tmp/short.safetensors"
+# Same length, the JSON header broken in its middle.
+cp "$tmp/good.safetensors" "$tmp/badjson.safetensors"
+printf '}}}}' | dd of="$tmp/badjson.safetensors" bs=1 seek=9 conv=notrunc 2>/dev/null
+expect_fail "safetensors with a bad JSON header" "$tmp/badjson.safetensors" "bad JSON" "byte" -- \
+    "$TANDEM" train $common --init "$tmp/badjson.safetensors"
+# fc1.weight as [512, 100] instead of [512, 784].
+/usr/bin/env python3 - "$tmp/shape.safetensors" <<'PY'
+import json, struct, sys
+header = json.dumps({"fc1.weight": {"dtype": "F32", "shape": [512, 100],
+                                    "data_offsets": [0, 512 * 100 * 4]}}).encode()
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header + bytes(512 * 100 * 4))
+PY
+expect_fail "shape mismatch in --init weights" "fc1.weight" "[512, 784]" "[512, 100]" -- \
+    "$TANDEM" train $common --init "$tmp/shape.safetensors"
+expect_fail "eval with mismatched weights" "fc1.weight" "[512, 100]" -- \
+    "$TANDEM" eval --device ref --init "$tmp/shape.safetensors"
+expect_fail "weights of another model" "conv1.weight" "missing" -- \
+    "$TANDEM" eval --device ref --model lenet --init "$tmp/good.safetensors"
+expect_fail "eval without --init" "--init" -- "$TANDEM" eval --device ref
+
+done_testing
