@@ -1,0 +1,1 @@
+AM_CONDITIONAL([TDM_BUILD_GLOO], [false])

@@ -1,0 +1,1 @@
+# tests: gloo (see tests/Makefile.inc)

@@ -1,0 +1,1 @@
+# tests: strategies (see tests/Makefile.inc)
