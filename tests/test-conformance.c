@@ -3,7 +3,7 @@
  * Usage: test-conformance [--backend NAME] [g_test options]
  * The backend under test is NAME, else $TDM_CONFORMANCE_BACKEND, else every
  * available BACKEND feature other than ref; with none the program skips
- * (exit 77, or a TAP skip plan under --tap). `--backend ref` tests ref:1
+ * (a TAP skip plan, exit status 0). `--backend ref` tests ref:1
  * against ref:0 when TDM_REF_DEVICES >= 2 (a check of the suite itself).
  *
  * Each op runs on fresh random inputs (g_test's seed: rerun with --seed) of
@@ -575,10 +575,6 @@ static TdmDevice *conf_device_for(TdmFeature *f, char **why)
 int main(int argc, char **argv)
 {
     g_autofree char *wanted = conf_take_backend_arg(&argc, argv);
-    gboolean tap = FALSE;
-    for (int i = 1; i < argc; i++) {
-        tap |= strcmp(argv[i], "--tap") == 0;
-    }
     if (wanted == NULL && g_getenv("TDM_CONFORMANCE_BACKEND") != NULL &&
         *g_getenv("TDM_CONFORMANCE_BACKEND") != '\0') {
         wanted = g_strdup(g_getenv("TDM_CONFORMANCE_BACKEND"));
@@ -635,12 +631,10 @@ int main(int argc, char **argv)
         }
     }
     if (tested->len == 0) {
-        if (tap) {
-            g_print("1..0 # SKIP %s\n", skip_reason);
-            return 0;
-        }
-        g_printerr("test-conformance: skipped: %s\n", skip_reason);
-        return 77;
+        /* A TAP skip plan: the harness runs this without --tap (GLib prints
+         * TAP by default), and a bare exit 77 would read as a missing plan. */
+        g_print("1..0 # SKIP %s\n", skip_reason);
+        return 0;
     }
     for (guint i = 0; i < tested->len; i++) {
         TdmDevice *dev = tested->pdata[i];

@@ -15,4 +15,7 @@ int tdm_cmd_inspect(int argc, char **argv);
 int tdm_cmd_train(int argc, char **argv);
 int tdm_cmd_eval(int argc, char **argv);
 
+/* cmd-run.c: start and watch the processes of a distributed job. */
+int tdm_cmd_run(int argc, char **argv);
+
 #endif /* TDM_TOOLS_COMMANDS_H */

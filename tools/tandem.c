@@ -26,6 +26,7 @@ static const TandemCommand commands[] = {
     {"train", tdm_cmd_train, "train a model"},
     {"eval", tdm_cmd_eval, "evaluate a model on a data set"},
     {"inspect", tdm_cmd_inspect, "list plugins, features and load failures, or show one"},
+    {"run", tdm_cmd_run, "start the processes of a distributed job (torchrun flags)"},
 };
 
 static void print_usage(FILE *out)

@@ -37,6 +37,14 @@ typedef struct {
 TDM_API gboolean tdm_dist_env_read(TdmDistEnv *env, GError **error);
 TDM_API void tdm_dist_env_clear(TdmDistEnv *env);
 
+/* Connect to the job's store. Under `tandem run` the launcher serves it;
+ * under mpirun, srun or torchrun (or a process started alone) rank 0 serves
+ * it first and *server_out gets the server (NULL on other ranks). The caller
+ * frees the store first and the server only after a last barrier, since the
+ * other ranks use it until then. Transfer full. */
+TDM_API TdmStore *tdm_store_open_for_job(const TdmDistEnv *env, TdmStoreServer **server_out,
+                                         GError **error);
+
 /* ---- collectives ---- */
 #define TDM_COMM_IFACE_VERSION 1
 

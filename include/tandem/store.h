@@ -48,12 +48,13 @@ TDM_API GBytes *tdm_store_get(TdmStore *store, const char *key, GError **error);
 /* Wait until every key of the NULL-terminated list exists. On timeout the
  * error lists the keys still missing. */
 TDM_API gboolean tdm_store_wait(TdmStore *store, const char *const *keys, GError **error);
-/* Atomically add `delta` to the integer stored at `key` (0 if absent);
- * returns the new value in *result. */
+/* Atomically add `delta` to the integer stored at `key` (0 if absent; kept
+ * as decimal text); returns the new value in *result. */
 TDM_API gboolean tdm_store_add(TdmStore *store, const char *key, gint64 delta, gint64 *result,
                                GError **error);
 /* If the value at `key` equals `expected` (absent when expected == NULL),
- * replace it with `desired`. Returns the value now stored (transfer full). */
+ * replace it with `desired`. Returns the value now stored (transfer full);
+ * empty when the key is still absent (only possible with `expected`). */
 TDM_API GBytes *tdm_store_compare_set(TdmStore *store, const char *key, GBytes *expected,
                                       GBytes *desired, GError **error);
 /* TRUE in *deleted when the key existed. */

@@ -1,0 +1,39 @@
+#!/bin/sh
+# tests/launcher-failure.sh - a worker that fails ends the whole job
+# within 10 s, with a message naming the rank and its status, even when the
+# other workers ignore SIGTERM; nothing is left running.
+. "$TDM_TOP_SRCDIR/tests/tap.sh"
+. "$TDM_TOP_SRCDIR/tests/launcher-lib.sh"
+
+t0=$(now)
+"$TANDEM" run --nproc-per-node 3 -- sh -c \
+    'echo $$ > "$W/pid.$TDM_RANK"; if [ $TDM_RANK = 1 ]; then sleep 0.5; exit 3; fi; while :; do sleep 0.2; done' \
+    >"$work/out" 2>"$work/err"
+rc=$?
+dt=$(elapsed "$t0")
+if [ $rc -ne 0 ]; then ok "exit 3 of a worker: tandem run fails"; else fail "exit 3 of a worker: tandem run fails" "exit 0"; fi
+has "the message names the rank and the status" "tandem run: rank 1 (pid $(cat "$work/pid.1")) exited with status 3" "$work/err"
+if lt "$dt" 10; then ok "the job ended within 10 s ($dt s)"; else fail "the job ended within 10 s" "$dt s"; fi
+left=$(alive_in_sessions)
+if [ -z "$left" ]; then ok "no worker process left"; else fail "no worker process left" "alive: $left"; fi
+
+# workers that ignore SIGTERM get SIGKILL after the grace period
+rm -f "$work"/pid.*
+t0=$(now)
+"$TANDEM" run --nproc-per-node 2 -- sh -c \
+    'trap "" TERM; echo $$ > "$W/pid.$TDM_RANK"; if [ $TDM_RANK = 0 ]; then sleep 0.3; kill -SEGV $$; fi; while :; do sleep 0.2; done' \
+    >"$work/out" 2>"$work/err"
+rc=$?
+dt=$(elapsed "$t0")
+if [ $rc -ne 0 ]; then ok "a worker killed by a signal: tandem run fails"; else fail "a worker killed by a signal: tandem run fails" "exit 0"; fi
+has "the message names the signal" "rank 0 (pid $(cat "$work/pid.0")) was killed by signal SIGSEGV" "$work/err"
+if lt "$dt" 10; then ok "SIGTERM-deaf workers end within 10 s ($dt s)"; else fail "SIGTERM-deaf workers end within 10 s" "$dt s"; fi
+left=$(alive_in_sessions)
+if [ -z "$left" ]; then ok "no worker process left"; else fail "no worker process left" "alive: $left"; fi
+
+# success: every worker exits 0, so does tandem run
+"$TANDEM" run --nproc-per-node 2 -- sh -c 'exit 0' >"$work/out" 2>"$work/err"
+rc=$?
+if [ $rc -eq 0 ]; then ok "all workers succeed: exit 0"; else fail "all workers succeed: exit 0" "exit $rc: $(cat "$work/err")"; fi
+
+done_testing
