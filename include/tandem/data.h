@@ -10,6 +10,7 @@
 #define TANDEM_DATA_H
 
 #include <tandem/tensor.h>
+#include <tandem/transform.h>
 
 G_BEGIN_DECLS
 
@@ -25,7 +26,11 @@ struct _TdmDatasetClass {
      * Must be safe to call from several threads at once. */
     gboolean (*read)(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label, GError **error);
     void (*close)(TdmDataset *ds);
-    gpointer reserved[4];
+    /* Optional; required when samples differ in size (height or width 0 in
+     * TdmDataset): decode sample `index` into `img` (u8 scale, CHW). */
+    gboolean (*read_image)(TdmDataset *ds, int64_t index, TdmImage *img, int32_t *label,
+                           GError **error);
+    gpointer reserved[3];
 };
 
 struct _TdmDataset {
@@ -85,6 +90,20 @@ TDM_API void tdm_sampler_set_epoch(TdmSampler *s, int64_t epoch);
 TDM_API gboolean tdm_sampler_next(TdmSampler *s, int64_t *index);
 TDM_API void tdm_sampler_free(TdmSampler *s);
 
+/* Where a sampler stands, independent of the world size: the epoch and how
+ * many samples of the epoch's global order all ranks together have consumed.
+ * Restoring it (also with another world size or worker count) continues with
+ * exactly the samples an uninterrupted run would have used next. */
+typedef struct {
+    int64_t epoch;
+    int64_t consumed;
+    gpointer reserved[2];
+} TdmSamplerState;
+
+TDM_API void tdm_sampler_get_state(const TdmSampler *s, TdmSamplerState *state);
+TDM_API gboolean tdm_sampler_set_state(TdmSampler *s, const TdmSamplerState *state,
+                                       GError **error);
+
 /* ---- loader ---- */
 typedef struct {
     int batch_size;     /* 64 */
@@ -97,7 +116,9 @@ typedef struct {
     int rank, world;    /* distributed sampler when world > 1 */
     int workers;        /* 0 = load on the caller's thread */
     int prefetch;       /* batches queued ahead per worker */
-    gpointer reserved[8];
+    TdmTransformPipeline *transforms; /* NULL = none (transfer none: must outlive the loader) */
+    gboolean pin_memory; /* stage batches in the backend's pinned host memory */
+    gpointer reserved[6];
 } TdmLoaderOptions;
 
 /* batch 64, shuffle, no drop_last, seed 0, no limit, no normalisation,
@@ -122,6 +143,11 @@ TDM_API gboolean tdm_loader_start_epoch(TdmLoader *loader, int64_t epoch, GError
  * without error at the end of the epoch, NULL with error on failure. */
 TDM_API TdmBatch *tdm_loader_next(TdmLoader *loader, GError **error);
 TDM_API int64_t tdm_loader_steps_per_epoch(const TdmLoader *loader);
+/* The sampler state after the last batch handed out (for checkpoints), and
+ * its restoration before tdm_loader_start_epoch() resumes mid-epoch. */
+TDM_API void tdm_loader_get_state(const TdmLoader *loader, TdmSamplerState *state);
+TDM_API gboolean tdm_loader_set_state(TdmLoader *loader, const TdmSamplerState *state,
+                                      GError **error);
 TDM_API int64_t tdm_loader_num_samples(const TdmLoader *loader);
 TDM_API void tdm_loader_free(TdmLoader *loader);
 

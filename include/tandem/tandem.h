@@ -8,6 +8,7 @@
 #include <tandem/backend.h>
 #include <tandem/module.h>
 #include <tandem/optim.h>
+#include <tandem/transform.h>
 #include <tandem/data.h>
 #include <tandem/strategy.h>
 #include <tandem/io.h>

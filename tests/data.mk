@@ -1,0 +1,1 @@
+# tests: data (see tests/Makefile.inc)

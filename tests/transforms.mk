@@ -1,0 +1,1 @@
+# tests: transforms (see tests/Makefile.inc)
