@@ -77,7 +77,7 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"limit", 'n', 0, G_OPTION_ARG_STRING, &a.limit,
          "Use the first N training images (data.limit)", "N"},
         {"epochs", 'e', 0, G_OPTION_ARG_STRING, &a.epochs, "Epochs (train.epochs)", "N"},
-        {"optimizer", 0, 0, G_OPTION_ARG_STRING, &a.optimizer, "sgd or adamw (optim.name)",
+        {"optimizer", 0, 0, G_OPTION_ARG_STRING, &a.optimizer, "sgd, adamw or a plugin's (optim.name)",
          "NAME"},
         {"lr", 0, 0, G_OPTION_ARG_STRING, &a.lr, "Learning rate (optim.lr)", "LR"},
         {"momentum", 0, 0, G_OPTION_ARG_STRING, &a.momentum, "SGD momentum (optim.momentum)",

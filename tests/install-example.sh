@@ -1,0 +1,354 @@
+#!/bin/sh
+# tests/install-example.sh - proves that an installed Tandem is usable by a C
+# programmer and a plugin author: stage `make install` into a temporary
+# DESTDIR, check the layout that tandem-1.pc promises, build examples/train-mlp.c
+# and the out-of-tree plugin in examples/plugin/ against the staged headers and
+# library only, then run the staged `tandem inspect` and the example program,
+# with the example plugin's optimizer, on a small subset of Fashion-MNIST.
+# The source tree is never written to (make distcheck makes it read-only).
+. "$TDM_TOP_SRCDIR/tests/tap.sh"
+
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+CC=${CC:-cc}
+top_build=$TDM_TOP_BUILDDIR
+top_src=$TDM_TOP_SRCDIR
+
+command -v "$PKG_CONFIG" >/dev/null 2>&1 || skip_all "no $PKG_CONFIG"
+command -v "$CC" >/dev/null 2>&1 || skip_all "no C compiler ($CC)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-install.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+stage=$tmp/stage
+
+# Run a command with its output in a log; on failure show the log's tail.
+run_logged() {
+    name=$1; log=$tmp/$2; shift 2
+    if "$@" >"$log" 2>&1; then
+        ok "$name"
+        return 0
+    fi
+    fail "$name" "$(printf 'command failed: %s\n' "$*"; tail -n 25 "$log")"
+    return 1
+}
+
+bail() {
+    echo "Bail out! $1"
+    exit 1
+}
+
+# ---- 1. make install into a DESTDIR ---------------------------------------
+# Run from inside `make check`, this make inherits the outer one's flags
+# (-j, jobserver); everything is already built, so it only installs.
+run_logged "make install DESTDIR=<tmp>" install.log \
+    make -C "$top_build" install DESTDIR="$stage" || bail "make install failed"
+
+# Where things go, as configure decided: read from the build's own .pc file.
+pcvar() { "$PKG_CONFIG" --variable="$1" "$top_build/tandem-1.pc"; }
+libdir=$(pcvar libdir)
+includedir=$(pcvar includedir)
+pluginsdir=$(pcvar pluginsdir)
+version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$top_build/config.h")
+[ -n "$libdir" ] && [ -n "$includedir" ] && [ -n "$version" ] && [ -n "$pluginsdir" ] ||
+    bail "cannot read libdir/includedir from $top_build/tandem-1.pc or the version from config.h"
+
+# ---- 2. the installed layout ---------------------------------------------
+staged_pc_dir=$stage$libdir/pkgconfig
+if [ -f "$staged_pc_dir/tandem-1.pc" ]; then
+    ok "tandem-1.pc installed in \$libdir/pkgconfig"
+else
+    fail "tandem-1.pc installed in \$libdir/pkgconfig" "missing: $staged_pc_dir/tandem-1.pc"
+fi
+
+# The staged file as a packager ships it: unrelocated paths.
+got=$(PKG_CONFIG_PATH=$staged_pc_dir "$PKG_CONFIG" --modversion tandem-1 2>&1)
+if [ "$got" = "$version" ]; then
+    ok "pkg-config --modversion tandem-1 = $version"
+else
+    fail "pkg-config --modversion tandem-1 = $version" "got: $got"
+fi
+got=$(PKG_CONFIG_PATH=$staged_pc_dir "$PKG_CONFIG" --variable=pluginsdir tandem-1 2>&1)
+if [ "$got" = "$libdir/tandem-1/plugins" ]; then
+    ok "pkg-config --variable=pluginsdir tandem-1 = \$libdir/tandem-1/plugins"
+else
+    fail "pkg-config --variable=pluginsdir tandem-1 = \$libdir/tandem-1/plugins" \
+        "got: $got, expected $libdir/tandem-1/plugins"
+fi
+
+missing=
+for h in "$top_src"/include/tandem/*.h; do
+    [ -f "$stage$includedir/tandem-1/tandem/$(basename "$h")" ] || missing="$missing $(basename "$h")"
+done
+if [ -z "$missing" ]; then
+    ok "every public header under include/tandem-1/tandem/"
+else
+    fail "every public header under include/tandem-1/tandem/" "missing:$missing"
+fi
+
+if [ -f "$stage$libdir/libtandem-1.so.0" ] && [ -e "$stage$libdir/libtandem-1.so" ]; then
+    ok "libtandem-1.so.0 and the libtandem-1.so link installed"
+else
+    fail "libtandem-1.so.0 and the libtandem-1.so link installed" \
+        "$(ls -l "$stage$libdir" 2>&1)"
+fi
+
+if [ -f "$stage$pluginsdir/libtdm-ref.so" ]; then
+    ok "plugins installed in lib/tandem-1/plugins/"
+else
+    fail "plugins installed in lib/tandem-1/plugins/" "$(ls -l "$stage$pluginsdir" 2>&1)"
+fi
+
+tandem=$(find "$stage" -path '*/bin/tandem' -type f | head -n 1)
+fmnist=$(find "$stage" -type d -path '*/tandem/fashion-mnist' | head -n 1)
+[ -n "$tandem" ] || bail "no bin/tandem under the staged install"
+[ -n "$fmnist" ] || bail "no embedded fashion-mnist under the staged install"
+
+# Installed binaries must not look into the build tree at run time (libtool
+# relinks them on install for that).
+if command -v readelf >/dev/null 2>&1; then
+    leaks=
+    for f in "$stage$libdir"/libtandem-1.so.0 "$stage$pluginsdir"/*.so "$tandem"; do
+        [ -f "$f" ] || continue
+        if readelf -d "$f" 2>/dev/null | grep -E 'R(UN)?PATH' | grep -qF "$top_build"; then
+            leaks="$leaks $f"
+        fi
+    done
+    if [ -z "$leaks" ]; then
+        ok "no installed binary has an RPATH into the build tree"
+    else
+        fail "no installed binary has an RPATH into the build tree" "$leaks"
+    fi
+fi
+
+# ---- 3. build against the staged install ----------------------------------
+# A copy of tandem-1.pc whose absolute paths point into the stage. (Neither
+# PKG_CONFIG_SYSROOT_DIR nor --define-variable=prefix=... will do: both apply
+# to every package, so glib-2.0's own flags, pulled in by Requires, would be
+# moved into the stage too.)
+mkdir -p "$tmp/pc"
+sed -E "s#^(prefix|exec_prefix|libdir|includedir)=/#\1=$stage/#" \
+    "$staged_pc_dir/tandem-1.pc" >"$tmp/pc/tandem-1.pc"
+PKG_CONFIG_PATH=$tmp/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export PKG_CONFIG_PATH
+case $("$PKG_CONFIG" --cflags tandem-1) in
+*"-I$stage$includedir/tandem-1"*) ok "relocated tandem-1.pc points into the stage" ;;
+*) fail "relocated tandem-1.pc points into the stage" "$("$PKG_CONFIG" --cflags tandem-1 2>&1)" ;;
+esac
+
+strict="-std=gnu11 -Wall -Wextra -Werror -O1"
+# shellcheck disable=SC2046,SC2086 # word splitting of flags is intended
+run_logged "examples/train-mlp.c builds with pkg-config tandem-1" cc-example.log \
+    "$CC" $strict -o "$tmp/train-mlp" "$top_src/examples/train-mlp.c" \
+    $("$PKG_CONFIG" --cflags --libs tandem-1)
+
+# The plugin is a third party's project: build a copy (the source tree may
+# be read-only) with a make that does not inherit this tree's make flags.
+cp -R "$top_src/examples/plugin" "$tmp/plugin"
+chmod -R u+w "$tmp/plugin"
+rm -f "$tmp/plugin/libtdm-example.so"
+plugin_make() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$tmp/plugin" "$@"; }
+run_logged "examples/plugin builds with its Makefile" plugin.log \
+    plugin_make PKG_CONFIG="$PKG_CONFIG" CC="$CC" CFLAGS="-O2 -Werror"
+run_logged "examples/plugin installs into DESTDIR\$pluginsdir" plugin-install.log \
+    plugin_make install DESTDIR="$tmp/pstage"
+pl_dest=$tmp/pstage$("$PKG_CONFIG" --variable=pluginsdir tandem-1)/libtdm-example.so
+if [ -f "$pl_dest" ]; then
+    ok "libtdm-example.so is at DESTDIR\$pluginsdir"
+else
+    fail "libtdm-example.so is at DESTDIR\$pluginsdir" "missing: $pl_dest"
+fi
+
+# One step of the plugin's optimizer, checked element by element: every
+# weight moves by exactly -lr * sign(its gradient). Built like the example,
+# against the staged install only.
+cat >"$tmp/check-sign-sgd.c" <<'EOF'
+#include <math.h>
+#include <stdio.h>
+#include <tandem/tandem.h>
+
+static int failed(const char *what, const GError *error)
+{
+    fprintf(stderr, "%s: %s\n", what, error != NULL ? error->message : "failed");
+    return 1;
+}
+
+int main(void)
+{
+    const float lr = 0.01f;
+    GError *error = NULL;
+    TdmModelConfig mc = {.in_channels = 1, .num_classes = 10, .image_size = 28};
+    TdmOptimizerOptions oo;
+    int64_t xshape[4] = {8, 1, 28, 28}, lshape[1] = {8};
+    static float x[8 * 28 * 28];
+    int32_t labels[8];
+    TdmTensor *logits = NULL;
+    float loss;
+
+    TdmDevice *dev = tdm_device_get("auto", &error);
+    TdmModule *root = dev ? tdm_model_zoo_create("mlp", &mc, &error) : NULL;
+    TdmModel *model = root ? tdm_model_new(root, dev, 7, &error) : NULL;
+    tdm_optimizer_options_init(&oo);
+    oo.lr = lr;
+    TdmOptimizer *opt = model ? tdm_optimizer_new("example-sign-sgd", model, NULL, &oo, &error) : NULL;
+    if (opt == NULL) {
+        return failed("setup", error);
+    }
+    for (int i = 0; i < 8 * 28 * 28; i++) {
+        x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    }
+    for (int i = 0; i < 8; i++) {
+        labels[i] = (i * 3) % 10;
+    }
+    TdmTensor *xt = tdm_tensor_new(dev, TDM_DTYPE_F32, 4, xshape, &error);
+    TdmTensor *lt = xt ? tdm_tensor_new(dev, TDM_DTYPE_I32, 1, lshape, &error) : NULL;
+    TdmTensor *dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    if (lt == NULL || !tdm_tensor_write(xt, x, &error) || !tdm_tensor_write(lt, labels, &error) ||
+        !tdm_model_forward(model, xt, &logits, &error) ||
+        !tdm_cross_entropy(dev, NULL, logits, lt, 0.0f, &loss, dlogits, NULL, &error) ||
+        !tdm_model_backward(model, dlogits, &error)) {
+        return failed("forward/backward", error);
+    }
+    int64_t n = (int64_t)model->n_grads, moved = 0;
+    float *before = tdm_tensor_read_f32(model->value_arena, &error);
+    float *grad = before ? tdm_tensor_read_f32(model->grad_arena, &error) : NULL;
+    if (grad == NULL || !tdm_optimizer_step(opt, &error)) {
+        return failed("step", error);
+    }
+    float *after = tdm_tensor_read_f32(model->value_arena, &error);
+    if (after == NULL) {
+        return failed("read", error);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float want = before[i] - lr * (float)((grad[i] > 0) - (grad[i] < 0));
+        if (fabsf(after[i] - want) > 1e-6f) {
+            fprintf(stderr, "element %ld: %g -> %g with gradient %g, expected %g\n", (long)i,
+                    before[i], after[i], grad[i], want);
+            return 1;
+        }
+        moved += grad[i] != 0.0f;
+    }
+    if (moved < n / 2) {
+        fprintf(stderr, "only %ld of %ld gradients are non-zero\n", (long)moved, (long)n);
+        return 1;
+    }
+    printf("%ld of %ld weights moved by exactly lr\n", (long)moved, (long)n);
+    return 0;
+}
+EOF
+# shellcheck disable=SC2046,SC2086
+run_logged "a check program builds against the staged install" cc-check.log \
+    "$CC" $strict -o "$tmp/check-sign-sgd" "$tmp/check-sign-sgd.c" \
+    $("$PKG_CONFIG" --cflags --libs tandem-1) -lm
+
+# ---- 4. run from the stage -------------------------------------------------
+# TDM_PLUGIN_SYSTEM_PATH replaces the compiled-in plugin directory (which is
+# the real, not the staged, one); LD_LIBRARY_PATH finds the staged library.
+staged() {
+    env LD_LIBRARY_PATH="$stage$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        TDM_PLUGIN_SYSTEM_PATH="$stage$pluginsdir" "$@"
+}
+
+staged TDM_PLUGIN_PATH="$tmp/plugin" "$tandem" inspect >"$tmp/inspect.log" 2>&1
+if grep -q 'example-sign-sgd' "$tmp/inspect.log"; then
+    ok "tandem inspect lists example-sign-sgd with TDM_PLUGIN_PATH"
+else
+    fail "tandem inspect lists example-sign-sgd with TDM_PLUGIN_PATH" "$(tail -n 30 "$tmp/inspect.log")"
+fi
+# `tandem inspect` prints each plugin's file: the example comes from
+# TDM_PLUGIN_PATH, ref from the staged plugin directory, and every staged
+# plugin loads.
+shown_file() { grep 'file:' "$tmp/inspect.log" | grep -qF "$1"; }
+if shown_file "$tmp/plugin/libtdm-example.so" && shown_file "$stage$pluginsdir/libtdm-ref.so"; then
+    ok "plugins load from TDM_PLUGIN_PATH and the staged plugin directory"
+else
+    fail "plugins load from TDM_PLUGIN_PATH and the staged plugin directory" \
+        "$(grep -E 'Plugin:|file:' "$tmp/inspect.log")"
+fi
+if grep -q '^Load failures: none' "$tmp/inspect.log"; then
+    ok "no staged plugin fails to load"
+else
+    fail "no staged plugin fails to load" "$(sed -n '/^Load failures/,$p' "$tmp/inspect.log")"
+fi
+staged TDM_PLUGIN_PATH= "$tandem" inspect >"$tmp/inspect-none.log" 2>&1
+if grep -q 'example-sign-sgd' "$tmp/inspect-none.log"; then
+    fail "without TDM_PLUGIN_PATH the example plugin is not found" "$(cat "$tmp/inspect-none.log")"
+else
+    ok "without TDM_PLUGIN_PATH the example plugin is not found"
+fi
+staged TDM_PLUGIN_PATH="$tmp/plugin" "$tandem" inspect example-sign-sgd >"$tmp/inspect-one.log" 2>&1
+if grep -q 'weight_decay' "$tmp/inspect-one.log" && grep -q 'momentum' "$tmp/inspect-one.log"; then
+    ok "tandem inspect example-sign-sgd shows its parameters"
+else
+    fail "tandem inspect example-sign-sgd shows its parameters" "$(tail -n 30 "$tmp/inspect-one.log")"
+fi
+
+if staged TDM_PLUGIN_PATH="$tmp/plugin" "$tmp/check-sign-sgd" >"$tmp/check.log" 2>&1; then
+    ok "example-sign-sgd: one step moves each weight by -lr * sign(grad) ($(cat "$tmp/check.log"))"
+else
+    fail "example-sign-sgd: one step moves each weight by -lr * sign(grad)" "$(cat "$tmp/check.log")"
+fi
+
+# Train on a small subset, then check the test accuracy is far above chance
+# (0.1): the loop, the loss and the optimizer really work.
+accuracy_of() { sed -n 's/^test: .*accuracy \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
+above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 > b + 0) }'; }
+small="--limit 1280 --test-limit 1000 --log-every 5"
+subset="--dataset idx:$fmnist $small"
+
+# The first run uses the example's default dataset name, resolved through
+# TDM_DATA_DIR to the staged copy of the embedded subset.
+# shellcheck disable=SC2086
+if staged TDM_PLUGIN_PATH= TDM_DATA_DIR="${fmnist%/fashion-mnist}" "$tmp/train-mlp" \
+    $small --lr 0.1 --momentum 0.5 >"$tmp/sgd.log" 2>&1; then
+    acc=$(accuracy_of "$tmp/sgd.log")
+    if ! grep -qF "dataset idx:$fmnist " "$tmp/sgd.log"; then
+        fail "train-mlp reads the staged fashion-mnist" "$(head -n 3 "$tmp/sgd.log")"
+    elif above "$acc" 0.5; then
+        ok "train-mlp with sgd learns (test accuracy $acc > 0.5)"
+    else
+        fail "train-mlp with sgd learns (test accuracy > 0.5)" "$(cat "$tmp/sgd.log")"
+    fi
+else
+    fail "train-mlp with sgd runs" "$(tail -n 30 "$tmp/sgd.log")"
+fi
+
+# shellcheck disable=SC2086
+if staged TDM_PLUGIN_PATH="$tmp/plugin" "$tmp/train-mlp" $subset --optimizer example-sign-sgd \
+    --lr 0.001 --momentum 0 >"$tmp/sign.log" 2>&1; then
+    acc=$(accuracy_of "$tmp/sign.log")
+    if above "$acc" 0.5; then
+        ok "train-mlp with the plugin's example-sign-sgd learns (test accuracy $acc > 0.5)"
+    else
+        fail "train-mlp with the plugin's example-sign-sgd learns (test accuracy > 0.5)" \
+            "$(cat "$tmp/sign.log")"
+    fi
+else
+    fail "train-mlp with the plugin's example-sign-sgd runs" "$(tail -n 30 "$tmp/sign.log")"
+fi
+
+# The practitioner's path: the staged `tandem train` picks the plugin's
+# optimizer by name, like a built-in one.
+if staged TDM_PLUGIN_PATH="$tmp/plugin" "$tandem" train --dataset "idx:$fmnist" --limit 1280 \
+    --optimizer example-sign-sgd --lr 0.001 --momentum 0 --quiet >"$tmp/train.log" 2>&1; then
+    acc=$(sed -n 's/^summary: .*test accuracy \([0-9.]*\).*/\1/p' "$tmp/train.log")
+    if above "$acc" 0.5; then
+        ok "tandem train --optimizer example-sign-sgd learns (test accuracy $acc > 0.5)"
+    else
+        fail "tandem train --optimizer example-sign-sgd learns (test accuracy > 0.5)" \
+            "$(cat "$tmp/train.log")"
+    fi
+else
+    fail "tandem train --optimizer example-sign-sgd runs" "$(tail -n 30 "$tmp/train.log")"
+fi
+
+# shellcheck disable=SC2086
+if staged TDM_PLUGIN_PATH= "$tmp/train-mlp" $subset --optimizer example-sign-sgd \
+    >"$tmp/noplugin.log" 2>&1; then
+    fail "without the plugin, --optimizer example-sign-sgd is an error" "$(cat "$tmp/noplugin.log")"
+elif grep -q 'example-sign-sgd' "$tmp/noplugin.log"; then
+    ok "without the plugin, --optimizer example-sign-sgd is an error naming it"
+else
+    fail "without the plugin, --optimizer example-sign-sgd is an error naming it" \
+        "$(cat "$tmp/noplugin.log")"
+fi
+
+done_testing
