@@ -1,1 +1,790 @@
-/* placeholder: filled by its owner */
+/* core/comm.c - the collective front end: picks a COLLECTIVE plugin for the
+ * job, numbers every call, and turns plugin failures into messages a user can
+ * act on.
+ *
+ * tdm_comm_new() selects the feature (spec, else TDM_COLLECTIVE, else the
+ * highest priority plugin whose supports_device accepts the device and whose
+ * supports_job accepts the job; supports_job runs on every rank and gives the
+ * same answer everywhere, so all ranks pick the same plugin). Every call gets
+ * the next sequence number (1, 2, ...) under a lock, so the order in which
+ * calls reach the plugin is the order of their numbers. In debug mode
+ * (TDM_DEBUG=collectives) each rank posts what it is about to run for that
+ * number to the store and compares it with every other rank's before the
+ * plugin sees the call: a mismatch names the first rank that differs from
+ * rank 0, and a rank that never posts is named once the timeout passes (with
+ * its last call, from a per-rank key), instead of a hang. A wait past the
+ * timeout names the op, the number, the size and the ranks that never arrived
+ * (from the plugin, else from those per-rank keys). After any failure the
+ * communicator refuses further calls: the ranks are no longer in step.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    TdmComm pub;      /* first: a TdmComm * is a CommImpl * */
+    GMutex lock;      /* issue order == sequence order */
+    char *key_prefix; /* store namespace of this communicator */
+    char *broken;     /* why later calls fail, once one did */
+} CommImpl;
+
+struct _TdmCommWork {
+    TdmWork *work;
+    TdmCollOp op;
+    guint64 seq;
+    int64_t count;
+    TdmDType dtype;
+    int root;
+    TdmReduceOp rop;
+};
+
+#define COMM_DEFAULT_TIMEOUT 300.0
+
+const char *tdm_coll_op_name(TdmCollOp op)
+{
+    static const char *const names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                        "barrier"};
+    if ((unsigned)op < G_N_ELEMENTS(names)) {
+        return names[op];
+    }
+    return "?";
+}
+
+const char *tdm_reduce_op_name(TdmReduceOp op)
+{
+    static const char *const names[] = {"sum", "avg", "max", "min"};
+    if ((unsigned)op < G_N_ELEMENTS(names)) {
+        return names[op];
+    }
+    return "?";
+}
+
+static gboolean debug_flag_set(const char *value, const char *flag)
+{
+    if (value == NULL) {
+        return FALSE;
+    }
+    gboolean found = FALSE;
+    char **items = g_strsplit_set(value, ",: ", -1);
+    for (guint i = 0; items[i] != NULL && !found; i++) {
+        found = strcmp(items[i], flag) == 0 || strcmp(items[i], "all") == 0;
+    }
+    g_strfreev(items);
+    return found;
+}
+
+void tdm_comm_options_init(TdmCommOptions *opts)
+{
+    g_return_if_fail(opts != NULL);
+    memset(opts, 0, sizeof(*opts));
+    opts->timeout_s = COMM_DEFAULT_TIMEOUT;
+    const char *timeout = g_getenv("TDM_TIMEOUT");
+    if (timeout != NULL && timeout[0] != '\0') {
+        char *end = NULL;
+        errno = 0;
+        double v = g_ascii_strtod(timeout, &end);
+        if (errno == 0 && end != timeout && *end == '\0' && v > 0) {
+            opts->timeout_s = v;
+        } else {
+            g_warning("TDM_TIMEOUT='%s' is not a positive number of seconds; using %.0f s", timeout,
+                      opts->timeout_s);
+        }
+    }
+    opts->debug = debug_flag_set(g_getenv("TDM_DEBUG"), "collectives");
+}
+
+/* ---- selection ---- */
+
+typedef struct {
+    const TdmDevice *device;
+    GPtrArray *refused; /* features whose supports_job said no */
+} SelectCtx;
+
+static gboolean comm_feature_accept(TdmFeature *feature, gpointer user_data)
+{
+    SelectCtx *ctx = user_data;
+    const TdmCommClass *klass = tdm_feature_get_class(feature);
+    if (klass == NULL || klass->iface_version != TDM_COMM_IFACE_VERSION) {
+        return FALSE;
+    }
+    for (guint i = 0; i < ctx->refused->len; i++) {
+        if (g_ptr_array_index(ctx->refused, i) == feature) {
+            return FALSE;
+        }
+    }
+    return ctx->device == NULL || klass->supports_device == NULL ||
+           klass->supports_device(ctx->device);
+}
+
+static gboolean comm_select(CommImpl *impl, const char *spec, GError **error)
+{
+    TdmComm *comm = &impl->pub;
+    SelectCtx ctx = {comm->device, g_ptr_array_new()};
+    GString *refusals = g_string_new(NULL);
+    gboolean ok = FALSE;
+    for (;;) {
+        GError *local = NULL;
+        TdmFeature *f =
+            tdm_registry_select(TDM_FEATURE_COLLECTIVE, spec, comm_feature_accept, &ctx, &local);
+        if (f == NULL) {
+            if (refusals->len > 0) {
+                g_propagate_prefixed_error(error, local, "%s; ", refusals->str);
+            } else {
+                g_propagate_error(error, local);
+            }
+            break;
+        }
+        const TdmCommClass *klass = tdm_feature_get_class(f);
+        char *reason = NULL;
+        comm->klass = klass;
+        comm->feature = f;
+        if (klass->supports_job == NULL || klass->supports_job(comm, &reason)) {
+            g_free(reason);
+            ok = TRUE;
+            break;
+        }
+        g_string_append_printf(refusals, "%s'%s' cannot serve this job: %s",
+                               refusals->len > 0 ? "; " : "", tdm_feature_get_name(f),
+                               reason != NULL ? reason : "no reason given");
+        g_free(reason);
+        g_ptr_array_add(ctx.refused, f);
+        comm->klass = NULL;
+        comm->feature = NULL;
+    }
+    g_string_free(refusals, TRUE);
+    g_ptr_array_unref(ctx.refused);
+    return ok;
+}
+
+TdmComm *tdm_comm_new(const char *spec, TdmStore *store, const TdmDistEnv *env, TdmDevice *dev,
+                      const TdmCommOptions *opts, GError **error)
+{
+    g_return_val_if_fail(env != NULL, NULL);
+    g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+    static gint comm_counter = 0;
+
+    if (env->world_size < 1 || env->rank < 0 || env->rank >= env->world_size) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "invalid rank %d for a world of size %d", env->rank, env->world_size);
+        return NULL;
+    }
+    if (store == NULL && env->world_size > 1) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "a communicator for %d ranks needs a store (rank %d)", env->world_size,
+                    env->rank);
+        return NULL;
+    }
+    if (spec == NULL || spec[0] == '\0') {
+        spec = g_getenv("TDM_COLLECTIVE");
+    }
+
+    CommImpl *impl = g_new0(CommImpl, 1);
+    TdmComm *comm = &impl->pub;
+    g_mutex_init(&impl->lock);
+    comm->store = store;
+    comm->rank = env->rank;
+    comm->world = env->world_size;
+    comm->local_rank = env->local_rank;
+    comm->local_world = env->local_world_size > 0 ? env->local_world_size : 1;
+    comm->device = dev;
+    if (opts != NULL) {
+        comm->opts = *opts;
+    } else {
+        tdm_comm_options_init(&comm->opts);
+    }
+    if (!(comm->opts.timeout_s > 0)) {
+        comm->opts.timeout_s = COMM_DEFAULT_TIMEOUT;
+    }
+    /* Every rank creates its communicators in the same order, so a process
+     * counter names the same communicator on every rank; the restart count
+     * keeps a restarted job clear of the keys of the attempt before. */
+    const char *gen = g_getenv("TDM_RESTART_COUNT");
+    if (gen == NULL) {
+        gen = g_getenv("TORCHELASTIC_RESTART_COUNT");
+    }
+    impl->key_prefix = g_strdup_printf("tdm/comm/%s/%d", gen != NULL ? gen : "0",
+                                       g_atomic_int_add(&comm_counter, 1));
+
+    if (!comm_select(impl, spec, error)) {
+        tdm_comm_free(comm);
+        return NULL;
+    }
+    if (comm->klass->init != NULL && !comm->klass->init(comm, error)) {
+        g_prefix_error(error, "collective '%s' on rank %d: ", tdm_feature_get_name(comm->feature),
+                       comm->rank);
+        comm->klass = NULL; /* init failed: no finalize */
+        tdm_comm_free(comm);
+        return NULL;
+    }
+    return comm;
+}
+
+void tdm_comm_free(TdmComm *comm)
+{
+    if (comm == NULL) {
+        return;
+    }
+    CommImpl *impl = (CommImpl *)comm;
+    if (comm->klass != NULL && comm->klass->finalize != NULL) {
+        comm->klass->finalize(comm);
+    }
+    g_mutex_clear(&impl->lock);
+    g_free(impl->key_prefix);
+    g_free(impl->broken);
+    g_free(impl);
+}
+
+/* ---- descriptions for messages ---- */
+
+static char *work_describe_call(const TdmCommWork *w)
+{
+    switch (w->op) {
+    case TDM_COLL_BARRIER:
+        return g_strdup("barrier()");
+    case TDM_COLL_BROADCAST:
+        return g_strdup_printf("broadcast(%" G_GINT64_FORMAT " x %s, root %d)", w->count,
+                               tdm_dtype_name(w->dtype), w->root);
+    case TDM_COLL_ALLGATHER:
+        return g_strdup_printf("allgather(%" G_GINT64_FORMAT " x %s)", w->count,
+                               tdm_dtype_name(w->dtype));
+    case TDM_COLL_ALLREDUCE:
+    case TDM_COLL_REDUCE_SCATTER:
+        return g_strdup_printf("%s(%" G_GINT64_FORMAT " x %s, %s)", tdm_coll_op_name(w->op),
+                               w->count, tdm_dtype_name(w->dtype), tdm_reduce_op_name(w->rop));
+    }
+    return g_strdup("?");
+}
+
+/* "allreduce #42 (1048576 x f32)" */
+static char *work_describe_short(const TdmCommWork *w)
+{
+    if (w->op == TDM_COLL_BARRIER) {
+        return g_strdup_printf("barrier #%" G_GUINT64_FORMAT, w->seq);
+    }
+    return g_strdup_printf("%s #%" G_GUINT64_FORMAT " (%" G_GINT64_FORMAT " x %s)",
+                           tdm_coll_op_name(w->op), w->seq, w->count, tdm_dtype_name(w->dtype));
+}
+
+static char *ranks_string(const int *ranks)
+{
+    GString *s = g_string_new(NULL);
+    for (int i = 0; ranks[i] >= 0; i++) {
+        g_string_append_printf(s, "%s%d", i > 0 ? ", " : "", ranks[i]);
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* ---- debug mode: every rank compares what it runs with everyone ---- */
+
+static char *debug_key(CommImpl *impl, guint64 seq, int rank)
+{
+    return g_strdup_printf("%s/dbg/%" G_GUINT64_FORMAT "/%d", impl->key_prefix, seq, rank);
+}
+
+static char *last_key(CommImpl *impl, int rank)
+{
+    return g_strdup_printf("%s/last/%d", impl->key_prefix, rank);
+}
+
+/* The last sequence number `rank` posted, or 0 when it posted none. */
+static guint64 debug_last_seq(CommImpl *impl, int rank)
+{
+    TdmStore *store = impl->pub.store;
+    g_autofree char *key = last_key(impl, rank);
+    gboolean exists = FALSE;
+    if (!tdm_store_check(store, key, &exists, NULL) || !exists) {
+        return 0;
+    }
+    GBytes *value = tdm_store_get(store, key, NULL);
+    if (value == NULL) {
+        return 0;
+    }
+    gsize len = 0;
+    const char *data = g_bytes_get_data(value, &len);
+    g_autofree char *text = g_strndup(data, len);
+    g_bytes_unref(value);
+    return g_ascii_strtoull(text, NULL, 10);
+}
+
+static gboolean debug_check(CommImpl *impl, const TdmCommWork *w, GError **error)
+{
+    TdmComm *comm = &impl->pub;
+    TdmStore *store = comm->store;
+    const int world = comm->world;
+    g_autofree char *mine = work_describe_call(w);
+    g_autofree char *my_key = debug_key(impl, w->seq, comm->rank);
+    g_autofree char *my_last = last_key(impl, comm->rank);
+    g_autofree char *seq_text = g_strdup_printf("%" G_GUINT64_FORMAT, w->seq);
+    if (!tdm_store_set(store, my_key, mine, strlen(mine), error) ||
+        !tdm_store_set(store, my_last, seq_text, strlen(seq_text), error)) {
+        g_prefix_error(error,
+                       "collective debug check at #%" G_GUINT64_FORMAT " on rank %d: ", w->seq,
+                       comm->rank);
+        return FALSE;
+    }
+
+    char **calls = g_new0(char *, (gsize)world + 1);
+    gboolean ok = TRUE;
+    const double deadline = tdm_time_now() + comm->opts.timeout_s;
+    gulong sleep_us = 50;
+    int pending = world;
+    while (pending > 0 && ok) {
+        pending = 0;
+        for (int r = 0; r < world && ok; r++) {
+            if (calls[r] != NULL) {
+                continue;
+            }
+            g_autofree char *key = debug_key(impl, w->seq, r);
+            gboolean exists = FALSE;
+            if (!tdm_store_check(store, key, &exists, error)) {
+                ok = FALSE;
+            } else if (exists) {
+                GBytes *value = tdm_store_get(store, key, error);
+                if (value == NULL) {
+                    ok = FALSE;
+                } else {
+                    gsize len = 0;
+                    const char *data = g_bytes_get_data(value, &len);
+                    calls[r] = g_strndup(data, len);
+                    g_bytes_unref(value);
+                }
+            } else {
+                pending++;
+            }
+        }
+        if (!ok) {
+            g_prefix_error(error,
+                           "collective debug check at #%" G_GUINT64_FORMAT " on rank %d: ", w->seq,
+                           comm->rank);
+            break;
+        }
+        if (pending > 0) {
+            if (tdm_time_now() >= deadline) {
+                GString *who = g_string_new(NULL);
+                GString *last = g_string_new(NULL);
+                for (int r = 0; r < world; r++) {
+                    if (calls[r] == NULL) {
+                        guint64 l = debug_last_seq(impl, r);
+                        g_string_append_printf(who, "%s%d", who->len > 0 ? ", " : "", r);
+                        if (l > 0) {
+                            g_string_append_printf(
+                                last, "; rank %d's last call was #%" G_GUINT64_FORMAT, r, l);
+                        } else {
+                            g_string_append_printf(last, "; rank %d issued no collective", r);
+                        }
+                    }
+                }
+                g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
+                            "collective #%" G_GUINT64_FORMAT
+                            " %s on rank %d: ranks %s never issued "
+                            "it within %.1f s%s",
+                            w->seq, mine, comm->rank, who->str, comm->opts.timeout_s, last->str);
+                g_string_free(who, TRUE);
+                g_string_free(last, TRUE);
+                ok = FALSE;
+                break;
+            }
+            g_usleep(sleep_us);
+            sleep_us = MIN(sleep_us * 2, 20000);
+        }
+    }
+    if (ok) {
+        /* The reference is what most ranks called (rank 0's on a tie), so
+         * the rank named is the odd one out even when it is rank 0. */
+        int ref = 0, ref_votes = 0;
+        for (int r = 0; r < world; r++) {
+            int votes = 0;
+            for (int q = 0; q < world; q++) {
+                votes += strcmp(calls[q], calls[r]) == 0;
+            }
+            if (votes > ref_votes) {
+                ref = r;
+                ref_votes = votes;
+            }
+        }
+        for (int r = 0; r < world; r++) {
+            if (strcmp(calls[r], calls[ref]) != 0) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
+                            "collective mismatch at #%" G_GUINT64_FORMAT
+                            ": rank %d called %s, rank %d called %s",
+                            w->seq, ref, calls[ref], r, calls[r]);
+                ok = FALSE;
+                break;
+            }
+        }
+    }
+    if (ok && w->seq > 1) {
+        /* Every rank posted #seq, so every rank is done reading #seq-1. */
+        g_autofree char *old = debug_key(impl, w->seq - 1, comm->rank);
+        tdm_store_delete(store, old, NULL, NULL);
+    }
+    g_strfreev(calls);
+    return ok;
+}
+
+/* ---- issue and wait ---- */
+
+static gboolean plugin_has_op(const TdmCommClass *k, TdmCollOp op)
+{
+    switch (op) {
+    case TDM_COLL_ALLREDUCE:
+        return k->allreduce != NULL;
+    case TDM_COLL_BROADCAST:
+        return k->broadcast != NULL;
+    case TDM_COLL_ALLGATHER:
+        return k->allgather != NULL;
+    case TDM_COLL_REDUCE_SCATTER:
+        return k->reduce_scatter != NULL;
+    case TDM_COLL_BARRIER:
+        return k->barrier != NULL;
+    }
+    return FALSE;
+}
+
+static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmTensor *b,
+                               GError **error)
+{
+    CommImpl *impl = (CommImpl *)comm;
+    const TdmCommClass *k = comm->klass;
+    GError *local = NULL;
+
+    g_mutex_lock(&impl->lock);
+    w->seq = ++comm->seq;
+    if (impl->broken != NULL) {
+        g_autofree char *what = work_describe_short(w);
+        g_set_error(&local, TDM_ERROR, TDM_ERROR_FAILED,
+                    "%s on rank %d refused: the communicator is unusable after an earlier "
+                    "failure (%s)",
+                    what, comm->rank, impl->broken);
+    } else if (comm->opts.debug && comm->world > 1 && comm->store != NULL) {
+        if (!debug_check(impl, w, &local)) {
+            impl->broken = g_strdup(local->message);
+        }
+    }
+    if (local == NULL && !plugin_has_op(k, w->op)) {
+        g_set_error(&local, TDM_ERROR, TDM_ERROR_UNSUPPORTED, "collective '%s' has no %s",
+                    tdm_feature_get_name(comm->feature), tdm_coll_op_name(w->op));
+    } else if (local == NULL) {
+        switch (w->op) {
+        case TDM_COLL_ALLREDUCE:
+            w->work = k->allreduce(comm, w->seq, a, w->rop, &local);
+            break;
+        case TDM_COLL_BROADCAST:
+            w->work = k->broadcast(comm, w->seq, a, w->root, &local);
+            break;
+        case TDM_COLL_ALLGATHER:
+            w->work = k->allgather(comm, w->seq, a, b, &local);
+            break;
+        case TDM_COLL_REDUCE_SCATTER:
+            w->work = k->reduce_scatter(comm, w->seq, a, b, w->rop, &local);
+            break;
+        case TDM_COLL_BARRIER:
+            w->work = k->barrier(comm, w->seq, &local);
+            break;
+        }
+        if (w->work == NULL && local == NULL) {
+            g_set_error(&local, TDM_ERROR, TDM_ERROR_FAILED, "plugin returned no work handle");
+        }
+        if (local != NULL) {
+            g_autofree char *what = work_describe_short(w);
+            g_prefix_error(&local, "%s failed on rank %d: ", what, comm->rank);
+            /* A refused argument (every rank refuses it alike) leaves the
+             * ranks in step; anything else may not. */
+            if (!g_error_matches(local, TDM_ERROR, TDM_ERROR_UNSUPPORTED) &&
+                !g_error_matches(local, TDM_ERROR, TDM_ERROR_INVALID_ARG) &&
+                !g_error_matches(local, TDM_ERROR, TDM_ERROR_SHAPE)) {
+                impl->broken = g_strdup(local->message);
+            }
+        }
+    }
+    g_mutex_unlock(&impl->lock);
+
+    if (local != NULL) {
+        g_propagate_error(error, local);
+        g_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* After a timeout that the plugin could not explain: every rank that times
+ * out posts the call it is stuck in, then waits a short grace for the
+ * others' posts. Ranks stuck in the same call did arrive; the others (dead,
+ * hung elsewhere, or behind) did not. In debug mode the per-rank last-call
+ * keys settle it at once. Costs nothing until something has gone wrong.
+ * Returns the missing ranks, -1 terminated, or NULL when unknown. */
+static int *comm_missing_from_store(CommImpl *impl, guint64 seq)
+{
+    TdmComm *comm = &impl->pub;
+    if (comm->store == NULL || comm->world < 2) {
+        return NULL;
+    }
+    int *missing = g_new(int, (gsize)comm->world + 1);
+    int n = 0;
+    if (comm->opts.debug) {
+        for (int r = 0; r < comm->world; r++) {
+            if (debug_last_seq(impl, r) < seq) {
+                missing[n++] = r;
+            }
+        }
+        missing[n] = -1;
+        return missing;
+    }
+    g_autofree char *mine = g_strdup_printf("%s/stuck/%d", impl->key_prefix, comm->rank);
+    g_autofree char *text = g_strdup_printf("%" G_GUINT64_FORMAT, seq);
+    if (!tdm_store_set(comm->store, mine, text, strlen(text), NULL)) {
+        g_free(missing);
+        return NULL;
+    }
+    gboolean *seen = g_new0(gboolean, (gsize)comm->world);
+    seen[comm->rank] = TRUE;
+    const double grace = CLAMP(comm->opts.timeout_s / 10, 1.0, 5.0);
+    const double deadline = tdm_time_now() + grace;
+    int pending = comm->world - 1;
+    while (pending > 0 && tdm_time_now() < deadline) {
+        for (int r = 0; r < comm->world; r++) {
+            if (seen[r]) {
+                continue;
+            }
+            g_autofree char *key = g_strdup_printf("%s/stuck/%d", impl->key_prefix, r);
+            gboolean exists = FALSE;
+            if (tdm_store_check(comm->store, key, &exists, NULL) && exists) {
+                GBytes *value = tdm_store_get(comm->store, key, NULL);
+                if (value != NULL) {
+                    gsize len = 0;
+                    const char *data = g_bytes_get_data(value, &len);
+                    g_autofree char *theirs = g_strndup(data, len);
+                    /* Stuck in another call: it never reached this one. */
+                    seen[r] = g_ascii_strtoull(theirs, NULL, 10) == seq;
+                    pending -= seen[r];
+                    g_bytes_unref(value);
+                }
+            }
+        }
+        if (pending > 0) {
+            g_usleep(20000);
+        }
+    }
+    for (int r = 0; r < comm->world; r++) {
+        if (!seen[r]) {
+            missing[n++] = r;
+        }
+    }
+    missing[n] = -1;
+    g_free(seen);
+    return missing;
+}
+
+gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error)
+{
+    g_return_val_if_fail(comm != NULL, FALSE);
+    g_return_val_if_fail(work != NULL, FALSE);
+    CommImpl *impl = (CommImpl *)comm;
+    int *missing = NULL;
+    GError *local = NULL;
+    gboolean ok = comm->klass->wait(comm, work->work, comm->opts.timeout_s, &missing, &local);
+    if (ok && local != NULL) {
+        g_clear_error(&local); /* a plugin must not set both */
+    }
+    if (!ok) {
+        if (local == NULL) {
+            g_set_error(&local, TDM_ERROR, TDM_ERROR_FAILED, "no reason given by the plugin");
+        }
+        g_autofree char *what = work_describe_short(work);
+        GError *outer = NULL;
+        if (g_error_matches(local, TDM_ERROR, TDM_ERROR_TIMEOUT)) {
+            if (missing == NULL) {
+                missing = comm_missing_from_store(impl, work->seq);
+            }
+            g_autofree char *who = NULL;
+            if (missing != NULL && missing[0] >= 0) {
+                g_autofree char *list = ranks_string(missing);
+                who = g_strdup_printf("ranks %s never arrived", list);
+            } else if (missing != NULL) {
+                who = g_strdup("every rank reached this call, yet it did not complete");
+            } else {
+                who = g_strdup("the ranks that never arrived are unknown");
+            }
+            g_set_error(&outer, TDM_ERROR, TDM_ERROR_TIMEOUT,
+                        "%s timed out after %.1f s on rank %d: %s", what, comm->opts.timeout_s,
+                        comm->rank, who);
+        } else {
+            g_set_error(&outer, TDM_ERROR, local->code, "%s failed on rank %d: %s", what,
+                        comm->rank, local->message);
+        }
+        g_mutex_lock(&impl->lock);
+        if (impl->broken == NULL) {
+            impl->broken = g_strdup(outer->message);
+        }
+        g_mutex_unlock(&impl->lock);
+        g_error_free(local);
+        g_propagate_error(error, outer);
+    }
+    g_free(missing);
+    comm->klass->work_free(comm, work->work);
+    g_free(work);
+    return ok;
+}
+
+/* ---- argument checks ---- */
+
+static gboolean check_tensor(TdmComm *comm, const char *op, const char *name, TdmTensor *t,
+                             gboolean need_plain, GError **error)
+{
+    if (t == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: tensor '%s' is NULL", op, name);
+        return FALSE;
+    }
+    if (tdm_tensor_nbytes(t) > 0 && t->storage == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: tensor '%s' has no storage", op,
+                    name);
+        return FALSE;
+    }
+    if (need_plain ? !tdm_tensor_is_contiguous(t)
+                   : (tdm_tensor_is_plain(t) && !tdm_tensor_is_contiguous(t))) {
+        g_autofree char *shape = tdm_tensor_shape_string(t);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s: tensor '%s' %s must be contiguous%s", op, name, shape,
+                    need_plain ? " in plain layout" : "");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static int64_t reduce_count(const TdmTensor *t)
+{
+    /* A backend layout is reduced elementwise over its whole buffer. */
+    if (!tdm_tensor_is_plain(t)) {
+        return (int64_t)(tdm_tensor_nbytes(t) / tdm_dtype_size(t->dtype));
+    }
+    return tdm_tensor_numel(t);
+}
+
+static TdmCommWork *work_new(TdmCollOp op, int64_t count, TdmDType dtype, int root, TdmReduceOp rop)
+{
+    TdmCommWork *w = g_new0(TdmCommWork, 1);
+    w->op = op;
+    w->count = count;
+    w->dtype = dtype;
+    w->root = root;
+    w->rop = rop;
+    return w;
+}
+
+TdmCommWork *tdm_comm_allreduce_async(TdmComm *comm, TdmTensor *t, TdmReduceOp op, GError **error)
+{
+    g_return_val_if_fail(comm != NULL, NULL);
+    if (!check_tensor(comm, "allreduce", "t", t, FALSE, error)) {
+        return NULL;
+    }
+    if ((unsigned)op > TDM_REDUCE_MIN) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "allreduce: unknown reduce op %d", op);
+        return NULL;
+    }
+    TdmCommWork *w = work_new(TDM_COLL_ALLREDUCE, reduce_count(t), t->dtype, 0, op);
+    return comm_issue(comm, w, t, NULL, error);
+}
+
+TdmCommWork *tdm_comm_broadcast_async(TdmComm *comm, TdmTensor *t, int root, GError **error)
+{
+    g_return_val_if_fail(comm != NULL, NULL);
+    if (!check_tensor(comm, "broadcast", "t", t, FALSE, error)) {
+        return NULL;
+    }
+    if (root < 0 || root >= comm->world) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "broadcast: root %d is not a rank of this job (world %d)", root, comm->world);
+        return NULL;
+    }
+    TdmCommWork *w = work_new(TDM_COLL_BROADCAST, reduce_count(t), t->dtype, root, TDM_REDUCE_SUM);
+    return comm_issue(comm, w, t, NULL, error);
+}
+
+TdmCommWork *tdm_comm_allgather_async(TdmComm *comm, TdmTensor *in, TdmTensor *out, GError **error)
+{
+    g_return_val_if_fail(comm != NULL, NULL);
+    if (!check_tensor(comm, "allgather", "in", in, TRUE, error) ||
+        !check_tensor(comm, "allgather", "out", out, TRUE, error)) {
+        return NULL;
+    }
+    if (in->dtype != out->dtype ||
+        tdm_tensor_numel(out) != (int64_t)comm->world * tdm_tensor_numel(in)) {
+        g_autofree char *si = tdm_tensor_shape_string(in);
+        g_autofree char *so = tdm_tensor_shape_string(out);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "allgather: out %s %s must hold world (%d) x in %s %s", so,
+                    tdm_dtype_name(out->dtype), comm->world, si, tdm_dtype_name(in->dtype));
+        return NULL;
+    }
+    TdmCommWork *w =
+        work_new(TDM_COLL_ALLGATHER, tdm_tensor_numel(in), in->dtype, 0, TDM_REDUCE_SUM);
+    return comm_issue(comm, w, in, out, error);
+}
+
+TdmCommWork *tdm_comm_reduce_scatter_async(TdmComm *comm, TdmTensor *in, TdmTensor *out,
+                                           TdmReduceOp op, GError **error)
+{
+    g_return_val_if_fail(comm != NULL, NULL);
+    if (!check_tensor(comm, "reduce_scatter", "in", in, TRUE, error) ||
+        !check_tensor(comm, "reduce_scatter", "out", out, TRUE, error)) {
+        return NULL;
+    }
+    if ((unsigned)op > TDM_REDUCE_MIN) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "reduce_scatter: unknown reduce op %d",
+                    op);
+        return NULL;
+    }
+    if (in->dtype != out->dtype ||
+        tdm_tensor_numel(in) != (int64_t)comm->world * tdm_tensor_numel(out)) {
+        g_autofree char *si = tdm_tensor_shape_string(in);
+        g_autofree char *so = tdm_tensor_shape_string(out);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "reduce_scatter: in %s %s must hold world (%d) x out %s %s", si,
+                    tdm_dtype_name(in->dtype), comm->world, so, tdm_dtype_name(out->dtype));
+        return NULL;
+    }
+    TdmCommWork *w = work_new(TDM_COLL_REDUCE_SCATTER, tdm_tensor_numel(out), out->dtype, 0, op);
+    return comm_issue(comm, w, in, out, error);
+}
+
+TdmCommWork *tdm_comm_barrier_async(TdmComm *comm, GError **error)
+{
+    g_return_val_if_fail(comm != NULL, NULL);
+    TdmCommWork *w = work_new(TDM_COLL_BARRIER, 0, TDM_DTYPE_U8, 0, TDM_REDUCE_SUM);
+    return comm_issue(comm, w, NULL, NULL, error);
+}
+
+static gboolean wait_or_fail(TdmComm *comm, TdmCommWork *w, GError **error)
+{
+    return w != NULL && tdm_comm_wait(comm, w, error);
+}
+
+gboolean tdm_comm_allreduce(TdmComm *comm, TdmTensor *t, TdmReduceOp op, GError **error)
+{
+    return wait_or_fail(comm, tdm_comm_allreduce_async(comm, t, op, error), error);
+}
+
+gboolean tdm_comm_broadcast(TdmComm *comm, TdmTensor *t, int root, GError **error)
+{
+    return wait_or_fail(comm, tdm_comm_broadcast_async(comm, t, root, error), error);
+}
+
+gboolean tdm_comm_allgather(TdmComm *comm, TdmTensor *in, TdmTensor *out, GError **error)
+{
+    return wait_or_fail(comm, tdm_comm_allgather_async(comm, in, out, error), error);
+}
+
+gboolean tdm_comm_reduce_scatter(TdmComm *comm, TdmTensor *in, TdmTensor *out, TdmReduceOp op,
+                                 GError **error)
+{
+    return wait_or_fail(comm, tdm_comm_reduce_scatter_async(comm, in, out, op, error), error);
+}
+
+gboolean tdm_comm_barrier(TdmComm *comm, GError **error)
+{
+    return wait_or_fail(comm, tdm_comm_barrier_async(comm, error), error);
+}

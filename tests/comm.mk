@@ -1,1 +1,11 @@
-# tests: comm (see tests/Makefile.inc)
+# tests: comm (see tests/Makefile.inc) - every collective on 2, 3 and 4
+# real processes, and the failure messages (mismatch, skipped call, timeout,
+# dead rank), for every collective plugin built (TDM_TEST_COLLECTIVES=shm,gloo
+# picks some).
+check_PROGRAMS += tests/test-collectives
+TESTS += tests/test-collectives
+
+tests_test_collectives_SOURCES = tests/test-collectives.c tests/collectives-jobs.c \
+	tests/collectives-jobs.h
+tests_test_collectives_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_collectives_LDADD = $(TDMTEST_LIBS)

@@ -86,7 +86,8 @@ struct _TdmCommClass {
     /* Can it serve this job (shm: all ranks on one host)? Called on every
      * rank with the same answer; may use comm->store. NULL = yes. */
     gboolean (*supports_job)(TdmComm *comm, char **reason);
-    /* Set up comm->priv (rendezvous through comm->store). */
+    /* Set up comm->priv (rendezvous through comm->store). On failure, free
+     * what it made: finalize is not called then. */
     gboolean (*init)(TdmComm *comm, GError **error);
     void (*finalize)(TdmComm *comm);
     /* Start an operation; return a work handle (transfer full) or NULL with
@@ -103,7 +104,8 @@ struct _TdmCommClass {
     TdmWork *(*barrier)(TdmComm *comm, guint64 seq, GError **error);
     /* Wait at most timeout_s; on timeout set TDM_ERROR_TIMEOUT and, if the
      * plugin knows them, put the ranks that never arrived in *missing
-     * (transfer full, -1 terminated) for the front end's message. */
+     * (transfer full, -1 terminated; an empty list means all arrived) for
+     * the front end's message. */
     gboolean (*wait)(TdmComm *comm, TdmWork *work, double timeout_s, int **missing,
                      GError **error);
     void (*work_free)(TdmComm *comm, TdmWork *work);
