@@ -1,0 +1,454 @@
+/* plugins/cpu/cpu-cache.c - memory descs, layout handles and op caches.
+ *
+ * A layout handle is the address of a dnnl_memory_desc_t interned in the
+ * device (plain dense descs become NULL, so plain tensors have no layout);
+ * its name ("nChw16c") is derived from the blocking. An op cache is a list of
+ * entries, each keyed by the op, its parameters and its inputs' shapes,
+ * strides and layout handles, holding the primitives, the memory objects
+ * they are executed with (their data handles are set on every call) and the
+ * buffers for reordered inputs; a few entries per op are kept, so that the
+ * smaller last batch of an epoch does not evict the full batch's. Every
+ * primitive uses the device's single user scratchpad.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+/* ---- errors, dtypes, memory descs ---- */
+
+gboolean cpu_check(dnnl_status_t s, const char *what, GError **error)
+{
+    if (s == dnnl_success) {
+        return TRUE;
+    }
+    g_set_error(error, TDM_ERROR, s == dnnl_unimplemented ? TDM_ERROR_UNSUPPORTED : TDM_ERROR_BACKEND,
+                "cpu backend: oneDNN %s failed with status %d", what, (int)s);
+    return FALSE;
+}
+
+gboolean cpu_dtype_to_dnnl(TdmDType dtype, dnnl_data_type_t *dt)
+{
+    switch (dtype) {
+    case TDM_DTYPE_F32: *dt = dnnl_f32; return TRUE;
+    case TDM_DTYPE_I32: *dt = dnnl_s32; return TRUE;
+    case TDM_DTYPE_U8: *dt = dnnl_u8; return TRUE;
+    case TDM_DTYPE_BF16: *dt = dnnl_bf16; return TRUE;
+    case TDM_DTYPE_F16: *dt = dnnl_f16; return TRUE;
+    default: return FALSE;
+    }
+}
+
+gboolean cpu_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shape, dnnl_data_type_t dt,
+                      GError **error)
+{
+    dnnl_dims_t dims, strides;
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        dims[i] = shape[i];
+        strides[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+    return cpu_check(dnnl_memory_desc_init_by_strides(md, ndim, dims, dt, strides),
+                     "plain memory desc", error);
+}
+
+gboolean cpu_tensor_md(const TdmTensor *t, dnnl_memory_desc_t *md, GError **error)
+{
+    if (t->layout != NULL) {
+        *md = *(const dnnl_memory_desc_t *)t->layout;
+        return TRUE;
+    }
+    dnnl_data_type_t dt;
+    if (!cpu_dtype_to_dnnl(t->dtype, &dt)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "cpu backend: dtype %s has no oneDNN equivalent", tdm_dtype_name(t->dtype));
+        return FALSE;
+    }
+    if (t->ndim == 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu backend: tensor has no shape");
+        return FALSE;
+    }
+    dnnl_dims_t dims, strides;
+    for (int i = 0; i < t->ndim; i++) {
+        dims[i] = t->shape[i];
+        strides[i] = t->stride[i];
+    }
+    return cpu_check(dnnl_memory_desc_init_by_strides(md, t->ndim, dims, dt, strides),
+                     "tensor memory desc", error);
+}
+
+static void layout_make_name(CpuLayout *l)
+{
+    const dnnl_memory_desc_t *md = &l->md;
+    const char *letters = md->ndims == 4 ? "nchw" : "abcdefghijkl";
+    if (md->format_kind != dnnl_blocked) {
+        g_snprintf(l->name, sizeof l->name, "opaque%dd", md->ndims);
+        return;
+    }
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    int order[DNNL_MAX_NDIMS];
+    for (int i = 0; i < md->ndims; i++) {
+        order[i] = i;
+    }
+    /* outer dims by decreasing stride (stable for equal strides) */
+    for (int i = 1; i < md->ndims; i++) {
+        for (int j = i; j > 0 && b->strides[order[j]] > b->strides[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    }
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < md->ndims; i++) {
+        gboolean blocked = FALSE;
+        for (int k = 0; k < b->inner_nblks; k++) {
+            blocked |= b->inner_idxs[k] == order[i];
+        }
+        char c = letters[order[i]];
+        g_string_append_c(s, blocked ? g_ascii_toupper(c) : c);
+    }
+    for (int k = 0; k < b->inner_nblks; k++) {
+        g_string_append_printf(s, "%d%c", (int)b->inner_blks[k], letters[b->inner_idxs[k]]);
+    }
+    g_strlcpy(l->name, s->str, sizeof l->name);
+    g_string_free(s, TRUE);
+}
+
+gconstpointer cpu_layout_intern(TdmDevice *dev, const dnnl_memory_desc_t *md, size_t *nbytes)
+{
+    CpuDevice *d = CPU_DEV(dev);
+    *nbytes = dnnl_memory_desc_get_size(md);
+    dnnl_memory_desc_t plain;
+    int64_t shape[DNNL_MAX_NDIMS];
+    for (int i = 0; i < md->ndims; i++) {
+        shape[i] = md->dims[i];
+    }
+    if (cpu_plain_md(&plain, md->ndims, shape, md->data_type, NULL) &&
+        dnnl_memory_desc_equal(&plain, md)) {
+        return NULL;
+    }
+    for (guint i = 0; i < d->layouts->len; i++) {
+        CpuLayout *l = g_ptr_array_index(d->layouts, i);
+        if (dnnl_memory_desc_equal(&l->md, md)) {
+            return l;
+        }
+    }
+    CpuLayout *l = g_new0(CpuLayout, 1);
+    l->md = *md;
+    l->plain_md = plain;
+    layout_make_name(l);
+    g_ptr_array_add(d->layouts, l);
+    return l;
+}
+
+static TdmDType dnnl_to_tdm_dtype(dnnl_data_type_t dt)
+{
+    switch (dt) {
+    case dnnl_s32: return TDM_DTYPE_I32;
+    case dnnl_u8: case dnnl_s8: return TDM_DTYPE_U8;
+    case dnnl_bf16: return TDM_DTYPE_BF16;
+    case dnnl_f16: return TDM_DTYPE_F16;
+    default: return TDM_DTYPE_F32;
+    }
+}
+
+void cpu_entry_set_output(TdmDevice *dev, CpuEntry *e, int i, const dnnl_memory_desc_t *md,
+                          TdmDType dtype)
+{
+    e->layout[i] = cpu_layout_intern(dev, md, &e->nbytes[i]);
+    e->out_dtype[i] = dtype == (TdmDType)-1 ? dnnl_to_tdm_dtype(md->data_type) : dtype;
+}
+
+gboolean cpu_entry_ensure_output(CpuEntry *e, int i, TdmTensor *t, int ndim,
+                                 const int64_t *shape, GError **error)
+{
+    return tdm_tensor_ensure(t, e->out_dtype[i], ndim, shape, e->layout[i], e->nbytes[i], error);
+}
+
+/* ---- op cache ---- */
+
+void cpu_key_init(CpuKey *k, CpuOpKind kind)
+{
+    k->n = 0;
+    cpu_key_add(k, kind);
+}
+
+void cpu_key_add(CpuKey *k, int64_t v)
+{
+    if (k->n < CPU_KEY_MAX) {
+        k->v[k->n] = v;
+    }
+    k->n++;
+}
+
+void cpu_key_add_tensor(CpuKey *k, const TdmTensor *t)
+{
+    if (t == NULL) {
+        cpu_key_add(k, -1);
+        return;
+    }
+    cpu_key_add(k, t->dtype);
+    cpu_key_add(k, t->ndim);
+    cpu_key_add(k, (int64_t)(intptr_t)t->layout);
+    for (int i = 0; i < t->ndim; i++) {
+        cpu_key_add(k, t->shape[i]);
+        if (t->layout == NULL) {
+            cpu_key_add(k, t->stride[i]);
+        }
+    }
+}
+
+static gboolean key_equal(const CpuKey *a, const CpuKey *b)
+{
+    return a->n == b->n && a->n <= CPU_KEY_MAX &&
+           memcmp(a->v, b->v, sizeof(int64_t) * (size_t)a->n) == 0;
+}
+
+CpuEntry *cpu_cache_find(TdmOpCache **cache, CpuOpKind kind, const CpuKey *key)
+{
+    if (cache == NULL || *cache == NULL) {
+        return NULL;
+    }
+    CpuEntry **link = &(*cache)->entries;
+    for (CpuEntry *e = *link; e != NULL; link = &e->next, e = e->next) {
+        if (e->kind == kind && key_equal(&e->key, key)) {
+            if (link != &(*cache)->entries) { /* move to front: most recent first */
+                *link = e->next;
+                e->next = (*cache)->entries;
+                (*cache)->entries = e;
+            }
+            return e;
+        }
+    }
+    return NULL;
+}
+
+CpuEntry *cpu_entry_new(CpuOpKind kind, const CpuKey *key)
+{
+    CpuEntry *e = g_new0(CpuEntry, 1);
+    e->kind = kind;
+    e->key = *key;
+    for (int i = 0; i < CPU_MAX_PRIMS; i++) {
+        e->scratch[i] = -1;
+    }
+    return e;
+}
+
+void cpu_entry_free(CpuEntry *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    for (int i = 0; i < e->nprims; i++) {
+        dnnl_primitive_destroy(e->prims[i]);
+    }
+    for (int i = 0; i < e->nmems; i++) {
+        dnnl_memory_destroy(e->mems[i]);
+    }
+    for (int i = 0; i < e->nbufs; i++) {
+        free(e->bufs[i]);
+    }
+    g_free(e);
+}
+
+void cpu_cache_insert(TdmOpCache **cache, CpuEntry *e)
+{
+    if (cache == NULL) {
+        return;
+    }
+    if (*cache == NULL) {
+        *cache = g_new0(TdmOpCache, 1);
+    }
+    e->next = (*cache)->entries;
+    (*cache)->entries = e;
+    /* keep a few shapes per kind (the last batch of an epoch is often
+     * smaller); drop the least recently used beyond that */
+    int n = 0;
+    for (CpuEntry **link = &(*cache)->entries; *link != NULL;) {
+        CpuEntry *x = *link;
+        if (x->kind == e->kind && ++n > CPU_ENTRIES_PER_KIND) {
+            *link = x->next;
+            cpu_entry_free(x);
+        } else {
+            link = &x->next;
+        }
+    }
+}
+
+void cpu_entry_release(TdmOpCache **cache, CpuEntry *e)
+{
+    if (cache == NULL) {
+        cpu_entry_free(e);
+    }
+}
+
+void cpu_cache_free(TdmDevice *dev, TdmOpCache *cache)
+{
+    if (cache == NULL) {
+        return;
+    }
+    CpuEntry *e = cache->entries;
+    while (e != NULL) {
+        CpuEntry *next = e->next;
+        cpu_entry_free(e);
+        e = next;
+    }
+    g_free(cache);
+}
+
+/* ---- primitives, memory objects, reorders ---- */
+
+dnnl_primitive_attr_t cpu_attr_new(float sum_scale, float out_scale)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) {
+        return NULL;
+    }
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (sum_scale != 0.0f) {
+        dnnl_post_ops_t po = NULL;
+        if (dnnl_post_ops_create(&po) == dnnl_success) {
+            dnnl_post_ops_append_sum(po, sum_scale);
+            dnnl_primitive_attr_set_post_ops(attr, po);
+            dnnl_post_ops_destroy(po);
+        }
+    }
+    if (out_scale != 1.0f) {
+        dnnl_primitive_attr_set_output_scales(attr, 1, 0, &out_scale);
+    }
+    return attr;
+}
+
+int cpu_entry_mem(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *md)
+{
+    g_assert(e->nmems < CPU_MAX_MEMS);
+    dnnl_memory_t m = NULL;
+    if (dnnl_memory_create(&m, md, CPU_DEV(dev)->engine, DNNL_MEMORY_NONE) != dnnl_success) {
+        return -1;
+    }
+    e->mems[e->nmems] = m;
+    return e->nmems++;
+}
+
+void *cpu_entry_buf(CpuEntry *e, size_t nbytes)
+{
+    g_assert(e->nbufs < CPU_MAX_BUFS);
+    size_t n = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    void *p = aligned_alloc(CPU_ALIGN, n ? n : CPU_ALIGN);
+    if (p != NULL) {
+        memset(p, 0, n);
+        e->bufs[e->nbufs++] = p;
+    }
+    return p;
+}
+
+dnnl_memory_t cpu_mem(CpuEntry *e, int index, void *ptr)
+{
+    dnnl_memory_t m = e->mems[index];
+    dnnl_memory_set_data_handle(m, ptr);
+    return m;
+}
+
+gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_t pd, int *index,
+                         GError **error)
+{
+    CpuDevice *d = CPU_DEV(dev);
+    g_assert(e->nprims < CPU_MAX_PRIMS);
+    dnnl_primitive_t prim = NULL;
+    if (!cpu_check(dnnl_primitive_create(&prim, pd), "primitive creation", error)) {
+        return FALSE;
+    }
+    int i = e->nprims++;
+    e->prims[i] = prim;
+    *index = i;
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t ssize = smd != NULL ? dnnl_memory_desc_get_size(smd) : 0;
+    if (ssize > 0) {
+        if (ssize > d->scratch_size) {
+            free(d->scratch);
+            size_t n = (ssize + 4095) / 4096 * 4096;
+            d->scratch = aligned_alloc(4096, n);
+            if (d->scratch == NULL) {
+                d->scratch_size = 0;
+                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                            "cpu backend: cannot allocate a %zu-byte scratchpad", n);
+                return FALSE;
+            }
+            d->scratch_size = n;
+        }
+        e->scratch[i] = cpu_entry_mem(dev, e, smd);
+    }
+    return TRUE;
+}
+
+gboolean cpu_run(TdmDevice *dev, CpuEntry *e, int prim, int nargs, dnnl_exec_arg_t *args,
+                 GError **error)
+{
+    if (e->scratch[prim] >= 0) {
+        args[nargs].arg = DNNL_ARG_SCRATCHPAD;
+        args[nargs].memory = cpu_mem(e, e->scratch[prim], CPU_DEV(dev)->scratch);
+        nargs++;
+    }
+    return cpu_check(dnnl_primitive_execute(e->prims[prim], CPU_DEV(dev)->stream, nargs, args),
+                     "primitive execution", error);
+}
+
+gboolean cpu_reorder_prim(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *from,
+                          const dnnl_memory_desc_t *to, gboolean sum, int *prim, int *msrc,
+                          int *mdst, GError **error)
+{
+    CpuDevice *d = CPU_DEV(dev);
+    dnnl_primitive_attr_t attr = cpu_attr_new(sum ? 1.0f : 0.0f, 1.0f);
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, d->engine, to, d->engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (!cpu_check(s, "reorder creation", error)) {
+        return FALSE;
+    }
+    gboolean ok = cpu_prim_create(dev, e, pd, prim, error);
+    dnnl_primitive_desc_destroy(pd);
+    if (!ok) {
+        return FALSE;
+    }
+    *msrc = cpu_entry_mem(dev, e, from);
+    *mdst = cpu_entry_mem(dev, e, to);
+    return TRUE;
+}
+
+gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                          const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                          GError **error)
+{
+    memset(c, 0, sizeof *c);
+    c->prim = -1;
+    if (dnnl_memory_desc_equal(from, to)) {
+        return TRUE;
+    }
+    if (!cpu_reorder_prim(dev, e, from, to, FALSE, &c->prim, &c->src, &c->dst, error)) {
+        return FALSE;
+    }
+    c->buf = cpu_entry_buf(e, dnnl_memory_desc_get_size(to));
+    if (c->buf == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu backend: out of memory");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+void *cpu_convert_run(TdmDevice *dev, CpuEntry *e, CpuConvert *c, void *ptr, GError **error)
+{
+    if (c->prim < 0) {
+        return ptr;
+    }
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_FROM, cpu_mem(e, c->src, ptr)},
+        {DNNL_ARG_TO, cpu_mem(e, c->dst, c->buf)},
+    };
+    if (!cpu_run(dev, e, c->prim, 2, args, error)) {
+        return NULL;
+    }
+    return c->buf;
+}

@@ -1,0 +1,582 @@
+/* plugins/cpu/cpu-norm.c - batch norm, ReLU and add on oneDNN, in their
+ * input's layout.
+ *
+ * These ops never change a tensor's layout: their output takes the layout of
+ * their (first) input, so a conv -> BN -> ReLU -> add chain stays blocked
+ * without a reorder. A gradient that arrives in another layout than the
+ * forward data is reordered into the data's layout first (cached buffer).
+ * Batch norm's per-channel statistics and parameters are plain [C] vectors;
+ * the running statistics are updated here from the batch statistics oneDNN
+ * returns (biased variance) with PyTorch's rule (unbiased running_var), and
+ * the parameter gradients oneDNN computes into cached buffers are added into
+ * the plain gradient arena.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "cpu.h"
+
+static gboolean check_bn_input(const TdmTensor *x, const char *what, GError **error)
+{
+    if (x == NULL || (x->ndim != 2 && x->ndim != 4) || x->dtype != TDM_DTYPE_F32) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu batchnorm: %s must be f32 [N, C] or [N, C, H, W]", what);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean check_channel_vec(const TdmTensor *t, int64_t c, const char *what, GError **error)
+{
+    if (t != NULL && (tdm_tensor_numel(t) != c || !tdm_tensor_is_contiguous(t) ||
+                      t->dtype != TDM_DTYPE_F32)) {
+        g_autofree char *s = tdm_tensor_shape_string(t);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu batchnorm: %s is %s, expected plain f32 [%" G_GINT64_FORMAT "]", what, s,
+                    c);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean vec_md(int64_t c, dnnl_memory_desc_t *md, GError **error)
+{
+    return cpu_plain_md(md, 1, &c, dnnl_f32, error);
+}
+
+static gboolean ensure_vec(TdmTensor *t, int64_t c, GError **error)
+{
+    return tdm_tensor_ensure(t, TDM_DTYPE_F32, 1, &c, NULL, 0, error);
+}
+
+gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
+                               TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                               float momentum, float eps, gboolean training,
+                               TdmTensor *save_mean, TdmTensor *save_var, TdmTensor *y,
+                               GError **error)
+{
+    if (!check_bn_input(x, "input", error)) {
+        return FALSE;
+    }
+    int64_t c = x->shape[1];
+    if (!check_channel_vec(gamma, c, "weight", error) || !check_channel_vec(beta, c, "bias", error) ||
+        !check_channel_vec(running_mean, c, "running_mean", error) ||
+        !check_channel_vec(running_var, c, "running_var", error)) {
+        return FALSE;
+    }
+    if (training && tdm_tensor_numel(x) / MAX(c, 1) <= 1) {
+        g_autofree char *sx = tdm_tensor_shape_string(x);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu batchnorm_forward: training needs more than one value per channel, x is %s",
+                    sx);
+        return FALSE;
+    }
+    if (!training && (running_mean == NULL || running_var == NULL)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu batchnorm: eval mode needs running statistics");
+        return FALSE;
+    }
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_BN_FWD);
+    cpu_key_add_tensor(&key, x);
+    cpu_key_add(&key, gamma != NULL);
+    cpu_key_add(&key, beta != NULL);
+    cpu_key_add(&key, training);
+    union { float f; gint32 i; } ue = {.f = eps};
+    cpu_key_add(&key, ue.i);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_BN_FWD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_BN_FWD, &key);
+        dnnl_memory_desc_t xmd, vmd;
+        dnnl_batch_normalization_desc_t bd;
+        dnnl_primitive_desc_t pd = NULL;
+        unsigned flags = (gamma ? dnnl_use_scale : 0) | (beta ? dnnl_use_shift : 0) |
+                         (training ? 0 : dnnl_use_global_stats);
+        if (!cpu_tensor_md(x, &xmd, error) || !vec_md(c, &vmd, error) ||
+            !cpu_check(dnnl_batch_normalization_forward_desc_init(
+                           &bd, training ? dnnl_forward_training : dnnl_forward_inference, &xmd,
+                           eps, flags),
+                       "batch norm forward desc", error)) {
+            goto fail;
+        }
+        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        int prim;
+        gboolean ok = cpu_check(s, "batch norm forward", error) &&
+                      cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
+            e->aux[2] = cpu_entry_mem(dev, e, dst);
+            e->aux[3] = cpu_entry_mem(dev, e, &vmd); /* mean */
+            e->aux[4] = cpu_entry_mem(dev, e, &vmd); /* variance */
+            e->aux[5] = cpu_entry_mem(dev, e, &vmd); /* scale */
+            e->aux[6] = cpu_entry_mem(dev, e, &vmd); /* shift */
+            e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+            e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+            cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            goto fail;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    float *mean = e->work[0], *var = e->work[1];
+    if (training) {
+        if (save_mean != NULL) {
+            if (!ensure_vec(save_mean, c, error)) {
+                goto out_fail;
+            }
+            mean = tdm_tensor_data(save_mean);
+        }
+        if (save_var != NULL) {
+            if (!ensure_vec(save_var, c, error)) {
+                goto out_fail;
+            }
+            var = tdm_tensor_data(save_var);
+        }
+    } else {
+        mean = tdm_tensor_data(running_mean);
+        var = tdm_tensor_data(running_var);
+    }
+    int64_t shape[4];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    if (!cpu_entry_ensure_output(e, 0, y, x->ndim, shape, error)) {
+        goto out_fail;
+    }
+    dnnl_exec_arg_t args[8];
+    int n = 0;
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(y))};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_MEAN, cpu_mem(e, (int)e->aux[3], mean)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_VARIANCE, cpu_mem(e, (int)e->aux[4], var)};
+    if (gamma != NULL) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCALE, cpu_mem(e, (int)e->aux[5], tdm_tensor_data(gamma))};
+    }
+    if (beta != NULL) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SHIFT, cpu_mem(e, (int)e->aux[6], tdm_tensor_data(beta))};
+    }
+    if (!cpu_run(dev, e, (int)e->aux[0], n, args, error)) {
+        goto out_fail;
+    }
+    if (training && running_mean != NULL && running_var != NULL) {
+        int64_t count = tdm_tensor_numel(x) / c;
+        float unbias = count > 1 ? (float)count / (float)(count - 1) : 1.0f;
+        float *rm = tdm_tensor_data(running_mean), *rv = tdm_tensor_data(running_var);
+        for (int64_t i = 0; i < c; i++) {
+            rm[i] = (1.0f - momentum) * rm[i] + momentum * mean[i];
+            rv[i] = (1.0f - momentum) * rv[i] + momentum * var[i] * unbias;
+        }
+    }
+    cpu_entry_release(cache, e);
+    return TRUE;
+out_fail:
+    cpu_entry_release(cache, e);
+    return FALSE;
+fail:
+    cpu_entry_free(e);
+    return FALSE;
+}
+
+gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
+                                TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                GError **error)
+{
+    if (!check_bn_input(x, "input", error) || !check_bn_input(dy, "output gradient", error)) {
+        return FALSE;
+    }
+    int64_t c = x->shape[1];
+    if (!tdm_tensor_same_shape(x, dy)) {
+        g_autofree char *a = tdm_tensor_shape_string(x);
+        g_autofree char *b = tdm_tensor_shape_string(dy);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu batchnorm backward: input %s and gradient %s differ", a, b);
+        return FALSE;
+    }
+    if (!check_channel_vec(gamma, c, "weight", error) ||
+        !check_channel_vec(save_mean, c, "save_mean", error) ||
+        !check_channel_vec(save_var, c, "save_var", error) ||
+        !check_channel_vec(dgamma, c, "weight gradient", error) ||
+        !check_channel_vec(dbeta, c, "bias gradient", error) || save_mean == NULL ||
+        save_var == NULL) {
+        if (error != NULL && *error == NULL) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "cpu batchnorm backward needs the saved statistics");
+        }
+        return FALSE;
+    }
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_BN_BWD);
+    cpu_key_add_tensor(&key, x);
+    cpu_key_add_tensor(&key, dy);
+    union { float f; gint32 i; } ue = {.f = eps};
+    cpu_key_add(&key, ue.i);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_BN_BWD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_BN_BWD, &key);
+        dnnl_memory_desc_t xmd, dymd, vmd;
+        dnnl_batch_normalization_desc_t fd, bd;
+        dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+        unsigned flags = dnnl_use_scale | dnnl_use_shift;
+        if (!cpu_tensor_md(x, &xmd, error) || !cpu_tensor_md(dy, &dymd, error) ||
+            !vec_md(c, &vmd, error) ||
+            !cpu_check(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &xmd,
+                                                                  eps, flags),
+                       "batch norm forward desc", error) ||
+            !cpu_check(dnnl_primitive_desc_create(&fpd, &fd, NULL, CPU_DEV(dev)->engine, NULL),
+                       "batch norm forward", error)) {
+            goto fail;
+        }
+        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+        gboolean ok = cpu_check(dnnl_batch_normalization_backward_desc_init(
+                                    &bd, dnnl_backward, &xmd, &xmd, eps, flags),
+                                "batch norm backward desc", error) &&
+                      cpu_check(dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, fpd),
+                                "batch norm backward", error);
+        dnnl_primitive_attr_destroy(attr);
+        dnnl_primitive_desc_destroy(fpd);
+        int prim;
+        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, &xmd, error) &&
+             cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
+            e->aux[2] = cpu_entry_mem(dev, e, &xmd); /* diff dst */
+            e->aux[3] = cpu_entry_mem(dev, e, &vmd); /* mean */
+            e->aux[4] = cpu_entry_mem(dev, e, &vmd); /* variance */
+            e->aux[5] = cpu_entry_mem(dev, e, &vmd); /* scale */
+            e->aux[6] = cpu_entry_mem(dev, e, dsrc);
+            e->aux[7] = cpu_entry_mem(dev, e, &vmd); /* diff scale */
+            e->aux[8] = cpu_entry_mem(dev, e, &vmd); /* diff shift */
+            e->aux[9] = cpu_entry_mem(dev, e, &vmd); /* shift (unused by the math) */
+            e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff scale */
+            e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff shift */
+            e->work[2] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* ones or zeros */
+            cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            goto fail;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    float *ones = e->work[2];
+    if (gamma == NULL) {
+        for (int64_t i = 0; i < c; i++) {
+            ones[i] = 1.0f;
+        }
+    }
+    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    int64_t shape[4];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, x->ndim, shape, error);
+    if (ok) {
+        dnnl_exec_arg_t args[11] = {
+            {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))},
+            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[2], dys)},
+            {DNNL_ARG_MEAN, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(save_mean))},
+            {DNNL_ARG_VARIANCE, cpu_mem(e, (int)e->aux[4], tdm_tensor_data(save_var))},
+            {DNNL_ARG_SCALE, cpu_mem(e, (int)e->aux[5], gamma ? tdm_tensor_data(gamma) : ones)},
+            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[6], tdm_tensor_data(dx))},
+            {DNNL_ARG_DIFF_SCALE, cpu_mem(e, (int)e->aux[7], e->work[0])},
+            {DNNL_ARG_DIFF_SHIFT, cpu_mem(e, (int)e->aux[8], e->work[1])},
+            {DNNL_ARG_SHIFT, cpu_mem(e, (int)e->aux[9], e->work[1])},
+        };
+        ok = cpu_run(dev, e, (int)e->aux[0], 9, args, error);
+    }
+    if (ok && dgamma != NULL) {
+        cpu_accumulate(tdm_tensor_data(dgamma), e->work[0], c);
+    }
+    if (ok && dbeta != NULL) {
+        cpu_accumulate(tdm_tensor_data(dbeta), e->work[1], c);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+fail:
+    cpu_entry_free(e);
+    return FALSE;
+}
+
+/* Elementwise ops over tensors that share one dense layout do not need to
+ * know the layout at all: a flat vectorised loop over the buffer (padding
+ * included, which stays zero) is what oneDNN's eltwise does, without the
+ * primitive's bookkeeping. TDM_CPU_ONEDNN_ELTWISE=1 uses oneDNN instead. */
+static gboolean flat_enabled(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *s = g_getenv("TDM_CPU_ONEDNN_ELTWISE");
+        on = !(s != NULL && s[0] != '\0' && strcmp(s, "0") != 0);
+    }
+    return on;
+}
+
+/* Number of floats to walk when t can be seen as a flat array, else -1. */
+static int64_t flat_len(const TdmTensor *t)
+{
+    if (t->storage == NULL || t->dtype != TDM_DTYPE_F32 || !flat_enabled()) {
+        return -1;
+    }
+    if (t->layout != NULL) {
+        return (int64_t)(t->layout_nbytes / sizeof(float));
+    }
+    return tdm_tensor_is_contiguous(t) ? tdm_tensor_numel(t) : -1;
+}
+
+/* Shapes `out` like `like` (same layout), then runs the flat loop. */
+static gboolean flat_run(CpuEltKind kind, const TdmTensor *like, TdmTensor *out, TdmTensor *a,
+                         TdmTensor *b, int64_t n, GError **error)
+{
+    int64_t shape[TDM_MAX_DIMS];
+    int ndim = like->ndim;
+    memcpy(shape, like->shape, sizeof(int64_t) * (size_t)ndim);
+    if (!tdm_tensor_ensure(out, TDM_DTYPE_F32, ndim, shape, like->layout, like->layout_nbytes,
+                           error)) {
+        return FALSE;
+    }
+    cpu_elementwise(kind, tdm_tensor_data(out), tdm_tensor_data(a),
+                    b != NULL ? tdm_tensor_data(b) : NULL, n);
+    return TRUE;
+}
+
+gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                          GError **error)
+{
+    if (x->dtype != TDM_DTYPE_F32 || x->ndim == 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "cpu relu: input must be f32");
+        return FALSE;
+    }
+    int64_t nflat = flat_len(x);
+    if (nflat >= 0) {
+        return flat_run(CPU_ELT_RELU, x, y, x, NULL, nflat, error);
+    }
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_RELU_FWD);
+    cpu_key_add_tensor(&key, x);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_RELU_FWD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_RELU_FWD, &key);
+        dnnl_memory_desc_t xmd;
+        dnnl_eltwise_desc_t ed;
+        dnnl_primitive_desc_t pd = NULL;
+        if (!cpu_tensor_md(x, &xmd, error) ||
+            !cpu_check(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu,
+                                                      &xmd, 0.0f, 0.0f),
+                       "relu desc", error)) {
+            goto fail;
+        }
+        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ed, attr, CPU_DEV(dev)->engine, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        int prim;
+        gboolean ok = cpu_check(s, "relu", error) && cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
+            e->aux[2] = cpu_entry_mem(dev, e, dst);
+            cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            goto fail;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    int64_t shape[TDM_MAX_DIMS];
+    int ndim = x->ndim;
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)ndim);
+    void *xp = tdm_tensor_data(x);
+    gboolean ok = cpu_entry_ensure_output(e, 0, y, ndim, shape, error);
+    if (ok) {
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xp)},
+            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(y))},
+        };
+        ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+fail:
+    cpu_entry_free(e);
+    return FALSE;
+}
+
+gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
+                           TdmTensor *dx, GError **error)
+{
+    if (!tdm_tensor_same_shape(y, dy) || y->dtype != TDM_DTYPE_F32 || dy->dtype != TDM_DTYPE_F32) {
+        g_autofree char *a = tdm_tensor_shape_string(y);
+        g_autofree char *b = tdm_tensor_shape_string(dy);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu relu backward: output %s and gradient %s differ", a, b);
+        return FALSE;
+    }
+    int64_t nflat = flat_len(y);
+    if (nflat >= 0 && dy->layout == y->layout && flat_len(dy) == nflat) {
+        return flat_run(CPU_ELT_RELU_BWD, y, dx, y, dy, nflat, error);
+    }
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_RELU_BWD);
+    cpu_key_add_tensor(&key, y);
+    cpu_key_add_tensor(&key, dy);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_RELU_BWD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_RELU_BWD, &key);
+        dnnl_memory_desc_t ymd, dymd;
+        dnnl_eltwise_desc_t fd, bd;
+        dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+        dnnl_alg_kind_t alg = dnnl_eltwise_relu_use_dst_for_bwd;
+        if (!cpu_tensor_md(y, &ymd, error) || !cpu_tensor_md(dy, &dymd, error) ||
+            !cpu_check(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &ymd, 0.0f,
+                                                      0.0f),
+                       "relu desc", error) ||
+            !cpu_check(dnnl_primitive_desc_create(&fpd, &fd, NULL, CPU_DEV(dev)->engine, NULL),
+                       "relu forward", error)) {
+            goto fail;
+        }
+        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+        gboolean ok =
+            cpu_check(dnnl_eltwise_backward_desc_init(&bd, alg, &ymd, &ymd, 0.0f, 0.0f),
+                      "relu backward desc", error) &&
+            cpu_check(dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, fpd),
+                      "relu backward", error);
+        dnnl_primitive_attr_destroy(attr);
+        dnnl_primitive_desc_destroy(fpd);
+        int prim;
+        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, &ymd, error) &&
+             cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &ymd);
+            e->aux[2] = cpu_entry_mem(dev, e, &ymd);
+            e->aux[3] = cpu_entry_mem(dev, e, dsrc);
+            cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            goto fail;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    int64_t shape[TDM_MAX_DIMS];
+    int ndim = y->ndim;
+    memcpy(shape, y->shape, sizeof(int64_t) * (size_t)ndim);
+    void *yp = tdm_tensor_data(y);
+    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, ndim, shape, error);
+    if (ok) {
+        dnnl_exec_arg_t args[4] = {
+            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[1], yp)},
+            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[2], dys)},
+            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(dx))},
+        };
+        ok = cpu_run(dev, e, (int)e->aux[0], 3, args, error);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+fail:
+    cpu_entry_free(e);
+    return FALSE;
+}
+
+gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                 GError **error)
+{
+    if (!tdm_tensor_same_shape(a, b) || a->dtype != TDM_DTYPE_F32 || b->dtype != TDM_DTYPE_F32) {
+        g_autofree char *sa = tdm_tensor_shape_string(a);
+        g_autofree char *sb = tdm_tensor_shape_string(b);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu add: shapes %s and %s differ", sa, sb);
+        return FALSE;
+    }
+    int64_t nflat = flat_len(a);
+    if (nflat >= 0 && a->layout == b->layout && flat_len(b) == nflat) {
+        return flat_run(CPU_ELT_ADD, a, y, a, b, nflat, error);
+    }
+    if (y == b && y != a) { /* oneDNN computes in place over its first source */
+        TdmTensor *t = a;
+        a = b;
+        b = t;
+    }
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_ADD);
+    cpu_key_add_tensor(&key, a);
+    cpu_key_add_tensor(&key, b);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_ADD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_ADD, &key);
+        dnnl_memory_desc_t amd, bmd, target;
+        dnnl_binary_desc_t bd;
+        dnnl_primitive_desc_t pd = NULL;
+        if (!cpu_tensor_md(a, &amd, error) || !cpu_tensor_md(b, &bmd, error)) {
+            goto fail;
+        }
+        if (a->layout != NULL) {
+            target = amd;
+        } else if (b->layout != NULL) {
+            target = bmd;
+        } else if (!cpu_plain_md(&target, a->ndim, a->shape, dnnl_f32, error)) {
+            goto fail;
+        }
+        if (!cpu_check(dnnl_binary_desc_init(&bd, dnnl_binary_add, &target, &target, &target),
+                       "add desc", error)) {
+            goto fail;
+        }
+        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        int prim;
+        gboolean ok = cpu_check(s, "add", error) &&
+                      cpu_convert_init(dev, e, &e->conv[0], &amd, &target, error) &&
+                      cpu_convert_init(dev, e, &e->conv[1], &bmd, &target, error) &&
+                      cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &target);
+            e->aux[2] = cpu_entry_mem(dev, e, &target);
+            e->aux[3] = cpu_entry_mem(dev, e, &target);
+            cpu_entry_set_output(dev, e, 0, &target, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            goto fail;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    int64_t shape[TDM_MAX_DIMS];
+    int ndim = a->ndim;
+    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
+    void *ap = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(a), error);
+    void *bp = ap ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(b), error) : NULL;
+    gboolean ok = bp != NULL && cpu_entry_ensure_output(e, 0, y, ndim, shape, error);
+    if (ok) {
+        dnnl_exec_arg_t args[4] = {
+            {DNNL_ARG_SRC_0, cpu_mem(e, (int)e->aux[1], ap)},
+            {DNNL_ARG_SRC_1, cpu_mem(e, (int)e->aux[2], bp)},
+            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(y))},
+        };
+        ok = cpu_run(dev, e, (int)e->aux[0], 3, args, error);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+fail:
+    cpu_entry_free(e);
+    return FALSE;
+}

@@ -1,0 +1,449 @@
+/* plugins/cpu/cpu-pool.c - max, average and global average pooling on oneDNN.
+ *
+ * Pooling keeps its input's layout (its destination is created with format
+ * `any`, which oneDNN resolves to the source's format). Max pooling's
+ * workspace (the argmax oneDNN records in training mode) is the op's
+ * workspace output, a u8 or s32 tensor in the destination's layout. Global
+ * average pooling is an average pooling whose window is the whole image; its
+ * [N, C, 1, 1] result is reordered into the plain [N, C] the classifier
+ * reads, and its gradient comes back the same way.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "cpu.h"
+
+typedef struct {
+    dnnl_dims_t strides, kernel, dilation, pad_l, pad_r;
+    int64_t y_shape[4];
+} PoolGeom;
+
+static gboolean pool_geom(const TdmPool2dParams *p, const int64_t *x, PoolGeom *g, GError **error)
+{
+    int64_t oh = p->stride_h > 0 ? (x[2] + 2 * p->pad_h - p->kernel_h) / p->stride_h + 1 : 0;
+    int64_t ow = p->stride_w > 0 ? (x[3] + 2 * p->pad_w - p->kernel_w) / p->stride_w + 1 : 0;
+    if (p->kernel_h <= 0 || p->kernel_w <= 0 || oh <= 0 || ow <= 0 || p->pad_h * 2 > p->kernel_h ||
+        p->pad_w * 2 > p->kernel_w) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu pool2d: kernel %dx%d stride %dx%d pad %dx%d does not fit a %" G_GINT64_FORMAT
+                    "x%" G_GINT64_FORMAT " input",
+                    p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h, p->pad_w, x[2],
+                    x[3]);
+        return FALSE;
+    }
+    memset(g, 0, sizeof *g);
+    g->strides[0] = p->stride_h;
+    g->strides[1] = p->stride_w;
+    g->kernel[0] = p->kernel_h;
+    g->kernel[1] = p->kernel_w;
+    g->pad_l[0] = p->pad_h;
+    g->pad_l[1] = p->pad_w;
+    g->pad_r[0] = MAX(0, (oh - 1) * p->stride_h + p->kernel_h - x[2] - p->pad_h);
+    g->pad_r[1] = MAX(0, (ow - 1) * p->stride_w + p->kernel_w - x[3] - p->pad_w);
+    g->y_shape[0] = x[0];
+    g->y_shape[1] = x[1];
+    g->y_shape[2] = oh;
+    g->y_shape[3] = ow;
+    return TRUE;
+}
+
+static gboolean check_image(const TdmTensor *t, const char *what, GError **error)
+{
+    if (t == NULL || t->ndim != 4 || t->dtype != TDM_DTYPE_F32) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu pooling: %s must be f32 [N, C, H, W]",
+                    what);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void key_add_pool(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t alg)
+{
+    cpu_key_add(k, alg);
+    cpu_key_add(k, p->kernel_h);
+    cpu_key_add(k, p->kernel_w);
+    cpu_key_add(k, p->stride_h);
+    cpu_key_add(k, p->stride_w);
+    cpu_key_add(k, p->pad_h);
+    cpu_key_add(k, p->pad_w);
+}
+
+static gboolean pool_fwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const PoolGeom *g,
+                            const dnnl_memory_desc_t *src, gboolean user_scratch,
+                            dnnl_primitive_desc_t *pd, GError **error)
+{
+    dnnl_memory_desc_t dst;
+    dnnl_pooling_v2_desc_t d;
+    dnnl_dims_t dims = {g->y_shape[0], g->y_shape[1], g->y_shape[2], g->y_shape[3]};
+    if (!cpu_check(dnnl_memory_desc_init_by_tag(&dst, 4, dims, dnnl_f32, dnnl_format_tag_any),
+                   "pooling desc", error) ||
+        !cpu_check(dnnl_pooling_v2_forward_desc_init(&d, dnnl_forward_training, alg, src, &dst,
+                                                     g->strides, g->kernel, g->dilation, g->pad_l,
+                                                     g->pad_r),
+                   "pooling desc", error)) {
+        return FALSE;
+    }
+    dnnl_primitive_attr_t attr = user_scratch ? cpu_attr_new(0.0f, 1.0f) : NULL;
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, &d, attr, CPU_DEV(dev)->engine, NULL);
+    if (attr != NULL) {
+        dnnl_primitive_attr_destroy(attr);
+    }
+    return cpu_check(s, "pooling forward", error);
+}
+
+static gboolean pool_bwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const PoolGeom *g,
+                            const dnnl_memory_desc_t *src, dnnl_primitive_desc_t *pd,
+                            GError **error)
+{
+    dnnl_primitive_desc_t fpd = NULL;
+    if (!pool_fwd_pd(dev, alg, g, src, FALSE, &fpd, error)) {
+        return FALSE;
+    }
+    const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0);
+    dnnl_pooling_v2_desc_t d;
+    dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+    gboolean ok = cpu_check(dnnl_pooling_v2_backward_desc_init(&d, alg, src, dst, g->strides,
+                                                               g->kernel, g->dilation, g->pad_l,
+                                                               g->pad_r),
+                            "pooling backward desc", error) &&
+                  cpu_check(dnnl_primitive_desc_create(pd, &d, attr, CPU_DEV(dev)->engine, fpd),
+                            "pooling backward", error);
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_primitive_desc_destroy(fpd);
+    return ok;
+}
+
+static gboolean pool_forward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                             dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *x,
+                             TdmTensor *y, TdmTensor *ws, GError **error)
+{
+    PoolGeom g;
+    if (!check_image(x, "input", error) || !pool_geom(p, x->shape, &g, error)) {
+        return FALSE;
+    }
+    CpuKey key;
+    cpu_key_init(&key, kind);
+    key_add_pool(&key, p, alg);
+    cpu_key_add_tensor(&key, x);
+    CpuEntry *e = cpu_cache_find(cache, kind, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(kind, &key);
+        dnnl_memory_desc_t xmd;
+        dnnl_primitive_desc_t pd = NULL;
+        int prim;
+        gboolean ok = cpu_tensor_md(x, &xmd, error) &&
+                      pool_fwd_pd(dev, alg, &g, &xmd, TRUE, &pd, error) &&
+                      cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            const dnnl_memory_desc_t *wmd =
+                dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
+            e->aux[2] = cpu_entry_mem(dev, e, dst);
+            e->aux[3] = -1;
+            cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
+            if (wmd != NULL && wmd->ndims > 0) {
+                e->aux[3] = cpu_entry_mem(dev, e, wmd);
+                e->aux[4] = wmd->ndims;
+                for (int i = 0; i < wmd->ndims && i < 4; i++) {
+                    e->aux[5 + i] = wmd->dims[i];
+                }
+                cpu_entry_set_output(dev, e, 1, wmd, (TdmDType)-1);
+            }
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            cpu_entry_free(e);
+            return FALSE;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    void *xp = tdm_tensor_data(x);
+    gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
+    if (ok && e->aux[3] >= 0 && ws != NULL) {
+        ok = cpu_entry_ensure_output(e, 1, ws, (int)e->aux[4], &e->aux[5], error);
+    }
+    if (ok) {
+        dnnl_exec_arg_t args[4];
+        int n = 0;
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xp)};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(y))};
+        if (e->aux[3] >= 0) {
+            if (ws == NULL) {
+                if (e->work[0] == NULL) {
+                    e->work[0] = cpu_entry_buf(e, e->nbytes[1]);
+                }
+                args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, cpu_mem(e, (int)e->aux[3], e->work[0])};
+            } else {
+                args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
+                                              cpu_mem(e, (int)e->aux[3], tdm_tensor_data(ws))};
+            }
+        }
+        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+}
+
+static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                              dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *dy,
+                              TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
+                              GError **error)
+{
+    PoolGeom g;
+    if (!check_image(dy, "output gradient", error) || !check_image(x_like, "input", error) ||
+        !pool_geom(p, x_like->shape, &g, error)) {
+        return FALSE;
+    }
+    if (dy->shape[0] != g.y_shape[0] || dy->shape[1] != g.y_shape[1] ||
+        dy->shape[2] != g.y_shape[2] || dy->shape[3] != g.y_shape[3]) {
+        g_autofree char *s = tdm_tensor_shape_string(dy);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu pooling backward: gradient %s does not match the pooled shape", s);
+        return FALSE;
+    }
+    if (alg == dnnl_pooling_max && (ws == NULL || ws->storage == NULL)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu maxpool backward: the forward workspace is missing");
+        return FALSE;
+    }
+    CpuKey key;
+    cpu_key_init(&key, kind);
+    key_add_pool(&key, p, alg);
+    cpu_key_add_tensor(&key, dy);
+    cpu_key_add_tensor(&key, x_like);
+    CpuEntry *e = cpu_cache_find(cache, kind, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(kind, &key);
+        dnnl_memory_desc_t xmd, dymd;
+        dnnl_primitive_desc_t pd = NULL;
+        int prim;
+        gboolean ok = cpu_tensor_md(x_like, &xmd, error) && cpu_tensor_md(dy, &dymd, error) &&
+                      pool_bwd_pd(dev, alg, &g, &xmd, &pd, error);
+        const dnnl_memory_desc_t *ddst =
+            ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0) : NULL;
+        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, ddst, error) &&
+             cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            const dnnl_memory_desc_t *wmd =
+                dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, ddst);
+            e->aux[2] = cpu_entry_mem(dev, e, dsrc);
+            e->aux[3] = wmd != NULL && wmd->ndims > 0 ? cpu_entry_mem(dev, e, wmd) : -1;
+            e->aux[4] = wmd != NULL ? (int64_t)dnnl_memory_desc_get_size(wmd) : 0;
+            cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            cpu_entry_free(e);
+            return FALSE;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    if (e->aux[3] >= 0 && tdm_tensor_nbytes(ws) < (size_t)e->aux[4]) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu maxpool backward: workspace of %zu bytes, expected %" G_GINT64_FORMAT,
+                    tdm_tensor_nbytes(ws), e->aux[4]);
+        cpu_entry_release(cache, e);
+        return FALSE;
+    }
+    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
+    if (ok) {
+        dnnl_exec_arg_t args[4];
+        int n = 0;
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[1], dys)};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(dx))};
+        if (e->aux[3] >= 0) {
+            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
+                                          cpu_mem(e, (int)e->aux[3], tdm_tensor_data(ws))};
+        }
+        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+}
+
+static dnnl_alg_kind_t avg_alg(const TdmPool2dParams *p)
+{
+    return p->count_include_pad ? dnnl_pooling_avg_include_padding
+                                : dnnl_pooling_avg_exclude_padding;
+}
+
+gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error)
+{
+    return pool_forward(dev, cache, CPU_OP_MAXPOOL_FWD, dnnl_pooling_max, p, x, y, workspace,
+                        error);
+}
+
+gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
+                                TdmTensor *dx, GError **error)
+{
+    return pool_backward(dev, cache, CPU_OP_MAXPOOL_BWD, dnnl_pooling_max, p, dy, workspace,
+                         x_like, dx, error);
+}
+
+gboolean cpu_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                               TdmTensor *x, TdmTensor *y, GError **error)
+{
+    return pool_forward(dev, cache, CPU_OP_AVGPOOL_FWD, avg_alg(p), p, x, y, NULL, error);
+}
+
+gboolean cpu_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
+                                GError **error)
+{
+    return pool_backward(dev, cache, CPU_OP_AVGPOOL_BWD, avg_alg(p), p, dy, NULL, x_like, dx,
+                         error);
+}
+
+static TdmPool2dParams global_params(const int64_t *shape)
+{
+    return (TdmPool2dParams){.kernel_h = (int)shape[2], .kernel_w = (int)shape[3],
+                             .stride_h = 1, .stride_w = 1};
+}
+
+gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                    TdmTensor *y, GError **error)
+{
+    if (!check_image(x, "input", error)) {
+        return FALSE;
+    }
+    TdmPool2dParams p = global_params(x->shape);
+    PoolGeom g;
+    pool_geom(&p, x->shape, &g, NULL);
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_GAP_FWD);
+    cpu_key_add_tensor(&key, x);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_GAP_FWD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_GAP_FWD, &key);
+        dnnl_memory_desc_t xmd, plain;
+        dnnl_primitive_desc_t pd = NULL;
+        int prim;
+        gboolean ok = cpu_tensor_md(x, &xmd, error) &&
+                      cpu_plain_md(&plain, 4, g.y_shape, dnnl_f32, error) &&
+                      pool_fwd_pd(dev, dnnl_pooling_avg_exclude_padding, &g, &xmd, TRUE, &pd,
+                                  error) &&
+                      cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
+            e->aux[2] = cpu_entry_mem(dev, e, dst);
+            /* conv[0] turns the pooled [N, C, 1, 1] into plain; its buffer
+             * is where the pooling writes when a reorder is needed */
+            ok = cpu_convert_init(dev, e, &e->conv[0], dst, &plain, error);
+            if (ok && e->conv[0].prim >= 0) {
+                e->work[0] = cpu_entry_buf(e, dnnl_memory_desc_get_size(dst));
+                ok = e->work[0] != NULL;
+            }
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            cpu_entry_free(e);
+            return FALSE;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    int64_t shape[2] = {x->shape[0], x->shape[1]};
+    void *xp = tdm_tensor_data(x);
+    gboolean ok = tdm_tensor_ensure(y, TDM_DTYPE_F32, 2, shape, NULL, 0, error);
+    if (ok) {
+        CpuConvert *c = &e->conv[0];
+        void *pooled = c->prim >= 0 ? e->work[0] : tdm_tensor_data(y);
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xp)},
+            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], pooled)},
+        };
+        ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+        if (ok && c->prim >= 0) {
+            dnnl_exec_arg_t rargs[3] = {
+                {DNNL_ARG_FROM, cpu_mem(e, c->src, pooled)},
+                {DNNL_ARG_TO, cpu_mem(e, c->dst, tdm_tensor_data(y))},
+            };
+            ok = cpu_run(dev, e, c->prim, 2, rargs, error);
+        }
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+}
+
+gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
+                                     const TdmTensor *x_like, TdmTensor *dx, GError **error)
+{
+    if (!check_image(x_like, "input", error)) {
+        return FALSE;
+    }
+    if (dy->ndim != 2 || dy->shape[0] != x_like->shape[0] || dy->shape[1] != x_like->shape[1] ||
+        dy->layout != NULL || dy->dtype != TDM_DTYPE_F32) {
+        g_autofree char *s = tdm_tensor_shape_string(dy);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu global avgpool backward: gradient %s, expected plain [%" G_GINT64_FORMAT
+                    ", %" G_GINT64_FORMAT "]",
+                    s, x_like->shape[0], x_like->shape[1]);
+        return FALSE;
+    }
+    TdmPool2dParams p = global_params(x_like->shape);
+    PoolGeom g;
+    pool_geom(&p, x_like->shape, &g, NULL);
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_GAP_BWD);
+    cpu_key_add_tensor(&key, dy);
+    cpu_key_add_tensor(&key, x_like);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_GAP_BWD, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(CPU_OP_GAP_BWD, &key);
+        dnnl_memory_desc_t xmd, dymd;
+        dnnl_dims_t dims = {dy->shape[0], dy->shape[1], 1, 1};
+        dnnl_dims_t strides = {dy->stride[0], dy->stride[1], 1, 1};
+        dnnl_primitive_desc_t pd = NULL;
+        int prim;
+        gboolean ok = cpu_tensor_md(x_like, &xmd, error) &&
+                      cpu_check(dnnl_memory_desc_init_by_strides(&dymd, 4, dims, dnnl_f32, strides),
+                                "gradient desc", error) &&
+                      pool_bwd_pd(dev, dnnl_pooling_avg_exclude_padding, &g, &xmd, &pd, error);
+        const dnnl_memory_desc_t *ddst =
+            ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0) : NULL;
+        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, ddst, error) &&
+             cpu_prim_create(dev, e, pd, &prim, error);
+        if (ok) {
+            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            e->aux[0] = prim;
+            e->aux[1] = cpu_entry_mem(dev, e, ddst);
+            e->aux[2] = cpu_entry_mem(dev, e, dsrc);
+            cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+        }
+        if (pd != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+        }
+        if (!ok) {
+            cpu_entry_free(e);
+            return FALSE;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
+    if (ok) {
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[1], dys)},
+            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(dx))},
+        };
+        ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+}
