@@ -9,7 +9,9 @@
  * normalisation constants of each known dataset live here too, next to the
  * names, and are computed from the first samples for any other dataset.
  * A TdmDataset is allocated inside a larger private struct that carries
- * them, so the public struct stays as it is.
+ * them, so the public struct stays as it is. Datasets whose samples differ
+ * in size (height and width 0, read with read_image: the image folder) are
+ * accepted when their reader can decode samples one by one.
  */
 #include "config.h"
 
@@ -31,19 +33,29 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    gboolean embedded; /* a subset ships with Tandem */
-    float mean, std;
+    const char *alias;   /* the directory name of the usual download, or NULL */
+    gboolean installed;  /* a bare name resolves to a Debian package's IDX copy */
+    gboolean embedded;   /* a subset ships with Tandem */
+    int channels;
+    float mean[3], std[3];
 } KnownDataset;
 
+/* CIFAR has no Debian package: its names select a reader ("cifar10:DIR")
+ * and its published constants, and nothing resolves a bare "cifar10". */
 static const KnownDataset known_datasets[] = {
-    {"fashion-mnist", TRUE, 0.2860f, 0.3530f},
-    {"mnist", FALSE, 0.1307f, 0.3081f},
+    {"fashion-mnist", NULL, TRUE, TRUE, 1, {0.2860f}, {0.3530f}},
+    {"mnist", NULL, TRUE, FALSE, 1, {0.1307f}, {0.3081f}},
+    {"cifar10", "cifar-10-batches-bin", FALSE, FALSE, 3, {0.4914f, 0.4822f, 0.4465f},
+     {0.2470f, 0.2435f, 0.2616f}},
+    {"cifar100", "cifar-100-binary", FALSE, FALSE, 3, {0.5071f, 0.4865f, 0.4409f},
+     {0.2673f, 0.2564f, 0.2762f}},
 };
 
 static const KnownDataset *find_known(const char *name)
 {
     for (size_t i = 0; i < G_N_ELEMENTS(known_datasets); i++) {
-        if (strcmp(known_datasets[i].name, name) == 0) {
+        if (strcmp(known_datasets[i].name, name) == 0 ||
+            g_strcmp0(known_datasets[i].alias, name) == 0) {
             return &known_datasets[i];
         }
     }
@@ -71,6 +83,12 @@ char *tdm_dataset_resolve(const char *spec, GError **error)
         return g_strdup(spec);
     }
     const KnownDataset *known = find_known(spec);
+    if (known != NULL && !known->installed) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
+                    "dataset '%s' has no installed copy to resolve to: give its directory as "
+                    "%s:PATH (e.g. %s:/data/%s)", spec, known->name, known->name, known->alias);
+        return NULL;
+    }
     if (known == NULL) {
         if (g_file_test(spec, G_FILE_TEST_IS_DIR)) {
             return g_strconcat("idx:", spec, NULL);
@@ -137,8 +155,10 @@ TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error
         tdm_dataset_close(ds);
         return NULL;
     }
-    if (ds->length <= 0 || ds->channels < 1 || ds->channels > 4 || ds->height <= 0 ||
-        ds->width <= 0 || ds->num_classes <= 0) {
+    /* Size 0 x 0 means "varies": allowed when samples can be decoded one by one. */
+    gboolean variable = ds->height == 0 && ds->width == 0 && klass->read_image != NULL;
+    if (ds->length <= 0 || ds->channels < 1 || ds->channels > 4 ||
+        (!variable && (ds->height <= 0 || ds->width <= 0)) || ds->num_classes <= 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
                     "dataset reader '%s' opened %s with an invalid description (%" G_GINT64_FORMAT
                     " samples of %dx%dx%d, %d classes)", kind, path, ds->length, ds->channels,
@@ -147,18 +167,25 @@ TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error
         return NULL;
     }
 
-    /* Known datasets by the directory's name, so that "idx:/some/where/mnist"
-     * is normalised like "mnist". */
+    /* Known datasets by name, reader or directory name (without ",options"),
+     * so that "idx:/some/where/mnist" is normalised like "mnist" and
+     * "cifar:/data/cifar-10-batches-bin" like "cifar10". */
     g_autofree char *base = g_path_get_basename(path);
+    base[strcspn(base, ",")] = '\0';
     const KnownDataset *known = find_known(spec);
+    if (known == NULL) {
+        known = find_known(kind);
+    }
     if (known == NULL) {
         known = find_known(base);
     }
-    if (known != NULL && ds->channels == 1) {
+    if (known != NULL && ds->channels == known->channels) {
         impl->norm_known = TRUE;
-        impl->n_norm = 1;
-        impl->mean[0] = known->mean;
-        impl->std[0] = known->std;
+        impl->n_norm = known->channels;
+        for (int ch = 0; ch < known->channels; ch++) {
+            impl->mean[ch] = known->mean[ch];
+            impl->std[ch] = known->std[ch];
+        }
     }
     return ds;
 }
@@ -192,6 +219,59 @@ void tdm_dataset_close(TdmDataset *ds)
     g_free(impl);
 }
 
+/* Estimate from samples into impl (called with impl->lock held). Fixed-size
+ * datasets use their first samples; variable-size ones (read one by one,
+ * usually sorted by class) a spread of samples over the whole dataset. */
+static gboolean estimate_normalization(TdmDataset *ds, GError **error)
+{
+    DatasetImpl *impl = (DatasetImpl *)ds;
+    gboolean variable = ds->height <= 0 || ds->width <= 0;
+    int c = ds->channels;
+    size_t plane = (size_t)MAX(ds->height, 0) * (size_t)MAX(ds->width, 0);
+    g_autofree guint8 *img = variable ? NULL : g_malloc(plane * (size_t)c);
+    TdmImage decoded = {0};
+    double sum[4] = {0}, sq[4] = {0}, total = 0;
+    int64_t count = MIN(ds->length, NORM_SAMPLES);
+    gboolean ok = TRUE;
+    for (int64_t i = 0; ok && i < count; i++) {
+        int32_t label;
+        if (variable) {
+            ok = ds->klass->read_image(ds, i * ds->length / count, &decoded, &label, error);
+            plane = ok ? (size_t)decoded.h * (size_t)decoded.w : 0;
+            ok = ok && decoded.c == c;
+        } else {
+            ok = tdm_dataset_read(ds, i, img, &label, error);
+        }
+        for (int ch = 0; ok && ch < c; ch++) {
+            for (size_t k = 0; k < plane; k++) {
+                double v = (variable ? decoded.data[(size_t)ch * plane + k]
+                                     : img[(size_t)ch * plane + k]) / 255.0;
+                sum[ch] += v;
+                sq[ch] += v * v;
+            }
+        }
+        total += (double)plane;
+    }
+    tdm_image_clear(&decoded);
+    if (!ok) {
+        if (error != NULL && *error == NULL) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
+                        "%s: the %s reader returned an image without %d channels", ds->path,
+                        ds->kind, c);
+        }
+        return FALSE;
+    }
+    impl->n_norm = c;
+    for (int ch = 0; ch < c; ch++) {
+        double m = total > 0 ? sum[ch] / total : 0.0;
+        double var = total > 0 ? sq[ch] / total - m * m : 0.0;
+        impl->mean[ch] = (float)m;
+        impl->std[ch] = (float)(var > 1e-12 ? sqrt(var) : 1.0);
+    }
+    impl->norm_known = TRUE;
+    return TRUE;
+}
+
 /* Per-channel mean and std of the dataset's pixels in [0, 1]: the published
  * constants for known datasets, else estimated from the first samples
  * (once, then cached). */
@@ -203,33 +283,7 @@ gboolean tdm_dataset_get_normalization(TdmDataset *ds, int *n, float *mean, floa
     gboolean ok = TRUE;
     g_mutex_lock(&impl->lock);
     if (!impl->norm_known) {
-        int c = ds->channels;
-        size_t plane = (size_t)ds->height * (size_t)ds->width;
-        g_autofree guint8 *img = g_malloc(plane * (size_t)c);
-        double sum[4] = {0}, sq[4] = {0};
-        int64_t count = MIN(ds->length, NORM_SAMPLES);
-        for (int64_t i = 0; ok && i < count; i++) {
-            int32_t label;
-            ok = tdm_dataset_read(ds, i, img, &label, error);
-            for (int ch = 0; ok && ch < c; ch++) {
-                for (size_t k = 0; k < plane; k++) {
-                    double v = img[(size_t)ch * plane + k] / 255.0;
-                    sum[ch] += v;
-                    sq[ch] += v * v;
-                }
-            }
-        }
-        if (ok) {
-            double total = (double)count * (double)plane;
-            impl->n_norm = c;
-            for (int ch = 0; ch < c; ch++) {
-                double m = sum[ch] / total;
-                double var = sq[ch] / total - m * m;
-                impl->mean[ch] = (float)m;
-                impl->std[ch] = (float)(var > 1e-12 ? sqrt(var) : 1.0);
-            }
-            impl->norm_known = TRUE;
-        }
+        ok = estimate_normalization(ds, error);
     }
     if (ok) {
         *n = impl->n_norm;

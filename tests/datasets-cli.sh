@@ -1,0 +1,95 @@
+#!/bin/sh
+# tests/datasets-cli.sh - `tandem train` on CIFAR and image-folder data made
+# by tests/make-fixtures.py: training runs on good data, and each kind of bad
+# input fails with a non-zero status and one error line on stderr naming the
+# file (and the byte offset where one applies).
+. "$TDM_TOP_SRCDIR/tests/tap.sh"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-datasets-cli-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+py=${TORCH_PYTHON:-python3}
+"$py" "$TDM_TOP_SRCDIR/tests/make-fixtures.py" cifar "$tmp" || skip_all "cannot make CIFAR fixtures"
+images=yes
+"$py" "$TDM_TOP_SRCDIR/tests/make-fixtures.py" images "$tmp" || images=no
+[ -f "$TDM_PLUGIN_SYSTEM_PATH/libtdm-imagefolder.so" ] || images=no
+common="--model mlp --device ref --epochs 1 --batch-size 2 --quiet"
+
+# expect_fail NAME PATTERN... -- ARGS...: `tandem train ARGS` fails (1 or 2)
+# with a "tandem train: " line containing every PATTERN.
+expect_fail() {
+    name=$1; shift
+    patterns=
+    while [ "$1" != "--" ]; do patterns="$patterns
+$1"; shift; done
+    shift
+    "$TANDEM" train $common "$@" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [ $status -ne 1 ] && [ $status -ne 2 ]; then
+        fail "$name" "exit status $status (expected 1 or 2); stderr: $(cat "$tmp/err")"
+        return
+    fi
+    if ! grep -q '^tandem train: ' "$tmp/err"; then
+        fail "$name" "no 'tandem train:' error line; stderr: $(cat "$tmp/err")"
+        return
+    fi
+    missing=
+    old_ifs=$IFS; IFS='
+'
+    for p in $patterns; do
+        grep -qF -- "$p" "$tmp/err" || missing="$missing '$p'"
+    done
+    IFS=$old_ifs
+    if [ -n "$missing" ]; then
+        fail "$name" "stderr lacks$missing: $(cat "$tmp/err")"
+    else
+        ok "$name"
+    fi
+}
+
+# --- CIFAR ------------------------------------------------------------------
+if "$TANDEM" train $common --dataset "cifar10:$tmp/cifar10" >"$tmp/out" 2>"$tmp/err" &&
+        grep -q '^summary: model mlp, 1 epoch, 5 images' "$tmp/out"; then
+    ok "train on CIFAR-10 files"
+else
+    fail "train on CIFAR-10 files" "$(cat "$tmp/out" "$tmp/err")"
+fi
+if "$TANDEM" train $common --dataset "cifar:$tmp/cifar100" >"$tmp/out" 2>"$tmp/err" &&
+        grep -q '^summary: model mlp, 1 epoch, 4 images' "$tmp/out"; then
+    ok "train on CIFAR-100 files"
+else
+    fail "train on CIFAR-100 files" "$(cat "$tmp/out" "$tmp/err")"
+fi
+mkdir "$tmp/trunc"
+cp "$tmp/cifar10/"*.bin "$tmp/trunc/"
+head -c 5000 "$tmp/cifar10/data_batch_1.bin" >"$tmp/trunc/data_batch_1.bin"
+expect_fail "truncated CIFAR record" "$tmp/trunc/data_batch_1.bin" "truncated record 1" \
+    "byte 3073" -- --dataset "cifar10:$tmp/trunc"
+expect_fail "CIFAR directory missing" "$tmp/nowhere" -- --dataset "cifar10:$tmp/nowhere"
+expect_fail "CIFAR-100 files named as CIFAR-10" "$tmp/cifar100" "CIFAR-100" -- \
+    --dataset "cifar10:$tmp/cifar100"
+
+# --- image folders -----------------------------------------------------------
+if [ $images = yes ]; then
+    if "$TANDEM" train $common --dataset "imagefolder:$tmp/splits,size=first" \
+            >"$tmp/out" 2>"$tmp/err" &&
+            grep -q '^summary: model mlp, 1 epoch, 3 images' "$tmp/out"; then
+        ok "train on an image folder of one size"
+    else
+        fail "train on an image folder of one size" "$(cat "$tmp/out" "$tmp/err")"
+    fi
+    expect_fail "images of different sizes need a resize" "$tmp/good" "resize" -- \
+        --dataset "imagefolder:$tmp/good"
+    expect_fail "corrupt PNG" "$tmp/bad-png/a/zz-broken.png" "PNG" -- \
+        --dataset "imagefolder:$tmp/bad-png"
+    expect_fail "a .jpg that is not a JPEG" "$tmp/bad-jpg/b/photo.jpg" "not a JPEG" -- \
+        --dataset "imagefolder:$tmp/bad-jpg"
+    expect_fail "empty class folder" "$tmp/empty-class/empty" -- \
+        --dataset "imagefolder:$tmp/empty-class"
+    expect_fail "no class folders" "$tmp/no-classes" "no class folders" -- \
+        --dataset "imagefolder:$tmp/no-classes"
+    expect_fail "image folder missing" "$tmp/nowhere" "no such dataset directory" -- \
+        --dataset "imagefolder:$tmp/nowhere"
+else
+    echo "# image-folder cases skipped (no PIL or no imagefolder plugin)"
+fi
+done_testing
