@@ -1,1 +1,624 @@
-/* placeholder: filled by its owner */
+/* core/transform.c - per-sample random streams, images and transform pipelines.
+ *
+ * The random stream of a sample is counter based: its key is a hash of
+ * (seed, epoch, sample index, stream) and each draw hashes the key with the
+ * draw's number, so creating a stream costs a few multiplications, two
+ * streams never share state, and the numbers are the same on every platform
+ * and in every thread. The pipeline parser turns "name arg k=v | name ..."
+ * into transforms found in the registry (kind TRANSFORM); each transform
+ * parses its own arguments in its create(), and every error names the
+ * token and its 1-based column. A pipeline runs ping-pong between the
+ * caller's image and its scratch image, transform i drawing from stream i,
+ * and ends normalised: x / 255 when no normalize transform ran. A
+ * `normalize` without mean= and std= takes the dataset's constants, given
+ * later through tdm_transform_pipeline_set_normalization(); until then the
+ * pipeline's output_shape() refuses it, which is where loaders look first.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- random streams ---------------------------------------------------- */
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+/* The finaliser of splitmix64 (Stafford's variant 13): a bijection on 64
+ * bits with full avalanche. */
+static inline guint64 mix64(guint64 z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void tdm_rng_init(TdmRng *rng, guint64 seed, guint64 epoch, guint64 index, guint64 stream)
+{
+    g_return_if_fail(rng != NULL);
+    /* A chain of hashes, one word at a time, so that (seed, epoch, index,
+     * stream) tuples differing in any word give unrelated keys. */
+    guint64 h = mix64(seed + GOLDEN);
+    h = mix64(h ^ (epoch + 2 * GOLDEN));
+    h = mix64(h ^ (index + 3 * GOLDEN));
+    guint64 k0 = mix64(h ^ (stream + 4 * GOLDEN));
+    memset(rng, 0, sizeof(*rng));
+    rng->key[0] = k0;
+    rng->key[1] = mix64(k0 ^ 0xD1B54A32D192ED03ull) | 1;
+    rng->counter = 0;
+}
+
+guint64 tdm_rng_next_u64(TdmRng *rng)
+{
+    guint64 n = rng->counter++;
+    /* Two rounds keyed differently: draw n of one stream is unrelated to
+     * draw n of a stream whose key differs in one bit. */
+    guint64 z = mix64(rng->key[0] + n * GOLDEN);
+    return mix64(z ^ (rng->key[1] * (n + 1)));
+}
+
+double tdm_rng_uniform(TdmRng *rng)
+{
+    return (double)(tdm_rng_next_u64(rng) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double tdm_rng_range(TdmRng *rng, double lo, double hi)
+{
+    return lo + (hi - lo) * tdm_rng_uniform(rng);
+}
+
+guint64 tdm_rng_below(TdmRng *rng, guint64 n)
+{
+    if (n <= 1) {
+        return 0;
+    }
+    /* Rejection sampling keeps the result unbiased for any n. */
+    guint64 limit = G_MAXUINT64 - (G_MAXUINT64 % n);
+    guint64 x;
+    do {
+        x = tdm_rng_next_u64(rng);
+    } while (x >= limit);
+    return x % n;
+}
+
+/* ---- images ------------------------------------------------------------ */
+
+void tdm_image_reserve(TdmImage *img, int c, int h, int w)
+{
+    g_return_if_fail(img != NULL && c >= 0 && h >= 0 && w >= 0);
+    size_t n = (size_t)c * (size_t)h * (size_t)w;
+    if (n > img->capacity) {
+        g_free(img->data);
+        img->data = g_new(float, n);
+        img->capacity = n;
+    }
+    img->c = c;
+    img->h = h;
+    img->w = w;
+}
+
+void tdm_image_clear(TdmImage *img)
+{
+    g_return_if_fail(img != NULL);
+    g_free(img->data);
+    memset(img, 0, sizeof(*img));
+}
+
+void tdm_image_set_u8(TdmImage *img, const guint8 *chw, int c, int h, int w)
+{
+    g_return_if_fail(img != NULL && (chw != NULL || (size_t)c * h * w == 0));
+    tdm_image_reserve(img, c, h, w);
+    size_t n = (size_t)c * (size_t)h * (size_t)w;
+    for (size_t i = 0; i < n; i++) {
+        img->data[i] = (float)chw[i];
+    }
+    img->normalized = FALSE;
+}
+
+/* ---- pipelines ---------------------------------------------------------- */
+
+typedef struct {
+    char *key; /* NULL for a positional value */
+    char *value;
+    int column;
+} StoredArg;
+
+typedef struct {
+    TdmTransform t;
+    int column;            /* where its name starts */
+    GArray *args;          /* StoredArg, kept to re-create it with defaults */
+} Stage;
+
+struct _TdmTransformPipeline {
+    GPtrArray *stages; /* Stage * */
+    char *spec;
+    int n_norm;        /* defaults for an argument-less normalize */
+    float norm_mean[4], norm_std[4];
+};
+
+static void stored_arg_clear(gpointer p)
+{
+    StoredArg *a = p;
+    g_free(a->key);
+    g_free(a->value);
+}
+
+static void stage_free(gpointer p)
+{
+    Stage *s = p;
+    if (s->t.klass != NULL && s->t.klass->finalize != NULL) {
+        s->t.klass->finalize(&s->t);
+    }
+    g_free(s->t.name);
+    if (s->args != NULL) {
+        g_array_unref(s->args);
+    }
+    g_free(s);
+}
+
+void tdm_transform_pipeline_free(TdmTransformPipeline *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    g_ptr_array_unref(p->stages);
+    g_free(p->spec);
+    g_free(p);
+}
+
+int tdm_transform_pipeline_length(const TdmTransformPipeline *p)
+{
+    g_return_val_if_fail(p != NULL, 0);
+    return (int)p->stages->len;
+}
+
+static gboolean is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+static gboolean is_name_char(char ch)
+{
+    return g_ascii_isalnum(ch) || ch == '-' || ch == '_';
+}
+
+static const char *skip_spaces(const char *s)
+{
+    while (is_space(*s)) {
+        s++;
+    }
+    return s;
+}
+
+/* The value starting at *pos: up to whitespace or '|', continuing over
+ * whitespace that follows a comma ("mean=0.5, 0.5, 0.5"). */
+static char *read_value(const char **pos)
+{
+    GString *v = g_string_new(NULL);
+    const char *s = *pos;
+    while (*s != '\0' && *s != '|' && !is_space(*s)) {
+        g_string_append_c(v, *s);
+        if (*s == ',') {
+            s = skip_spaces(s + 1);
+        } else {
+            s++;
+        }
+    }
+    *pos = s;
+    return g_string_free(v, FALSE);
+}
+
+static char *known_transform_names(void)
+{
+    GPtrArray *features = tdm_registry_list_features(TDM_FEATURE_TRANSFORM);
+    GPtrArray *names = g_ptr_array_new();
+    for (guint i = 0; i < features->len; i++) {
+        g_ptr_array_add(names, (gpointer)tdm_feature_get_name(g_ptr_array_index(features, i)));
+    }
+    /* A handful of names: insertion sort, alphabetical for the reader. */
+    for (guint i = 1; i < names->len; i++) {
+        for (guint j = i; j > 0 && strcmp(names->pdata[j - 1], names->pdata[j]) > 0; j--) {
+            gpointer tmp = names->pdata[j];
+            names->pdata[j] = names->pdata[j - 1];
+            names->pdata[j - 1] = tmp;
+        }
+    }
+    g_ptr_array_add(names, NULL);
+    char *joined = names->len > 1 ? g_strjoinv(", ", (char **)names->pdata) : g_strdup("(none)");
+    g_ptr_array_unref(names);
+    g_ptr_array_unref(features);
+    return joined;
+}
+
+/* Run the class's create() on the stage's stored arguments. */
+static gboolean stage_create(Stage *s, GError **error)
+{
+    guint n = s->args->len;
+    TdmTransformArg *targs = g_new0(TdmTransformArg, n > 0 ? n : 1);
+    for (guint i = 0; i < n; i++) {
+        StoredArg *a = &g_array_index(s->args, StoredArg, i);
+        targs[i].key = a->key;
+        targs[i].value = a->value;
+        targs[i].column = a->column;
+    }
+    GError *local = NULL;
+    gboolean ok = s->t.klass->create(&s->t, targs, (int)n, &local);
+    g_free(targs);
+    if (!ok) {
+        if (local == NULL) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "%s (column %d): invalid arguments", s->t.name, s->column);
+        } else if (strstr(local->message, "column") == NULL) {
+            /* A third-party transform that did not say where: add it. */
+            g_prefix_error(&local, "%s (column %d): ", s->t.name, s->column);
+            g_propagate_error(error, local);
+        } else {
+            g_propagate_error(error, local);
+        }
+    }
+    return ok;
+}
+
+/* Parse one "name args..." stage starting at *pos (at a non-space). */
+static Stage *parse_stage(const char *spec, const char **pos, int position, GError **error)
+{
+    const char *s = *pos;
+    int column = (int)(s - spec) + 1;
+    const char *name_start = s;
+    while (is_name_char(*s)) {
+        s++;
+    }
+    if (s == name_start) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "transform pipeline: expected a transform name at column %d, found '%c'",
+                    column, *s);
+        return NULL;
+    }
+    if (*s != '\0' && *s != '|' && !is_space(*s)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "transform pipeline: unexpected '%c' in transform name at column %d", *s,
+                    (int)(s - spec) + 1);
+        return NULL;
+    }
+    g_autofree char *name = g_strndup(name_start, (gsize)(s - name_start));
+    GError *local = NULL;
+    TdmFeature *feature = tdm_registry_find(TDM_FEATURE_TRANSFORM, name, &local);
+    if (feature == NULL) {
+        g_clear_error(&local);
+        g_autofree char *known = known_transform_names();
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "transform pipeline: unknown transform '%s' at column %d (known: %s)", name,
+                    column, known);
+        return NULL;
+    }
+    const TdmTransformClass *klass = tdm_feature_get_class(feature);
+    if (klass == NULL || klass->iface_version != TDM_TRANSFORM_IFACE_VERSION ||
+        klass->create == NULL || klass->apply == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
+                    "transform '%s' (column %d): its plugin has an incompatible class "
+                    "(interface version %u, expected %d)",
+                    name, column, klass != NULL ? klass->iface_version : 0,
+                    TDM_TRANSFORM_IFACE_VERSION);
+        return NULL;
+    }
+
+    Stage *st = g_new0(Stage, 1);
+    st->t.klass = klass;
+    st->t.name = g_steal_pointer(&name);
+    st->t.position = position;
+    st->column = column;
+    st->args = g_array_new(FALSE, TRUE, sizeof(StoredArg));
+    g_array_set_clear_func(st->args, stored_arg_clear);
+
+    for (;;) {
+        s = skip_spaces(s);
+        if (*s == '\0' || *s == '|') {
+            break;
+        }
+        StoredArg a = {NULL, NULL, (int)(s - spec) + 1};
+        const char *tok = s;
+        while (is_name_char(*s)) {
+            s++;
+        }
+        const char *after = skip_spaces(s);
+        if (s > tok && *after == '=') {
+            a.key = g_strndup(tok, (gsize)(s - tok));
+            s = skip_spaces(after + 1);
+            if (*s == '\0' || *s == '|') {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                            "%s: %s= (column %d): missing value", st->t.name, a.key, a.column);
+                g_free(a.key);
+                stage_free(st);
+                return NULL;
+            }
+        } else if (*tok == '=') {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "%s: '=' without a parameter name at column %d", st->t.name, a.column);
+            stage_free(st);
+            return NULL;
+        } else {
+            s = tok;
+        }
+        a.value = read_value(&s);
+        if (strchr(a.value, '=') != NULL) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "%s: malformed argument '%s' at column %d", st->t.name, a.value,
+                        a.column);
+            stored_arg_clear(&a);
+            stage_free(st);
+            return NULL;
+        }
+        g_array_append_val(st->args, a);
+    }
+    *pos = s;
+    if (!stage_create(st, error)) {
+        stage_free(st);
+        return NULL;
+    }
+    return st;
+}
+
+TdmTransformPipeline *tdm_transform_pipeline_parse(const char *spec, GError **error)
+{
+    g_return_val_if_fail(spec != NULL, NULL);
+    if (!tdm_registry_init(error)) {
+        return NULL;
+    }
+    TdmTransformPipeline *p = g_new0(TdmTransformPipeline, 1);
+    p->stages = g_ptr_array_new_with_free_func(stage_free);
+    p->spec = g_strdup(spec);
+
+    const char *s = skip_spaces(spec);
+    if (*s == '\0') {
+        return p;
+    }
+    for (;;) {
+        s = skip_spaces(s);
+        if (*s == '|' || *s == '\0') {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "transform pipeline: missing transform before %s at column %d",
+                        *s == '|' ? "'|'" : "the end", (int)(s - spec) + 1);
+            tdm_transform_pipeline_free(p);
+            return NULL;
+        }
+        Stage *st = parse_stage(spec, &s, (int)p->stages->len, error);
+        if (st == NULL) {
+            tdm_transform_pipeline_free(p);
+            return NULL;
+        }
+        g_ptr_array_add(p->stages, st);
+        if (*s == '\0') {
+            break;
+        }
+        s++; /* the '|' */
+    }
+    return p;
+}
+
+/* Beyond this a typo ("pad 40000") would ask for gigabytes per sample. */
+#define MAX_SIDE 16384
+#define MAX_PIXELS ((gint64)1 << 28)
+
+static gboolean stage_shape(Stage *st, int c, int h, int w, int *oc, int *oh, int *ow,
+                            GError **error)
+{
+    *oc = c;
+    *oh = h;
+    *ow = w;
+    if (st->t.klass->output_shape != NULL &&
+        !st->t.klass->output_shape(&st->t, c, h, w, oc, oh, ow, error)) {
+        return FALSE;
+    }
+    if (*oh > MAX_SIDE || *ow > MAX_SIDE || (gint64)*oc * *oh * *ow > MAX_PIXELS) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "%s (column %d): its output of %dx%dx%d exceeds the limit of %d pixels a "
+                    "side",
+                    st->t.name, st->column, *oc, *oh, *ow, MAX_SIDE);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean tdm_transform_pipeline_output_shape(TdmTransformPipeline *p, int c, int h, int w,
+                                             int *oc, int *oh, int *ow, GError **error)
+{
+    g_return_val_if_fail(p != NULL && oc != NULL && oh != NULL && ow != NULL, FALSE);
+    for (guint i = 0; i < p->stages->len; i++) {
+        Stage *st = g_ptr_array_index(p->stages, i);
+        int nc, nh, nw;
+        if (!stage_shape(st, c, h, w, &nc, &nh, &nw, error)) {
+            return FALSE;
+        }
+        c = nc;
+        h = nh;
+        w = nw;
+    }
+    if (c <= 0 || h <= 0 || w <= 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "transform pipeline '%s': the output size varies from sample to sample "
+                    "(end it with a transform of fixed size, e.g. center-crop or resize H,W)",
+                    p->spec);
+        return FALSE;
+    }
+    *oc = c;
+    *oh = h;
+    *ow = w;
+    return TRUE;
+}
+
+gboolean tdm_transform_pipeline_apply(TdmTransformPipeline *p, TdmImage *img, TdmImage *scratch,
+                                      guint64 seed, guint64 epoch, guint64 index, GError **error)
+{
+    g_return_val_if_fail(p != NULL && img != NULL && scratch != NULL, FALSE);
+    TdmImage *src = img, *dst = scratch;
+    for (guint i = 0; i < p->stages->len; i++) {
+        Stage *st = g_ptr_array_index(p->stages, i);
+        TdmRng rng;
+        tdm_rng_init(&rng, seed, epoch, index, (guint64)st->t.position);
+        int oc, oh, ow;
+        if (!stage_shape(st, src->c, src->h, src->w, &oc, &oh, &ow, error)) {
+            return FALSE;
+        }
+        dst->normalized = src->normalized;
+        if (!st->t.klass->apply(&st->t, src, dst, &rng, error)) {
+            return FALSE;
+        }
+        TdmImage *tmp = src;
+        src = dst;
+        dst = tmp;
+    }
+    if (src != img) {
+        /* The result is in the scratch image: swap the buffers, both stay
+         * owned by the caller. */
+        TdmImage tmp = *img;
+        *img = *scratch;
+        *scratch = tmp;
+    }
+    if (!img->normalized) {
+        size_t n = (size_t)img->c * img->h * img->w;
+        for (size_t i = 0; i < n; i++) {
+            img->data[i] *= 1.0f / 255.0f;
+        }
+        img->normalized = TRUE;
+    }
+    return TRUE;
+}
+
+static gboolean stage_has_arg(const Stage *st, const char *key)
+{
+    for (guint i = 0; i < st->args->len; i++) {
+        const StoredArg *a = &g_array_index(st->args, StoredArg, i);
+        if (a->key != NULL && strcmp(a->key, key) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+static char *format_floats(int n, const float *v)
+{
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < n; i++) {
+        char buf[G_ASCII_DTOSTR_BUF_SIZE];
+        g_string_append(s, g_ascii_dtostr(buf, sizeof(buf), (double)v[i]));
+        if (i + 1 < n) {
+            g_string_append_c(s, ',');
+        }
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* `normalize` takes mean= and std= (or two positional values); one given
+ * without the other is the transform's own error. */
+static gboolean stage_lacks_normalization(const Stage *st)
+{
+    if (strcmp(st->t.name, "normalize") != 0) {
+        return FALSE;
+    }
+    gboolean positional = FALSE;
+    for (guint i = 0; i < st->args->len; i++) {
+        if (g_array_index(st->args, StoredArg, i).key == NULL) {
+            positional = TRUE;
+        }
+    }
+    return !positional && !stage_has_arg(st, "mean") && !stage_has_arg(st, "std");
+}
+
+void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n, const float *mean,
+                                              const float *std)
+{
+    g_return_if_fail(p != NULL && n >= 1 && n <= 4 && mean != NULL && std != NULL);
+    p->n_norm = n;
+    memcpy(p->norm_mean, mean, sizeof(float) * (size_t)n);
+    memcpy(p->norm_std, std, sizeof(float) * (size_t)n);
+    for (guint i = 0; i < p->stages->len; i++) {
+        Stage *st = g_ptr_array_index(p->stages, i);
+        if (!stage_lacks_normalization(st)) {
+            continue;
+        }
+        /* Re-create it with the defaults as if the user had written them. */
+        StoredArg m = {g_strdup("mean"), format_floats(n, mean), st->column};
+        StoredArg s = {g_strdup("std"), format_floats(n, std), st->column};
+        g_array_append_val(st->args, m);
+        g_array_append_val(st->args, s);
+        if (st->t.klass->finalize != NULL) {
+            st->t.klass->finalize(&st->t);
+        }
+        st->t.priv = NULL;
+        GError *error = NULL;
+        if (!stage_create(st, &error)) {
+            /* Numbers formatted by us always parse; keep the transform
+             * usable (it reports the missing values at output_shape). */
+            g_warning("normalize: %s", error->message);
+            g_clear_error(&error);
+            g_array_set_size(st->args, st->args->len - 2);
+            stage_create(st, NULL);
+        }
+    }
+}
+
+static int parse_float_list(const char *v, float *out, int max)
+{
+    g_auto(GStrv) parts = g_strsplit(v, ",", -1);
+    int n = 0;
+    for (int i = 0; parts[i] != NULL; i++) {
+        if (n >= max) {
+            return -1;
+        }
+        char *end = NULL;
+        out[n++] = (float)g_ascii_strtod(parts[i], &end);
+        if (end == parts[i] || *end != '\0') {
+            return -1;
+        }
+    }
+    return n;
+}
+
+gboolean tdm_transform_pipeline_get_normalization(const TdmTransformPipeline *p, int *n,
+                                                  float *mean, float *std)
+{
+    g_return_val_if_fail(p != NULL && n != NULL && mean != NULL && std != NULL, FALSE);
+    for (guint i = p->stages->len; i-- > 0;) {
+        const Stage *st = g_ptr_array_index(p->stages, i);
+        if (strcmp(st->t.name, "normalize") != 0) {
+            continue;
+        }
+        const char *mv = NULL, *sv = NULL;
+        int positional = 0;
+        for (guint k = 0; k < st->args->len; k++) {
+            const StoredArg *a = &g_array_index(st->args, StoredArg, k);
+            if (a->key == NULL) {
+                if (positional == 0) {
+                    mv = a->value;
+                } else if (positional == 1) {
+                    sv = a->value;
+                }
+                positional++;
+            } else if (strcmp(a->key, "mean") == 0) {
+                mv = a->value;
+            } else if (strcmp(a->key, "std") == 0) {
+                sv = a->value;
+            }
+        }
+        if (mv == NULL || sv == NULL) {
+            return FALSE;
+        }
+        int nm = parse_float_list(mv, mean, 4);
+        int ns = parse_float_list(sv, std, 4);
+        if (nm <= 0 || ns <= 0) {
+            return FALSE;
+        }
+        /* One value stands for every channel, as in the transform. */
+        int count = MAX(nm, ns);
+        for (int c = nm; c < count; c++) {
+            mean[c] = mean[0];
+        }
+        for (int c = ns; c < count; c++) {
+            std[c] = std[0];
+        }
+        *n = count;
+        return TRUE;
+    }
+    return FALSE;
+}

@@ -588,12 +588,12 @@ static void driver_run(const char *coll)
                                   NULL};
     job("debug check names a mismatched call", coll, 2, "mismatch", mismatch_dbg, 30,
         "TDM_DEBUG=collectives", "TDM_TIMEOUT=5", "TDM_TEST_MISMATCH_BROADCAST=1", NULL);
-    /* shm compares every rank's call at every step, even without the debug
-     * check, and notices a peer process that is gone. */
-    const gboolean shm = strcmp(coll, "shm") == 0;
+    /* shm and gloo compare every rank's call at every step, even without the
+     * debug check, and notice a peer process that is gone. */
+    const gboolean checks_calls = strcmp(coll, "shm") == 0 || strcmp(coll, "gloo") == 0;
     const char *mismatch[] = {"collective mismatch at #1", "rank 2 called allreduce(1000 x f32",
                               NULL};
-    if (shm) {
+    if (checks_calls) {
         job("mismatched count stops the job", coll, 3, "mismatch", mismatch, 30, "TDM_TIMEOUT=5",
             NULL);
     }
@@ -612,7 +612,7 @@ static void driver_run(const char *coll)
     job("timeout names op, sequence number and missing rank", coll, 2, "timeout", timeout, 30,
         "TDM_TIMEOUT=2", NULL);
     const char *dead[] = {"allreduce #2 (1000 x f32) failed on rank 0: rank 1 (pid", NULL};
-    if (shm) {
+    if (checks_calls) {
         job("a dead rank is named", coll, 2, "dead", dead, 30, "TDM_TIMEOUT=20", NULL);
     }
 }

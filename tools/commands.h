@@ -18,4 +18,7 @@ int tdm_cmd_eval(int argc, char **argv);
 /* cmd-run.c: start and watch the processes of a distributed job. */
 int tdm_cmd_run(int argc, char **argv);
 
+/* cmd-data.c: `tandem data preview`, a PNG grid of augmented samples. */
+int tdm_cmd_data(int argc, char **argv);
+
 #endif /* TDM_TOOLS_COMMANDS_H */

@@ -27,6 +27,7 @@ static const TandemCommand commands[] = {
     {"eval", tdm_cmd_eval, "evaluate a model on a data set"},
     {"inspect", tdm_cmd_inspect, "list plugins, features and load failures, or show one"},
     {"run", tdm_cmd_run, "start the processes of a distributed job (torchrun flags)"},
+    {"data", tdm_cmd_data, "look at a data set: preview augmented samples as a PNG grid"},
 };
 
 static void print_usage(FILE *out)

@@ -103,6 +103,13 @@ TDM_API int tdm_transform_pipeline_length(const TdmTransformPipeline *p);
  * would vary. */
 TDM_API gboolean tdm_transform_pipeline_output_shape(TdmTransformPipeline *p, int c, int h, int w,
                                                      int *oc, int *oh, int *ow, GError **error);
+/* Defaults for a `normalize` given without mean= / std= (the dataset's
+ * constants); set them before tdm_transform_pipeline_output_shape(). */
+TDM_API void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n,
+                                                      const float *mean, const float *std);
+/* The mean / std the pipeline's last normalize uses; FALSE when it has none. */
+TDM_API gboolean tdm_transform_pipeline_get_normalization(const TdmTransformPipeline *p, int *n,
+                                                          float *mean, float *std);
 /* Run the pipeline on `img` (in place: `scratch` is a second buffer the
  * caller keeps per thread) with the streams of (seed, epoch, index); ends
  * normalised (x / 255 when no normalize transform ran). */

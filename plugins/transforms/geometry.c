@@ -1,0 +1,516 @@
+/* plugins/transforms/geometry.c - pad, random-crop, center-crop, hflip, vflip.
+ *
+ * All of them are one operation: copy a window of the input that may reach
+ * outside it, the outside coming from a pad mode (constant fill, edge,
+ * reflect, symmetric, as numpy.pad and torchvision's Pad define them). So
+ * a padded random crop is one pass over the output, never a padded copy
+ * followed by a crop. Semantics follow torchvision 0.14 (Pad, RandomCrop,
+ * CenterCrop, RandomHorizontalFlip, RandomVerticalFlip); the random choices
+ * come from the sample's stream, so they are reproducible but not the ones
+ * torch's generator would make. `random-crop at=TOP,LEFT` pins the window
+ * (in padded coordinates), which the oracle test and previews use.
+ */
+#include <string.h>
+
+#include "tf.h"
+
+/* ---- shared helpers ---- */
+
+gboolean tf_parse_fill(const TfArgs *a, const char *name, TfFill *fill, GError **error)
+{
+    double v[4];
+    int n = 0;
+    if (!tf_args_doubles(a, name, v, 1, 4, &n, error)) {
+        return FALSE;
+    }
+    fill->n = n;
+    for (int i = 0; i < 4; i++) {
+        fill->v[i] = n == 0 ? 0.0f : (float)v[i < n ? i : 0];
+    }
+    return TRUE;
+}
+
+gboolean tf_parse_pad_mode(const TfArgs *a, const char *name, TfPadMode *mode, GError **error)
+{
+    static const char *const names[] = {"constant", "edge", "reflect", "symmetric"};
+    const char *text = tf_args_string(a, name);
+    for (int i = 0; i < (int)G_N_ELEMENTS(names); i++) {
+        if (text != NULL && strcmp(text, names[i]) == 0) {
+            *mode = (TfPadMode)i;
+            return TRUE;
+        }
+    }
+    tf_args_error(a, name, error, "expected constant, edge, reflect or symmetric");
+    return FALSE;
+}
+
+float tf_fill_value(const TfFill *fill, int c, gboolean normalized)
+{
+    float v = fill->n == 0 ? 0.0f : fill->v[c < fill->n ? c : 0];
+    return normalized ? v / 255.0f : v;
+}
+
+/* Where index i (possibly outside [0, n)) reads from, or -1 for the fill. */
+static inline int map_index(int i, int n, TfPadMode mode)
+{
+    if (i >= 0 && i < n) {
+        return i;
+    }
+    switch (mode) {
+    case TF_PAD_CONSTANT:
+        return -1;
+    case TF_PAD_EDGE:
+        return i < 0 ? 0 : n - 1;
+    case TF_PAD_REFLECT: {
+        if (n == 1) {
+            return 0;
+        }
+        int period = 2 * (n - 1);
+        int m = i % period;
+        if (m < 0) {
+            m += period;
+        }
+        return m < n ? m : period - m;
+    }
+    case TF_PAD_SYMMETRIC: {
+        int period = 2 * n;
+        int m = i % period;
+        if (m < 0) {
+            m += period;
+        }
+        return m < n ? m : period - 1 - m;
+    }
+    }
+    return -1;
+}
+
+void tf_crop_padded(const TdmImage *src, TdmImage *dst, int top, int left, int oh, int ow,
+                    TfPadMode mode, const TfFill *fill)
+{
+    int c = src->c, h = src->h, w = src->w;
+    tdm_image_reserve(dst, c, oh, ow);
+    /* The columns that fall inside src: [x_in0, x_in1) of the output. */
+    int x_in0 = CLAMP(-left, 0, ow), x_in1 = CLAMP(w - left, 0, ow);
+    if (x_in1 < x_in0) {
+        x_in1 = x_in0;
+    }
+    for (int ch = 0; ch < c; ch++) {
+        float fv = tf_fill_value(fill, ch, src->normalized);
+        const float *splane = src->data + (size_t)ch * h * w;
+        float *dplane = dst->data + (size_t)ch * oh * ow;
+        for (int y = 0; y < oh; y++) {
+            float *drow = dplane + (size_t)y * ow;
+            int sy = map_index(top + y, h, mode);
+            if (sy < 0 || w == 0) {
+                for (int x = 0; x < ow; x++) {
+                    drow[x] = fv;
+                }
+                continue;
+            }
+            const float *srow = splane + (size_t)sy * w;
+            for (int x = 0; x < x_in0; x++) {
+                int sx = map_index(left + x, w, mode);
+                drow[x] = sx < 0 ? fv : srow[sx];
+            }
+            if (x_in1 > x_in0) {
+                memcpy(drow + x_in0, srow + left + x_in0, sizeof(float) * (size_t)(x_in1 - x_in0));
+            }
+            for (int x = x_in1; x < ow; x++) {
+                int sx = map_index(left + x, w, mode);
+                drow[x] = sx < 0 ? fv : srow[sx];
+            }
+        }
+    }
+}
+
+void tf_copy(const TdmImage *src, TdmImage *dst)
+{
+    tdm_image_reserve(dst, src->c, src->h, src->w);
+    memcpy(dst->data, src->data, sizeof(float) * (size_t)src->c * src->h * src->w);
+}
+
+void tf_priv_free(TdmTransform *t)
+{
+    g_free(t->priv);
+    t->priv = NULL;
+}
+
+gboolean tf_same_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh, int *ow,
+                       GError **error)
+{
+    *oc = c;
+    *oh = h;
+    *ow = w;
+    return TRUE;
+}
+
+/* Padding as torchvision reads it: 1 value (all sides), 2 (left/right,
+ * top/bottom) or 4 (left, top, right, bottom). Stored as l, t, r, b. */
+static gboolean parse_padding(const TfArgs *a, const char *name, int ltrb[4], GError **error)
+{
+    int v[4], n = 0;
+    if (!tf_args_ints(a, name, v, 1, 4, &n, error)) {
+        return FALSE;
+    }
+    if (n == 3) {
+        tf_args_error(a, name, error, "expected 1, 2 or 4 integers");
+        return FALSE;
+    }
+    for (int i = 0; i < n; i++) {
+        if (v[i] < 0) {
+            tf_args_error(a, name, error, "padding must not be negative");
+            return FALSE;
+        }
+    }
+    if (n == 1) {
+        ltrb[0] = ltrb[1] = ltrb[2] = ltrb[3] = v[0];
+    } else if (n == 2) {
+        ltrb[0] = ltrb[2] = v[0];
+        ltrb[1] = ltrb[3] = v[1];
+    } else if (n == 4) {
+        memcpy(ltrb, v, sizeof(v));
+    } else {
+        memset(ltrb, 0, sizeof(int) * 4);
+    }
+    return TRUE;
+}
+
+/* ---- pad ---- */
+
+typedef struct {
+    int ltrb[4];
+    TfPadMode mode;
+    TfFill fill;
+} PadPriv;
+
+static const TdmParamSpec pad_params[] = {
+    {"padding", "list", NULL, "pixels to add: 1 value (all sides), 2 (left/right, top/bottom) "
+                              "or 4 (left, top, right, bottom)"},
+    {"fill", "list", "0", "value of constant padding, 0..255 (one per channel or one for all)"},
+    {"padding_mode", "string", "constant", "constant, edge, reflect or symmetric"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static gboolean pad_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
+                           GError **error)
+{
+    static const TfAlias aliases[] = {{"mode", "padding_mode"}, {NULL, NULL}};
+    TfArgs a;
+    PadPriv p = {{0}};
+    if (!tf_args_bind(&a, t->name, pad_params, 1, aliases, args, n_args, error) ||
+        !parse_padding(&a, "padding", p.ltrb, error) ||
+        !tf_parse_fill(&a, "fill", &p.fill, error) ||
+        !tf_parse_pad_mode(&a, "padding_mode", &p.mode, error)) {
+        return FALSE;
+    }
+    if (!tf_args_given(&a, "padding")) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "missing parameter padding (e.g. 'pad 4' or 'pad 2,4')");
+        return FALSE;
+    }
+    t->priv = tf_memdup(&p, sizeof(p));
+    return TRUE;
+}
+
+static gboolean pad_output_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh, int *ow,
+                                 GError **error)
+{
+    const PadPriv *p = t->priv;
+    *oc = c;
+    *oh = h > 0 ? h + p->ltrb[1] + p->ltrb[3] : 0;
+    *ow = w > 0 ? w + p->ltrb[0] + p->ltrb[2] : 0;
+    return TRUE;
+}
+
+static gboolean pad_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                          GError **error)
+{
+    const PadPriv *p = t->priv;
+    if (p->mode == TF_PAD_REFLECT && (src->h < 2 || src->w < 2)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "pad: reflect padding needs an image of at least 2x2, got %dx%d", src->h,
+                    src->w);
+        return FALSE;
+    }
+    tf_crop_padded(src, dst, -p->ltrb[1], -p->ltrb[0], src->h + p->ltrb[1] + p->ltrb[3],
+                   src->w + p->ltrb[0] + p->ltrb[2], p->mode, &p->fill);
+    return TRUE;
+}
+
+static const TdmTransformClass pad_class = {
+    TDM_TRANSFORM_IFACE_VERSION, pad_create, pad_output_shape, pad_apply, tf_priv_free, {0},
+};
+
+const TfInfo tf_pad_info = {"pad", "pad the borders (torchvision Pad)", &pad_class, pad_params};
+
+/* ---- random-crop ---- */
+
+typedef struct {
+    int th, tw;
+    int ltrb[4];
+    gboolean pad_if_needed;
+    TfPadMode mode;
+    TfFill fill;
+    gboolean pinned;
+    int at[2];
+} RandomCropPriv;
+
+static const TdmParamSpec random_crop_params[] = {
+    {"size", "list", NULL, "output size: S (square) or H,W"},
+    {"padding", "list", "0", "padding added first (as pad: 1, 2 or 4 values); alias pad="},
+    {"pad_if_needed", "bool", "false", "pad images smaller than size (torchvision's rule)"},
+    {"fill", "list", "0", "value of constant padding, 0..255"},
+    {"padding_mode", "string", "constant", "constant, edge, reflect or symmetric"},
+    {"at", "list", "none",
+     "TOP,LEFT: pin the window (in padded coordinates) instead of drawing it"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static gboolean random_crop_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
+                                   GError **error)
+{
+    static const TfAlias aliases[] = {{"pad", "padding"}, {"mode", "padding_mode"}, {NULL, NULL}};
+    TfArgs a;
+    RandomCropPriv p = {0};
+    int n_at = 0;
+    if (!tf_args_bind(&a, t->name, random_crop_params, 1, aliases, args, n_args, error) ||
+        !tf_args_size(&a, "size", &p.th, &p.tw, error) ||
+        !parse_padding(&a, "padding", p.ltrb, error) ||
+        !tf_args_bool(&a, "pad_if_needed", &p.pad_if_needed, error) ||
+        !tf_parse_fill(&a, "fill", &p.fill, error) ||
+        !tf_parse_pad_mode(&a, "padding_mode", &p.mode, error) ||
+        !tf_args_ints(&a, "at", p.at, 2, 2, &n_at, error)) {
+        return FALSE;
+    }
+    p.pinned = n_at == 2;
+    if (p.pinned && (p.at[0] < 0 || p.at[1] < 0)) {
+        tf_args_error(&a, "at", error, "the window's corner must not be negative");
+        return FALSE;
+    }
+    t->priv = tf_memdup(&p, sizeof(p));
+    return TRUE;
+}
+
+/* The padded size torchvision crops from, pad_if_needed included: it pads
+ * both sides by the whole shortfall (its rule, kept for equal results). */
+static void random_crop_padding(const RandomCropPriv *p, int h, int w, int ltrb[4])
+{
+    memcpy(ltrb, p->ltrb, sizeof(int) * 4);
+    int ph = h + ltrb[1] + ltrb[3], pw = w + ltrb[0] + ltrb[2];
+    if (p->pad_if_needed && pw < p->tw) {
+        ltrb[0] += p->tw - pw;
+        ltrb[2] += p->tw - pw;
+    }
+    if (p->pad_if_needed && ph < p->th) {
+        ltrb[1] += p->th - ph;
+        ltrb[3] += p->th - ph;
+    }
+}
+
+static gboolean random_crop_check(const RandomCropPriv *p, int h, int w, const int ltrb[4],
+                                  GError **error)
+{
+    int ph = h + ltrb[1] + ltrb[3], pw = w + ltrb[0] + ltrb[2];
+    if (ph < p->th || pw < p->tw) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "random-crop: size %dx%d is larger than the padded input %dx%d (input "
+                    "%dx%d; add padding= or pad_if_needed=true)",
+                    p->th, p->tw, ph, pw, h, w);
+        return FALSE;
+    }
+    if (p->pinned && (p->at[0] + p->th > ph || p->at[1] + p->tw > pw)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "random-crop: at=%d,%d puts the %dx%d window outside the padded input %dx%d",
+                    p->at[0], p->at[1], p->th, p->tw, ph, pw);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean random_crop_output_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh,
+                                         int *ow, GError **error)
+{
+    const RandomCropPriv *p = t->priv;
+    int ltrb[4];
+    if (h > 0 && w > 0) {
+        random_crop_padding(p, h, w, ltrb);
+        if (!random_crop_check(p, h, w, ltrb, error)) {
+            return FALSE;
+        }
+    }
+    *oc = c;
+    *oh = p->th;
+    *ow = p->tw;
+    return TRUE;
+}
+
+static gboolean random_crop_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                                  GError **error)
+{
+    const RandomCropPriv *p = t->priv;
+    int ltrb[4];
+    random_crop_padding(p, src->h, src->w, ltrb);
+    if (!random_crop_check(p, src->h, src->w, ltrb, error)) {
+        return FALSE;
+    }
+    int ph = src->h + ltrb[1] + ltrb[3], pw = src->w + ltrb[0] + ltrb[2];
+    int i, j;
+    if (p->pinned) {
+        i = p->at[0];
+        j = p->at[1];
+    } else {
+        i = (int)tdm_rng_below(rng, (guint64)(ph - p->th + 1));
+        j = (int)tdm_rng_below(rng, (guint64)(pw - p->tw + 1));
+    }
+    tf_crop_padded(src, dst, i - ltrb[1], j - ltrb[0], p->th, p->tw, p->mode, &p->fill);
+    return TRUE;
+}
+
+static const TdmTransformClass random_crop_class = {
+    TDM_TRANSFORM_IFACE_VERSION, random_crop_create, random_crop_output_shape, random_crop_apply,
+    tf_priv_free, {0},
+};
+
+const TfInfo tf_random_crop_info = {"random-crop",
+                                    "crop a window at a random place (torchvision RandomCrop)",
+                                    &random_crop_class, random_crop_params};
+
+/* ---- center-crop ---- */
+
+typedef struct {
+    int th, tw;
+} CenterCropPriv;
+
+static const TdmParamSpec center_crop_params[] = {
+    {"size", "list", NULL, "output size: S (square) or H,W; larger than the input pads with 0"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static gboolean center_crop_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
+                                   GError **error)
+{
+    TfArgs a;
+    CenterCropPriv p;
+    if (!tf_args_bind(&a, t->name, center_crop_params, 1, NULL, args, n_args, error) ||
+        !tf_args_size(&a, "size", &p.th, &p.tw, error)) {
+        return FALSE;
+    }
+    t->priv = tf_memdup(&p, sizeof(p));
+    return TRUE;
+}
+
+static gboolean center_crop_output_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh,
+                                         int *ow, GError **error)
+{
+    const CenterCropPriv *p = t->priv;
+    *oc = c;
+    *oh = p->th;
+    *ow = p->tw;
+    return TRUE;
+}
+
+/* torchvision pads a too small side by (d // 2, (d + 1) // 2) and takes the
+ * offset of a larger one as int(round(d / 2)), Python's round. */
+static int center_offset(int in, int out)
+{
+    if (out > in) {
+        return -((out - in) / 2);
+    }
+    return tf_round_half_even((in - out) / 2.0);
+}
+
+static gboolean center_crop_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                                  GError **error)
+{
+    const CenterCropPriv *p = t->priv;
+    static const TfFill zero = {0, {0}};
+    tf_crop_padded(src, dst, center_offset(src->h, p->th), center_offset(src->w, p->tw), p->th,
+                   p->tw, TF_PAD_CONSTANT, &zero);
+    return TRUE;
+}
+
+static const TdmTransformClass center_crop_class = {
+    TDM_TRANSFORM_IFACE_VERSION, center_crop_create, center_crop_output_shape, center_crop_apply,
+    tf_priv_free, {0},
+};
+
+const TfInfo tf_center_crop_info = {"center-crop", "crop the centre (torchvision CenterCrop)",
+                                    &center_crop_class, center_crop_params};
+
+/* ---- hflip, vflip ---- */
+
+typedef struct {
+    double p;
+} FlipPriv;
+
+static const TdmParamSpec flip_params[] = {
+    {"p", "float", "0.5", "probability of flipping"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static gboolean flip_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
+                            GError **error)
+{
+    TfArgs a;
+    FlipPriv p;
+    if (!tf_args_bind(&a, t->name, flip_params, 1, NULL, args, n_args, error) ||
+        !tf_args_probability(&a, "p", &p.p, error)) {
+        return FALSE;
+    }
+    t->priv = tf_memdup(&p, sizeof(p));
+    return TRUE;
+}
+
+static gboolean flip_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                           gboolean horizontal)
+{
+    const FlipPriv *p = t->priv;
+    int c = src->c, h = src->h, w = src->w;
+    /* torchvision: flip when torch.rand(1) < p. */
+    if (!(tdm_rng_uniform(rng) < p->p)) {
+        tf_copy(src, dst);
+        return TRUE;
+    }
+    tdm_image_reserve(dst, c, h, w);
+    for (int ch = 0; ch < c; ch++) {
+        for (int y = 0; y < h; y++) {
+            const float *srow = src->data + ((size_t)ch * h + (horizontal ? y : h - 1 - y)) * w;
+            float *drow = dst->data + ((size_t)ch * h + y) * w;
+            if (horizontal) {
+                for (int x = 0; x < w; x++) {
+                    drow[x] = srow[w - 1 - x];
+                }
+            } else {
+                memcpy(drow, srow, sizeof(float) * (size_t)w);
+            }
+        }
+    }
+    return TRUE;
+}
+
+static gboolean hflip_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                            GError **error)
+{
+    return flip_apply(t, src, dst, rng, TRUE);
+}
+
+static gboolean vflip_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                            GError **error)
+{
+    return flip_apply(t, src, dst, rng, FALSE);
+}
+
+static const TdmTransformClass hflip_class = {
+    TDM_TRANSFORM_IFACE_VERSION, flip_create, tf_same_shape, hflip_apply, tf_priv_free, {0},
+};
+
+static const TdmTransformClass vflip_class = {
+    TDM_TRANSFORM_IFACE_VERSION, flip_create, tf_same_shape, vflip_apply, tf_priv_free, {0},
+};
+
+const TfInfo tf_hflip_info = {"hflip", "mirror left-right with probability p "
+                                       "(torchvision RandomHorizontalFlip)",
+                              &hflip_class, flip_params};
+const TfInfo tf_vflip_info = {"vflip", "mirror top-bottom with probability p "
+                                       "(torchvision RandomVerticalFlip)",
+                              &vflip_class, flip_params};

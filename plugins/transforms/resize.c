@@ -1,0 +1,372 @@
+/* plugins/transforms/resize.c - resize and random-resized-crop.
+ *
+ * Both resample with PIL's bilinear filter, which is what torchvision uses
+ * for u8 (PIL) images: a separable triangle filter whose support grows with
+ * the shrink factor, so shrinking averages every input pixel (antialiased)
+ * and enlarging is plain bilinear with pixel centres at +0.5. The
+ * horizontal pass runs first, as in PIL. PIL rounds each pass to integers;
+ * Tandem keeps floats, so the two differ by under one grey level. (The
+ * tensor path of torchvision 0.14, antialias off, differs from both when
+ * shrinking.) A crop followed by a resize clamps the filter at the crop's
+ * edges, exactly like PIL's crop().resize().
+ *
+ * No allocation per sample: the filter coefficients and the intermediate
+ * image live in the destination image's buffer, past the output pixels.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "tf.h"
+
+typedef struct {
+    int *bounds;   /* per output pixel: first input index, count */
+    float *k;      /* per output pixel: ksize weights */
+    int ksize;
+} Coeffs;
+
+static int coeffs_ksize(int in_size, int out_size)
+{
+    double scale = (double)in_size / out_size;
+    double support = scale < 1.0 ? 1.0 : scale;
+    return (int)ceil(support) * 2 + 1;
+}
+
+/* PIL's precompute_coeffs for the bilinear filter on [0, in_size). */
+static void coeffs_compute(Coeffs *cf, int in_size, int out_size)
+{
+    double scale = (double)in_size / out_size;
+    double filterscale = scale < 1.0 ? 1.0 : scale;
+    double support = filterscale; /* the triangle's support is 1 */
+    double ss = 1.0 / filterscale;
+    for (int xx = 0; xx < out_size; xx++) {
+        double center = (xx + 0.5) * scale;
+        int xmin = (int)(center - support + 0.5);
+        int xmax = (int)(center + support + 0.5);
+        xmin = MAX(xmin, 0);
+        xmax = MIN(xmax, in_size) - xmin;
+        float *k = cf->k + (size_t)xx * cf->ksize;
+        double ww = 0.0;
+        double wbuf[cf->ksize];
+        for (int x = 0; x < xmax; x++) {
+            double d = fabs((x + xmin - center + 0.5) * ss);
+            wbuf[x] = d < 1.0 ? 1.0 - d : 0.0;
+            ww += wbuf[x];
+        }
+        for (int x = 0; x < cf->ksize; x++) {
+            k[x] = x < xmax ? (float)(ww != 0.0 ? wbuf[x] / ww : wbuf[x]) : 0.0f;
+        }
+        cf->bounds[2 * xx] = xmin;
+        cf->bounds[2 * xx + 1] = xmax;
+    }
+}
+
+static void pass_horizontal(const float *in, size_t in_stride, int rows, const Coeffs *cf,
+                            int ow, float *out)
+{
+    for (int y = 0; y < rows; y++) {
+        const float *row = in + (size_t)y * in_stride;
+        float *orow = out + (size_t)y * ow;
+        for (int x = 0; x < ow; x++) {
+            const float *k = cf->k + (size_t)x * cf->ksize;
+            const float *p = row + cf->bounds[2 * x];
+            int n = cf->bounds[2 * x + 1];
+            float s = 0.0f;
+            for (int i = 0; i < n; i++) {
+                s += p[i] * k[i];
+            }
+            orow[x] = s;
+        }
+    }
+}
+
+static void pass_vertical(const float *in, size_t in_stride, int width, const Coeffs *cf, int oh,
+                          float *out)
+{
+    for (int y = 0; y < oh; y++) {
+        const float *k = cf->k + (size_t)y * cf->ksize;
+        const float *base = in + (size_t)cf->bounds[2 * y] * in_stride;
+        int n = cf->bounds[2 * y + 1];
+        float *orow = out + (size_t)y * width;
+        for (int x = 0; x < width; x++) {
+            orow[x] = 0.0f;
+        }
+        for (int i = 0; i < n; i++) {
+            const float *row = base + (size_t)i * in_stride;
+            float wgt = k[i];
+            for (int x = 0; x < width; x++) {
+                orow[x] += row[x] * wgt;
+            }
+        }
+    }
+}
+
+void tf_resample_bilinear(const TdmImage *src, TdmImage *dst, int top, int left, int bh, int bw,
+                          int oh, int ow)
+{
+    int c = src->c, h = src->h, w = src->w;
+    gboolean need_h = bw != ow, need_v = bh != oh;
+    int kx = coeffs_ksize(bw, ow), ky = coeffs_ksize(bh, oh);
+    size_t out_n = (size_t)c * oh * ow;
+    size_t tmp_n = need_h && need_v ? (size_t)bh * ow : 0;
+    size_t work = out_n + tmp_n + (size_t)ow * kx + (size_t)oh * ky + 2 * (size_t)(ow + oh);
+    /* Reserve the workspace as one long row, then set the real shape. */
+    tdm_image_reserve(dst, 1, 1, (int)work);
+    tdm_image_reserve(dst, c, oh, ow);
+    float *tmp = dst->data + out_n;
+    Coeffs cx = {(int *)(tmp + tmp_n + (size_t)ow * kx + (size_t)oh * ky), tmp + tmp_n, kx};
+    Coeffs cy = {cx.bounds + 2 * ow, cx.k + (size_t)ow * kx, ky};
+    if (need_h) {
+        coeffs_compute(&cx, bw, ow);
+    }
+    if (need_v) {
+        coeffs_compute(&cy, bh, oh);
+    }
+    for (int ch = 0; ch < c; ch++) {
+        const float *in = src->data + ((size_t)ch * h + top) * w + left;
+        float *out = dst->data + (size_t)ch * oh * ow;
+        if (need_h && need_v) {
+            pass_horizontal(in, (size_t)w, bh, &cx, ow, tmp);
+            pass_vertical(tmp, (size_t)ow, ow, &cy, oh, out);
+        } else if (need_h) {
+            pass_horizontal(in, (size_t)w, bh, &cx, ow, out);
+        } else if (need_v) {
+            pass_vertical(in, (size_t)w, ow, &cy, oh, out);
+        } else {
+            for (int y = 0; y < oh; y++) {
+                memcpy(out + (size_t)y * ow, in + (size_t)y * w, sizeof(float) * (size_t)ow);
+            }
+        }
+    }
+}
+
+/* ---- resize ---- */
+
+typedef struct {
+    int h, w;          /* both set: fixed size */
+    int shorter;       /* else: the shorter side's new length */
+} ResizePriv;
+
+static const TdmParamSpec resize_params[] = {
+    {"size", "list", NULL, "S (shorter side to S, aspect kept) or H,W"},
+    {"interpolation", "string", "bilinear", "bilinear (PIL's, antialiased when shrinking)"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static gboolean resize_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
+                              GError **error)
+{
+    TfArgs a;
+    ResizePriv p = {0};
+    int v[2], n = 0;
+    if (!tf_args_bind(&a, t->name, resize_params, 1, NULL, args, n_args, error) ||
+        !tf_args_ints(&a, "size", v, 1, 2, &n, error)) {
+        return FALSE;
+    }
+    if (n == 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "missing parameter size (e.g. 'resize 32' or 'resize 32,48')");
+        return FALSE;
+    }
+    if (v[0] < 1 || v[n - 1] < 1) {
+        tf_args_error(&a, "size", error, "sizes must be at least 1");
+        return FALSE;
+    }
+    if (g_strcmp0(tf_args_string(&a, "interpolation"), "bilinear") != 0) {
+        tf_args_error(&a, "interpolation", error, "only bilinear is supported");
+        return FALSE;
+    }
+    if (n == 2) {
+        p.h = v[0];
+        p.w = v[1];
+    } else {
+        p.shorter = v[0];
+    }
+    t->priv = tf_memdup(&p, sizeof(p));
+    return TRUE;
+}
+
+/* torchvision's _compute_resized_output_size for one requested size. */
+static void resize_target(const ResizePriv *p, int h, int w, int *oh, int *ow)
+{
+    if (p->shorter == 0) {
+        *oh = p->h;
+        *ow = p->w;
+        return;
+    }
+    int s = p->shorter;
+    if (w <= h) {
+        *ow = s;
+        *oh = (int)((double)s * h / w);
+    } else {
+        *oh = s;
+        *ow = (int)((double)s * w / h);
+    }
+}
+
+static gboolean resize_output_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh,
+                                    int *ow, GError **error)
+{
+    const ResizePriv *p = t->priv;
+    *oc = c;
+    if (p->shorter != 0 && (h <= 0 || w <= 0)) {
+        *oh = *ow = 0; /* depends on each image's aspect ratio */
+        return TRUE;
+    }
+    resize_target(p, h, w, oh, ow);
+    return TRUE;
+}
+
+static gboolean resize_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                             GError **error)
+{
+    const ResizePriv *p = t->priv;
+    int oh = 0, ow = 0;
+    if (src->h >= 1 && src->w >= 1) {
+        resize_target(p, src->h, src->w, &oh, &ow);
+    }
+    if (oh < 1 || ow < 1) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "resize: cannot resize %dx%d to %dx%d",
+                    src->h, src->w, oh, ow);
+        return FALSE;
+    }
+    tf_resample_bilinear(src, dst, 0, 0, src->h, src->w, oh, ow);
+    return TRUE;
+}
+
+static const TdmTransformClass resize_class = {
+    TDM_TRANSFORM_IFACE_VERSION, resize_create, resize_output_shape, resize_apply, tf_priv_free,
+    {0},
+};
+
+const TfInfo tf_resize_info = {"resize", "resize, bilinear (torchvision Resize on PIL images)",
+                               &resize_class, resize_params};
+
+/* ---- random-resized-crop ---- */
+
+typedef struct {
+    int oh, ow;
+    double scale[2], log_ratio[2], ratio[2];
+    gboolean pinned;
+    int box[4]; /* top, left, height, width */
+} RrcPriv;
+
+static const TdmParamSpec rrc_params[] = {
+    {"size", "list", NULL, "output size: S (square) or H,W"},
+    {"scale", "list", "0.08,1", "range of the crop's area, as a fraction of the image's"},
+    {"ratio", "list", "0.75,1.3333333333333333", "range of the crop's aspect ratio (w / h)"},
+    {"box", "list", "none", "TOP,LEFT,HEIGHT,WIDTH: pin the crop instead of drawing it"},
+    {NULL, NULL, NULL, NULL},
+};
+
+static gboolean rrc_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
+                           GError **error)
+{
+    TfArgs a;
+    RrcPriv p = {0};
+    int n = 0, nb = 0;
+    if (!tf_args_bind(&a, t->name, rrc_params, 1, NULL, args, n_args, error) ||
+        !tf_args_size(&a, "size", &p.oh, &p.ow, error) ||
+        !tf_args_doubles(&a, "scale", p.scale, 2, 2, &n, error) ||
+        !tf_args_doubles(&a, "ratio", p.ratio, 2, 2, &n, error) ||
+        !tf_args_ints(&a, "box", p.box, 4, 4, &nb, error)) {
+        return FALSE;
+    }
+    if (p.scale[0] > p.scale[1] || p.scale[0] < 0.0) {
+        tf_args_error(&a, "scale", error, "expected 0 <= MIN <= MAX");
+        return FALSE;
+    }
+    if (p.ratio[0] > p.ratio[1] || p.ratio[0] <= 0.0) {
+        tf_args_error(&a, "ratio", error, "expected 0 < MIN <= MAX");
+        return FALSE;
+    }
+    p.log_ratio[0] = log(p.ratio[0]);
+    p.log_ratio[1] = log(p.ratio[1]);
+    p.pinned = nb == 4;
+    if (p.pinned && (p.box[0] < 0 || p.box[1] < 0 || p.box[2] < 1 || p.box[3] < 1)) {
+        tf_args_error(&a, "box", error, "expected TOP,LEFT >= 0 and HEIGHT,WIDTH >= 1");
+        return FALSE;
+    }
+    t->priv = tf_memdup(&p, sizeof(p));
+    return TRUE;
+}
+
+static gboolean rrc_output_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh, int *ow,
+                                 GError **error)
+{
+    const RrcPriv *p = t->priv;
+    *oc = c;
+    *oh = p->oh;
+    *ow = p->ow;
+    return TRUE;
+}
+
+/* torchvision's RandomResizedCrop.get_params: ten tries at a box of random
+ * area and aspect ratio, then the central crop of the nearest allowed
+ * ratio. */
+static void rrc_draw(const RrcPriv *p, int height, int width, TdmRng *rng, int box[4])
+{
+    double area = (double)height * width;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target_area = area * tdm_rng_range(rng, p->scale[0], p->scale[1]);
+        double aspect = exp(tdm_rng_range(rng, p->log_ratio[0], p->log_ratio[1]));
+        int w = tf_round_half_even(sqrt(target_area * aspect));
+        int h = tf_round_half_even(sqrt(target_area / aspect));
+        if (0 < w && w <= width && 0 < h && h <= height) {
+            box[0] = (int)tdm_rng_below(rng, (guint64)(height - h + 1));
+            box[1] = (int)tdm_rng_below(rng, (guint64)(width - w + 1));
+            box[2] = h;
+            box[3] = w;
+            return;
+        }
+    }
+    double in_ratio = (double)width / height;
+    int w, h;
+    if (in_ratio < p->ratio[0]) {
+        w = width;
+        h = tf_round_half_even(w / p->ratio[0]);
+    } else if (in_ratio > p->ratio[1]) {
+        h = height;
+        w = tf_round_half_even(h * p->ratio[1]);
+    } else {
+        w = width;
+        h = height;
+    }
+    box[0] = (height - h) / 2;
+    box[1] = (width - w) / 2;
+    box[2] = h;
+    box[3] = w;
+}
+
+static gboolean rrc_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
+                          GError **error)
+{
+    const RrcPriv *p = t->priv;
+    int box[4];
+    if (p->pinned) {
+        memcpy(box, p->box, sizeof(box));
+        if (box[0] + box[2] > src->h || box[1] + box[3] > src->w) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                        "random-resized-crop: box=%d,%d,%d,%d reaches outside the %dx%d input",
+                        box[0], box[1], box[2], box[3], src->h, src->w);
+            return FALSE;
+        }
+    } else {
+        if (src->h < 1 || src->w < 1) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                        "random-resized-crop: empty input (%dx%d)", src->h, src->w);
+            return FALSE;
+        }
+        rrc_draw(p, src->h, src->w, rng, box);
+    }
+    tf_resample_bilinear(src, dst, box[0], box[1], box[2], box[3], p->oh, p->ow);
+    return TRUE;
+}
+
+static const TdmTransformClass rrc_class = {
+    TDM_TRANSFORM_IFACE_VERSION, rrc_create, rrc_output_shape, rrc_apply, tf_priv_free, {0},
+};
+
+const TfInfo tf_random_resized_crop_info = {
+    "random-resized-crop",
+    "crop a random area and aspect ratio, resize it, bilinear (torchvision RandomResizedCrop)",
+    &rrc_class, rrc_params};
