@@ -50,6 +50,9 @@ static const KeySpec key_specs[] = {
     {"data.batch_size", KEY_INT, F(batch_size), 1, 1 << 20, FALSE, NULL},
     {"data.workers", KEY_INT, F(workers), 0, 1024, FALSE, NULL},
     {"data.normalize", KEY_BOOL, F(normalize), 0, 0, FALSE, NULL},
+    {"data.prefetch", KEY_INT, F(prefetch), 0, 1024, FALSE, NULL},
+    {"data.transforms", KEY_STRING, F(transforms), 0, 0, FALSE, NULL},
+    {"data.pin_memory", KEY_BOOL, F(pin_memory), 0, 0, FALSE, NULL},
     {"optim.name", KEY_NAME, F(optimizer), 0, 0, FALSE, NULL},
     {"optim.lr", KEY_FLOAT, F(lr), 0, 1e6, FALSE, NULL},
     {"optim.momentum", KEY_FLOAT, F(momentum), 0, 1, FALSE, NULL},
@@ -80,6 +83,7 @@ static const KeySpec key_specs[] = {
 static const char *const key_names[] = {
     "model.name", "model.in_channels", "model.num_classes", "model.init", "model.freeze",
     "data.dataset", "data.limit", "data.batch_size", "data.workers", "data.normalize",
+    "data.prefetch", "data.transforms", "data.pin_memory",
     "optim.name", "optim.lr", "optim.momentum", "optim.nesterov", "optim.weight_decay",
     "optim.beta1", "optim.beta2", "optim.eps", "optim.schedule", "optim.warmup_steps",
     "optim.step_size", "optim.gamma", "optim.min_lr", "optim.label_smoothing",
@@ -102,6 +106,7 @@ void tdm_train_config_init(TdmTrainConfig *cfg)
     cfg->dataset = g_strdup("fashion-mnist");
     cfg->batch_size = 64;
     cfg->normalize = TRUE;
+    cfg->prefetch = 2;
     cfg->optimizer = g_strdup("sgd");
     cfg->lr = 0.05f;
     cfg->momentum = 0.9f;

@@ -1,14 +1,39 @@
-/* core/loader.c - turns dataset samples into normalised batches on a device.
+/* core/loader.c - turns dataset samples into batches on a device, in parallel.
  *
- * This is the simple loader: it reads the samples of a batch on the
- * caller's thread, in the sampler's order, converts u8 pixels to f32 through
- * a per-channel lookup table ((v/255 - mean) / std) into one host buffer, and
- * copies the batch into device tensors with tdm_tensor_write. The host
- * buffers and the device tensors are allocated once, when the loader is
- * created; the smaller last batch of an epoch uses views of the same device
- * storage, so a steady-state step allocates nothing. The time the caller
- * spends inside tdm_loader_next is reported as the batch's wait_s. The
- * parallel loader (worker threads, prefetch queue) keeps this API.
+ * Batch k of an epoch is the slice [k*B, (k+1)*B) of this rank's sampler
+ * order, so its content is fixed before anyone loads it. `workers` threads
+ * of a GThreadPool (created with the loader, alive until it is freed, so
+ * they persist across epochs) each run one long loop: take the next batch
+ * number, assemble the whole batch into a staging slot, mark the slot ready.
+ * The slots form a ring of workers * prefetch host buffers (pinned through
+ * the backend's host_alloc when pin_memory is set and offered); batch k
+ * always lands in slot k % n_slots and a worker may start batch k only once
+ * batch k - n_slots has been handed out, which bounds the prefetch and makes
+ * delivery ordered: tdm_loader_next waits for slot k to hold batch k even
+ * when k + 1 finished first. With 0 workers the caller fills the batch.
+ *
+ * Each sample is read (fixed-size `read`, or `read_image` when the dataset's
+ * samples vary in size), run through the transform pipeline with the
+ * sample's own stream (seed, epoch, dataset index), or, without a pipeline,
+ * mapped through a per-channel lookup table ((v/255 - mean) / std). Nothing
+ * depends on which thread loads what, so 0, 1 or 4 workers give the same
+ * bytes. The caller copies a ready slot into one of two device tensor sets
+ * (batch k uses set k % 2, so an asynchronous copy of batch k+1 never
+ * overwrites batch k); the copy is the backend's async copy_h2d from pinned
+ * memory, then the slot is released on the next call, else a synchronous
+ * tdm_tensor_write. Buffers, tensors and threads are made once: a steady
+ * step allocates nothing. wait_s is the time the caller spent inside
+ * tdm_loader_next waiting for data (waiting for the device to finish the
+ * previous async copy is the device's time and not counted). A worker's
+ * error (a corrupt file) is kept in its slot and returned when that batch
+ * is due; freeing the loader mid-epoch cancels the batches in flight
+ * (workers check between samples) and joins the threads. After the last
+ * batch of an epoch, the next call begins the next epoch (reshuffled), and
+ * a state restored with tdm_loader_set_state applies to the next
+ * tdm_loader_start_epoch of that epoch.
+ *
+ * TDM_LOADER_JITTER_US (tests only) makes each worker sleep up to that many
+ * microseconds after a batch, so that batches finish out of order.
  */
 #include "config.h"
 
@@ -16,24 +41,66 @@
 
 #include "internal.h"
 
+typedef enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY } SlotState;
+
+typedef struct {
+    float *images;      /* [B, C, H, W] staging */
+    int32_t *labels;    /* [B] */
+    int64_t batch;      /* the batch it holds or is filling */
+    int64_t count;      /* samples in it */
+    SlotState state;
+    GError *error;
+} Slot;
+
+/* Per-thread buffers, made once per worker. */
+typedef struct {
+    guint8 *sample;     /* one fixed-size u8 sample */
+    TdmImage img, scratch;
+} Scratch;
+
 struct _TdmLoader {
     TdmDataset *ds;
     TdmDevice *dev;
     TdmLoaderOptions opts;
     TdmSampler *sampler;
     int64_t n;              /* samples used: min(length, limit) */
-    int64_t per_epoch;      /* this rank's samples per epoch */
-    size_t sample_bytes;
-    guint8 *sample;         /* one u8 sample */
-    float *host_images;     /* [B, C, H, W] */
-    int32_t *host_labels;   /* [B] */
-    gboolean pinned;        /* host_images came from the backend's host_alloc */
-    TdmTensor *images, *labels;           /* full batch on the device */
-    TdmTensor *tail_images, *tail_labels; /* views for the last partial batch */
+    int64_t per_epoch;      /* this rank's samples in a whole epoch */
+    int c, h, w;            /* shape of a sample in the batch */
+    size_t sample_floats;
+    size_t sample_bytes;    /* u8 bytes of a fixed-size dataset sample */
+    gboolean variable;      /* dataset samples differ in size (read_image) */
     float lut[4][256];
+
+    Slot *slots;
+    int n_slots;
+    gboolean pinned;
+    gboolean async_copy;
+
+    TdmTensor *images[2], *labels[2];           /* full batch on the device */
+    TdmTensor *tail_images[2], *tail_labels[2]; /* views for a short batch */
+    int64_t tail_size;
     TdmBatch batch;
-    int64_t steps_done;
-    gboolean started;
+
+    /* Epoch progress; the fields below `lock` are read by workers under it. */
+    GMutex lock;
+    GCond cond;
+    int64_t epoch;
+    int64_t steps;          /* batches in the current (maybe resumed) epoch */
+    int64_t issued;         /* next batch a worker takes */
+    int64_t released;       /* batches whose slots are free again */
+    int64_t delivered;      /* batches handed to the caller */
+    int in_flight;          /* batches being filled */
+    gint generation;        /* bumped to cancel batches in flight */
+    gboolean quit;
+    gboolean hold_slot;     /* the last delivered slot awaits an async copy */
+    gboolean started, ended;
+    TdmSamplerState pending;
+    gboolean has_pending;
+    GError *failed;         /* sticky: the epoch cannot go on */
+
+    GThreadPool *pool;
+    Scratch caller;         /* for workers == 0 */
+    guint jitter_us;
 };
 
 void tdm_loader_options_init(TdmLoaderOptions *opts)
@@ -46,17 +113,282 @@ void tdm_loader_options_init(TdmLoaderOptions *opts)
     opts->prefetch = 2;
 }
 
+static int64_t steps_for(const TdmLoader *l, int64_t samples)
+{
+    int64_t b = l->opts.batch_size;
+    return l->opts.drop_last ? samples / b : (samples + b - 1) / b;
+}
+
 int64_t tdm_loader_steps_per_epoch(const TdmLoader *loader)
 {
     g_return_val_if_fail(loader != NULL, 0);
-    int64_t b = loader->opts.batch_size;
-    return loader->opts.drop_last ? loader->per_epoch / b : (loader->per_epoch + b - 1) / b;
+    return steps_for(loader, loader->per_epoch);
 }
 
 int64_t tdm_loader_num_samples(const TdmLoader *loader)
 {
     g_return_val_if_fail(loader != NULL, 0);
     return loader->per_epoch;
+}
+
+/* ---- filling a batch (any thread) ---- */
+
+static void scratch_init(TdmLoader *l, Scratch *sc)
+{
+    memset(sc, 0, sizeof(*sc));
+    if (!l->variable) {
+        sc->sample = g_malloc(MAX(l->sample_bytes, 1));
+    }
+}
+
+static void scratch_clear(Scratch *sc)
+{
+    g_clear_pointer(&sc->sample, g_free);
+    if (sc->img.data != NULL) {
+        tdm_image_clear(&sc->img);
+    }
+    if (sc->scratch.data != NULL) {
+        tdm_image_clear(&sc->scratch);
+    }
+}
+
+static gboolean load_sample(TdmLoader *l, Scratch *sc, int64_t index, float *dst,
+                            int32_t *label, GError **error)
+{
+    TdmDataset *ds = l->ds;
+    if (l->opts.transforms == NULL) {
+        if (!tdm_dataset_read(ds, index, sc->sample, label, error)) {
+            return FALSE;
+        }
+        const size_t plane = (size_t)l->h * (size_t)l->w;
+        for (int ch = 0; ch < l->c; ch++) {
+            const float *lut = l->lut[ch];
+            const guint8 *src = sc->sample + (size_t)ch * plane;
+            float *out = dst + (size_t)ch * plane;
+            for (size_t k = 0; k < plane; k++) {
+                out[k] = lut[src[k]];
+            }
+        }
+        return TRUE;
+    }
+    if (l->variable) {
+        if (!ds->klass->read_image(ds, index, &sc->img, label, error)) {
+            return FALSE;
+        }
+    } else {
+        if (!tdm_dataset_read(ds, index, sc->sample, label, error)) {
+            return FALSE;
+        }
+        tdm_image_set_u8(&sc->img, sc->sample, ds->channels, ds->height, ds->width);
+    }
+    if (!tdm_transform_pipeline_apply(l->opts.transforms, &sc->img, &sc->scratch, l->opts.seed,
+                                      (guint64)l->epoch, (guint64)index, error)) {
+        return FALSE;
+    }
+    if (sc->img.c != l->c || sc->img.h != l->h || sc->img.w != l->w) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "%s: sample %" G_GINT64_FORMAT " came out of the transforms as %dx%dx%d, "
+                    "expected %dx%dx%d", ds->path, index, sc->img.c, sc->img.h, sc->img.w, l->c,
+                    l->h, l->w);
+        return FALSE;
+    }
+    memcpy(dst, sc->img.data, l->sample_floats * sizeof(float));
+    return TRUE;
+}
+
+/* Batch k into `slot`; stops early (without error) when `generation` moves. */
+static gboolean fill_batch(TdmLoader *l, Scratch *sc, Slot *slot, int64_t k, gint generation,
+                           GError **error)
+{
+    const int64_t B = l->opts.batch_size;
+    const int64_t first = k * B;
+    const int64_t count = MIN(B, l->sampler->order_len - first);
+    for (int64_t j = 0; j < count; j++) {
+        if (g_atomic_int_get(&l->generation) != generation) {
+            return TRUE;
+        }
+        int64_t index = l->sampler->order[first + j];
+        if (!load_sample(l, sc, index, slot->images + (size_t)j * l->sample_floats,
+                         &slot->labels[j], error)) {
+            g_prefix_error(error, "loading sample %" G_GINT64_FORMAT " (batch %" G_GINT64_FORMAT
+                           " of epoch %" G_GINT64_FORMAT "): ", index, k, l->epoch);
+            return FALSE;
+        }
+    }
+    slot->count = count;
+    if (l->jitter_us > 0) {
+        guint64 h = ((guint64)k + 1) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 29;
+        g_usleep((gulong)(h % l->jitter_us));
+    }
+    return TRUE;
+}
+
+static gboolean batch_available(const TdmLoader *l)
+{
+    return l->issued < l->steps && l->issued < l->released + l->n_slots;
+}
+
+/* The body of each pool thread: runs until the loader is freed. */
+static void worker_main(gpointer data, gpointer user_data)
+{
+    (void)data;
+    TdmLoader *l = user_data;
+    Scratch sc;
+    scratch_init(l, &sc);
+    g_mutex_lock(&l->lock);
+    for (;;) {
+        while (!l->quit && !batch_available(l)) {
+            g_cond_wait(&l->cond, &l->lock);
+        }
+        if (l->quit) {
+            break;
+        }
+        int64_t k = l->issued++;
+        Slot *slot = &l->slots[k % l->n_slots];
+        slot->state = SLOT_FILLING;
+        slot->batch = k;
+        l->in_flight++;
+        gint generation = l->generation;
+        g_mutex_unlock(&l->lock);
+
+        GError *error = NULL;
+        fill_batch(l, &sc, slot, k, generation, &error);
+
+        g_mutex_lock(&l->lock);
+        l->in_flight--;
+        slot->error = error;
+        slot->state = SLOT_READY;
+        g_cond_broadcast(&l->cond);
+    }
+    g_mutex_unlock(&l->lock);
+    scratch_clear(&sc);
+}
+
+/* ---- creation ---- */
+
+static gboolean check_options(TdmDataset *ds, const TdmLoaderOptions *opts, GError **error)
+{
+    if (opts->batch_size <= 0 || opts->world < 1 || opts->rank < 0 || opts->rank >= opts->world ||
+        opts->limit < 0 || opts->n_mean < 0 || opts->n_mean > 4 || opts->workers < 0 ||
+        opts->prefetch < 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "invalid loader options (batch size %d, rank %d of %d, limit %" G_GINT64_FORMAT
+                    ", %d mean entries, %d workers, prefetch %d)", opts->batch_size, opts->rank,
+                    opts->world, opts->limit, opts->n_mean, opts->workers, opts->prefetch);
+        return FALSE;
+    }
+    if (opts->n_mean != 0 && opts->n_mean != 1 && opts->n_mean != ds->channels) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%d normalisation entries for a dataset of %d channels", opts->n_mean,
+                    ds->channels);
+        return FALSE;
+    }
+    for (int c = 0; c < opts->n_mean; c++) {
+        if (!(opts->std[c] > 0.0f)) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "normalisation std of channel %d is %g (must be > 0)", c, opts->std[c]);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* The shape of a batch sample: the dataset's, or what the pipeline makes of it. */
+static gboolean sample_shape(TdmLoader *l, GError **error)
+{
+    TdmDataset *ds = l->ds;
+    l->variable = ds->height <= 0 || ds->width <= 0;
+    if (l->variable && ds->klass->read_image == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s: samples vary in size but the %s reader cannot decode them one by one",
+                    ds->path, ds->kind);
+        return FALSE;
+    }
+    if (l->opts.transforms == NULL) {
+        if (ds->channels > 4) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "%s: %d channels; without transforms the loader handles up to 4",
+                        ds->path, ds->channels);
+            return FALSE;
+        }
+        if (l->variable) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "%s: the images differ in size; give transforms that make them one size "
+                        "(e.g. --transforms \"resize 64 | center-crop 64\")", ds->path);
+            return FALSE;
+        }
+        l->c = ds->channels;
+        l->h = ds->height;
+        l->w = ds->width;
+    } else {
+        /* With a pipeline, the options' mean and std are what an
+         * argument-less `normalize` in it uses (a dataset's constants). */
+        if (l->opts.n_mean > 0) {
+            tdm_transform_pipeline_set_normalization(l->opts.transforms, l->opts.n_mean,
+                                                     l->opts.mean, l->opts.std);
+        }
+        if (!tdm_transform_pipeline_output_shape(l->opts.transforms, ds->channels,
+                                                 MAX(ds->height, 0), MAX(ds->width, 0), &l->c,
+                                                 &l->h, &l->w, error)) {
+            g_prefix_error(error, "%s: ", ds->path);
+            return FALSE;
+        }
+    }
+    if (l->c <= 0 || l->h <= 0 || l->w <= 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s: the transforms leave the sample size open (%dx%dx%d)", ds->path, l->c,
+                    l->h, l->w);
+        return FALSE;
+    }
+    l->sample_floats = (size_t)l->c * (size_t)l->h * (size_t)l->w;
+    l->sample_bytes = l->variable ? 0
+                                  : (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
+    return TRUE;
+}
+
+static gboolean make_buffers(TdmLoader *l, GError **error)
+{
+    const int64_t B = l->opts.batch_size;
+    const size_t img_bytes = (size_t)B * l->sample_floats * sizeof(float);
+    TdmDevice *dev = l->dev;
+    l->n_slots = l->opts.workers == 0 ? 1 : l->opts.workers * MAX(l->opts.prefetch, 1);
+    l->slots = g_new0(Slot, l->n_slots);
+    l->pinned = l->opts.pin_memory && dev->backend->host_alloc != NULL;
+    for (int i = 0; i < l->n_slots; i++) {
+        Slot *s = &l->slots[i];
+        if (l->pinned) {
+            s->images = dev->backend->host_alloc(dev, img_bytes, NULL);
+            if (s->images == NULL) {
+                /* Pinned memory is a speed-up, never a requirement. */
+                for (int j = 0; j < i; j++) {
+                    dev->backend->host_free(dev, l->slots[j].images);
+                    l->slots[j].images = g_malloc(img_bytes);
+                }
+                l->pinned = FALSE;
+            }
+        }
+        if (s->images == NULL) {
+            s->images = g_malloc(img_bytes);
+        }
+        s->labels = g_new(int32_t, B);
+        s->batch = -1;
+    }
+    l->async_copy = l->pinned && dev->backend->copy_h2d != NULL;
+
+    int64_t ishape[4] = {B, l->c, l->h, l->w};
+    int64_t lshape[1] = {B};
+    for (int d = 0; d < 2; d++) {
+        l->images[d] = tdm_tensor_new(dev, TDM_DTYPE_F32, 4, ishape, error);
+        if (l->images[d] == NULL) {
+            return FALSE;
+        }
+        l->labels[d] = tdm_tensor_new(dev, TDM_DTYPE_I32, 1, lshape, error);
+        if (l->labels[d] == NULL) {
+            return FALSE;
+        }
+    }
+    return TRUE;
 }
 
 TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions *opts,
@@ -68,41 +400,34 @@ TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions
         tdm_loader_options_init(&defaults);
         opts = &defaults;
     }
-    if (opts->batch_size <= 0 || opts->world < 1 || opts->rank < 0 || opts->rank >= opts->world ||
-        opts->limit < 0 || opts->n_mean < 0 || opts->n_mean > 4) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "invalid loader options (batch size %d, rank %d of %d, limit %" G_GINT64_FORMAT
-                    ", %d mean entries)", opts->batch_size, opts->rank, opts->world, opts->limit,
-                    opts->n_mean);
+    if (!check_options(ds, opts, error)) {
         return NULL;
-    }
-    if (opts->n_mean != 0 && opts->n_mean != 1 && opts->n_mean != ds->channels) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%d normalisation entries for a dataset of %d channels", opts->n_mean,
-                    ds->channels);
-        return NULL;
-    }
-    for (int c = 0; c < opts->n_mean; c++) {
-        if (!(opts->std[c] > 0.0f)) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "normalisation std of channel %d is %g (must be > 0)", c, opts->std[c]);
-            return NULL;
-        }
     }
 
     TdmLoader *l = g_new0(TdmLoader, 1);
     l->ds = ds;
     l->dev = dev;
     l->opts = *opts;
+    g_mutex_init(&l->lock);
+    g_cond_init(&l->cond);
     l->n = opts->limit > 0 ? MIN(opts->limit, ds->length) : ds->length;
     TdmSamplerKind kind = opts->world > 1 ? TDM_SAMPLER_DISTRIBUTED
                           : opts->shuffle ? TDM_SAMPLER_RANDOM
                                           : TDM_SAMPLER_SEQUENTIAL;
+    if (kind == TDM_SAMPLER_DISTRIBUTED && !opts->shuffle) {
+        kind = TDM_SAMPLER_SEQUENTIAL; /* split over ranks all the same */
+    }
     l->sampler = tdm_sampler_new(kind, l->n, opts->seed, opts->rank, opts->world,
                                  opts->drop_last);
     l->per_epoch = l->sampler->order_len;
+    const char *jitter = g_getenv("TDM_LOADER_JITTER_US");
+    l->jitter_us = jitter != NULL ? (guint)g_ascii_strtoull(jitter, NULL, 10) : 0;
 
-    for (int c = 0; c < ds->channels; c++) {
+    if (!sample_shape(l, error)) {
+        tdm_loader_free(l);
+        return NULL;
+    }
+    for (int c = 0; c < MIN(l->c, 4); c++) {
         int k = opts->n_mean == 0 ? -1 : opts->n_mean == 1 ? 0 : c;
         float mean = k < 0 ? 0.0f : opts->mean[k];
         float std = k < 0 ? 1.0f : opts->std[k];
@@ -110,100 +435,239 @@ TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions
             l->lut[c][v] = ((float)v / 255.0f - mean) / std;
         }
     }
-
-    int64_t B = opts->batch_size;
-    l->sample_bytes = (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
-    l->sample = g_malloc(l->sample_bytes);
-    size_t img_bytes = (size_t)B * l->sample_bytes * sizeof(float);
-    if (dev->backend->host_alloc != NULL) {
-        l->host_images = dev->backend->host_alloc(dev, img_bytes, NULL);
-        l->pinned = l->host_images != NULL;
-    }
-    if (l->host_images == NULL) {
-        l->host_images = g_malloc(img_bytes);
-    }
-    l->host_labels = g_new(int32_t, B);
-
-    int64_t ishape[4] = {B, ds->channels, ds->height, ds->width};
-    int64_t lshape[1] = {B};
-    l->images = tdm_tensor_new(dev, TDM_DTYPE_F32, 4, ishape, error);
-    l->labels = l->images ? tdm_tensor_new(dev, TDM_DTYPE_I32, 1, lshape, error) : NULL;
-    if (l->labels == NULL) {
+    if (!make_buffers(l, error)) {
         tdm_loader_free(l);
         return NULL;
     }
-    int64_t tail = l->per_epoch % B;
-    if (tail != 0 && !opts->drop_last) {
-        l->tail_images = tdm_tensor_narrow(l->images, 0, tail, error);
-        l->tail_labels = l->tail_images ? tdm_tensor_narrow(l->labels, 0, tail, error) : NULL;
-        if (l->tail_labels == NULL) {
+    scratch_init(l, &l->caller);
+    if (opts->workers > 0) {
+        l->pool = g_thread_pool_new(worker_main, l, opts->workers, TRUE, error);
+        if (l->pool == NULL) {
+            g_prefix_error(error, "loader: cannot start %d worker threads: ", opts->workers);
             tdm_loader_free(l);
             return NULL;
+        }
+        for (int i = 0; i < opts->workers; i++) {
+            g_thread_pool_push(l->pool, GINT_TO_POINTER(i + 1), NULL);
         }
     }
     return l;
 }
 
+/* ---- epochs and batches (the caller's thread) ---- */
+
+/* Wait until no worker is filling a batch of the current epoch. Called
+ * with the lock held. */
+static void cancel_in_flight(TdmLoader *l)
+{
+    g_atomic_int_inc(&l->generation);
+    l->steps = 0;
+    while (l->in_flight > 0) {
+        g_cond_wait(&l->cond, &l->lock);
+    }
+}
+
+/* Finish the async copy of the last delivered batch and free its slot. */
+static gboolean release_held_slot(TdmLoader *l, GError **error)
+{
+    if (!l->hold_slot) {
+        return TRUE;
+    }
+    l->hold_slot = FALSE;
+    gboolean ok = tdm_device_synchronize(l->dev, error);
+    g_mutex_lock(&l->lock);
+    l->released = l->delivered;
+    g_cond_broadcast(&l->cond);
+    g_mutex_unlock(&l->lock);
+    return ok;
+}
+
 gboolean tdm_loader_start_epoch(TdmLoader *loader, int64_t epoch, GError **error)
 {
-    g_return_val_if_fail(loader != NULL, FALSE);
-    tdm_sampler_set_epoch(loader->sampler, epoch);
-    loader->steps_done = 0;
-    loader->started = TRUE;
+    g_return_val_if_fail(loader != NULL && epoch >= 0, FALSE);
+    TdmLoader *l = loader;
+    if (!release_held_slot(l, error)) {
+        return FALSE;
+    }
+    g_mutex_lock(&l->lock);
+    cancel_in_flight(l);
+    gboolean ok = TRUE;
+    if (l->has_pending && l->pending.epoch == epoch) {
+        ok = tdm_sampler_set_state(l->sampler, &l->pending, error);
+    } else {
+        tdm_sampler_set_epoch(l->sampler, epoch);
+    }
+    l->has_pending = FALSE;
+    for (int i = 0; i < l->n_slots; i++) {
+        l->slots[i].state = SLOT_EMPTY;
+        l->slots[i].batch = -1;
+        g_clear_error(&l->slots[i].error);
+    }
+    g_clear_error(&l->failed);
+    l->epoch = epoch;
+    l->issued = l->released = l->delivered = 0;
+    l->steps = ok ? steps_for(l, l->sampler->order_len) : 0;
+    l->started = TRUE;
+    l->ended = FALSE;
+    g_cond_broadcast(&l->cond);
+    g_mutex_unlock(&l->lock);
+    return ok;
+}
+
+/* The device tensors batch k of `count` samples goes to. */
+static gboolean device_target(TdmLoader *l, int64_t k, int64_t count, TdmTensor **images,
+                              TdmTensor **labels, GError **error)
+{
+    int d = (int)(k % 2);
+    if (count == l->opts.batch_size) {
+        *images = l->images[d];
+        *labels = l->labels[d];
+        return TRUE;
+    }
+    /* A short batch: views of the same storage, remade only when the short
+     * size changes (a resumed epoch may end differently). */
+    if (count != l->tail_size) {
+        for (int i = 0; i < 2; i++) {
+            g_clear_pointer(&l->tail_images[i], tdm_tensor_unref);
+            g_clear_pointer(&l->tail_labels[i], tdm_tensor_unref);
+        }
+        for (int i = 0; i < 2; i++) {
+            l->tail_images[i] = tdm_tensor_narrow(l->images[i], 0, count, error);
+            l->tail_labels[i] = tdm_tensor_narrow(l->labels[i], 0, count, error);
+            if (l->tail_images[i] == NULL || l->tail_labels[i] == NULL) {
+                return FALSE;
+            }
+        }
+        l->tail_size = count;
+    }
+    *images = l->tail_images[d];
+    *labels = l->tail_labels[d];
     return TRUE;
+}
+
+static gboolean copy_to_device(TdmLoader *l, Slot *slot, TdmTensor *images, TdmTensor *labels,
+                               GError **error)
+{
+    if (l->async_copy && tdm_tensor_is_contiguous(images)) {
+        size_t n = (size_t)slot->count * l->sample_floats * sizeof(float);
+        if (!l->dev->backend->copy_h2d(l->dev, tdm_tensor_data(images), slot->images, n, TRUE,
+                                       error)) {
+            return FALSE;
+        }
+        l->hold_slot = TRUE;
+    } else if (!tdm_tensor_write(images, slot->images, error)) {
+        return FALSE;
+    }
+    return tdm_tensor_write(labels, slot->labels, error);
 }
 
 TdmBatch *tdm_loader_next(TdmLoader *loader, GError **error)
 {
     g_return_val_if_fail(loader != NULL, NULL);
+    TdmLoader *l = loader;
+    /* Finishing the previous batch's async copy waits for the device, not
+     * for data: it is not counted in wait_s. */
+    if (!release_held_slot(l, error)) {
+        return NULL;
+    }
     double t0 = tdm_time_now();
-    if (!loader->started && !tdm_loader_start_epoch(loader, 0, error)) {
+    if (l->failed != NULL) {
+        g_propagate_error(error, g_error_copy(l->failed));
         return NULL;
     }
-    if (loader->steps_done >= tdm_loader_steps_per_epoch(loader)) {
-        return NULL;
-    }
-    int64_t B = loader->opts.batch_size;
-    const int channels = loader->ds->channels;
-    const size_t plane = loader->sample_bytes / (size_t)channels;
-    int64_t count = 0;
-    int64_t index;
-    while (count < B && tdm_sampler_next(loader->sampler, &index)) {
-        int32_t label;
-        if (!tdm_dataset_read(loader->ds, index, loader->sample, &label, error)) {
+    /* The loader owns the epoch counter: after the end of an epoch the next
+     * call begins the following one, reshuffled. */
+    if (!l->started || l->ended) {
+        int64_t epoch = !l->started ? (l->has_pending ? l->pending.epoch : 0) : l->epoch + 1;
+        if (!tdm_loader_start_epoch(l, epoch, error)) {
             return NULL;
         }
-        float *dst = loader->host_images + (size_t)count * loader->sample_bytes;
-        for (int c = 0; c < channels; c++) {
-            const float *lut = loader->lut[c];
-            const guint8 *src = loader->sample + (size_t)c * plane;
-            float *out = dst + (size_t)c * plane;
-            for (size_t k = 0; k < plane; k++) {
-                out[k] = lut[src[k]];
-            }
+    }
+    g_mutex_lock(&l->lock);
+    if (l->delivered >= l->steps) {
+        l->ended = TRUE;
+        g_mutex_unlock(&l->lock);
+        return NULL;
+    }
+    const int64_t k = l->delivered;
+    Slot *slot = &l->slots[k % l->n_slots];
+    if (l->pool == NULL) {
+        g_mutex_unlock(&l->lock);
+        GError *fill_error = NULL;
+        slot->batch = k;
+        fill_batch(l, &l->caller, slot, k, g_atomic_int_get(&l->generation), &fill_error);
+        slot->error = fill_error;
+        slot->state = SLOT_READY;
+    } else {
+        while (!(slot->state == SLOT_READY && slot->batch == k)) {
+            g_cond_wait(&l->cond, &l->lock);
         }
-        loader->host_labels[count] = label;
-        count++;
+        g_mutex_unlock(&l->lock);
     }
-    if (count == 0) {
+    if (slot->error != NULL) {
+        l->failed = slot->error;
+        slot->error = NULL;
+        g_propagate_error(error, g_error_copy(l->failed));
         return NULL;
     }
-    TdmTensor *images = loader->images, *labels = loader->labels;
-    if (count < B) {
-        images = loader->tail_images;
-        labels = loader->tail_labels;
-        g_return_val_if_fail(images != NULL && images->shape[0] == count, NULL);
-    }
-    if (!tdm_tensor_write(images, loader->host_images, error) ||
-        !tdm_tensor_write(labels, loader->host_labels, error)) {
+
+    /* The slot may be refilled as soon as it is released below. */
+    const int64_t count = slot->count;
+    TdmTensor *images, *labels;
+    if (!device_target(l, k, count, &images, &labels, error) ||
+        !copy_to_device(l, slot, images, labels, error)) {
         return NULL;
     }
-    loader->steps_done++;
-    loader->batch.images = images;
-    loader->batch.labels = labels;
-    loader->batch.size = count;
-    loader->batch.wait_s = tdm_time_now() - t0;
-    return &loader->batch;
+    g_mutex_lock(&l->lock);
+    slot->state = SLOT_EMPTY;
+    l->delivered = k + 1;
+    if (!l->hold_slot) {
+        l->released = l->delivered;
+        g_cond_broadcast(&l->cond);
+    }
+    g_mutex_unlock(&l->lock);
+    l->sampler->position = MIN(l->delivered * l->opts.batch_size, l->sampler->order_len);
+
+    l->batch.images = images;
+    l->batch.labels = labels;
+    l->batch.size = count;
+    l->batch.wait_s = tdm_time_now() - t0;
+    return &l->batch;
+}
+
+/* ---- state ---- */
+
+void tdm_loader_get_state(const TdmLoader *loader, TdmSamplerState *state)
+{
+    g_return_if_fail(loader != NULL && state != NULL);
+    const TdmLoader *l = loader;
+    memset(state, 0, sizeof(*state));
+    if (l->has_pending) {
+        *state = l->pending;
+    } else if (!l->started) {
+        state->epoch = 0;
+    } else if (l->ended || (l->delivered >= l->steps && l->steps > 0)) {
+        /* Every batch of the epoch was handed out: the next is the next
+         * epoch's first, even when drop_last left samples unused. */
+        state->epoch = l->epoch + 1;
+    } else {
+        tdm_sampler_get_state(l->sampler, state);
+    }
+}
+
+gboolean tdm_loader_set_state(TdmLoader *loader, const TdmSamplerState *state, GError **error)
+{
+    g_return_val_if_fail(loader != NULL && state != NULL, FALSE);
+    if (state->epoch < 0 || state->consumed < 0 || state->consumed > loader->n) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "loader state: epoch %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT " samples "
+                    "consumed, but an epoch has %" G_GINT64_FORMAT " samples (was the dataset or "
+                    "--limit changed?)", state->epoch, state->consumed, loader->n);
+        return FALSE;
+    }
+    loader->pending = *state;
+    loader->has_pending = TRUE;
+    return TRUE;
 }
 
 void tdm_loader_free(TdmLoader *loader)
@@ -211,17 +675,38 @@ void tdm_loader_free(TdmLoader *loader)
     if (loader == NULL) {
         return;
     }
-    g_clear_pointer(&loader->tail_images, tdm_tensor_unref);
-    g_clear_pointer(&loader->tail_labels, tdm_tensor_unref);
-    g_clear_pointer(&loader->images, tdm_tensor_unref);
-    g_clear_pointer(&loader->labels, tdm_tensor_unref);
-    if (loader->pinned) {
-        loader->dev->backend->host_free(loader->dev, loader->host_images);
-    } else {
-        g_free(loader->host_images);
+    TdmLoader *l = loader;
+    if (l->hold_slot) {
+        (void)tdm_device_synchronize(l->dev, NULL);
     }
-    g_free(loader->host_labels);
-    g_free(loader->sample);
-    tdm_sampler_free(loader->sampler);
-    g_free(loader);
+    if (l->pool != NULL) {
+        g_mutex_lock(&l->lock);
+        g_atomic_int_inc(&l->generation);
+        l->quit = TRUE;
+        g_cond_broadcast(&l->cond);
+        g_mutex_unlock(&l->lock);
+        g_thread_pool_free(l->pool, FALSE, TRUE);
+    }
+    for (int i = 0; i < 2; i++) {
+        g_clear_pointer(&l->tail_images[i], tdm_tensor_unref);
+        g_clear_pointer(&l->tail_labels[i], tdm_tensor_unref);
+        g_clear_pointer(&l->images[i], tdm_tensor_unref);
+        g_clear_pointer(&l->labels[i], tdm_tensor_unref);
+    }
+    for (int i = 0; i < l->n_slots; i++) {
+        if (l->pinned) {
+            l->dev->backend->host_free(l->dev, l->slots[i].images);
+        } else {
+            g_free(l->slots[i].images);
+        }
+        g_free(l->slots[i].labels);
+        g_clear_error(&l->slots[i].error);
+    }
+    g_free(l->slots);
+    g_clear_error(&l->failed);
+    scratch_clear(&l->caller);
+    tdm_sampler_free(l->sampler);
+    g_mutex_clear(&l->lock);
+    g_cond_clear(&l->cond);
+    g_free(l);
 }

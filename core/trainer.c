@@ -7,7 +7,22 @@
  * epochs and steps (the strategy owns a step), printing a progress line to
  * stderr and writing JSON lines to the log, evaluate on the test split,
  * save the weights and print a one-line summary to stdout. The helpers
- * below it only format output, so the loop itself stays in one place.
+ * above it only format output or resolve settings, so the loop itself stays
+ * in one place.
+ *
+ * In a distributed job (several processes, or a distributed strategy such
+ * as ddp or zero1 even in a process started alone: a world of one) the run
+ * also opens the job's store and a communicator for the strategy. Every
+ * rank reads its own share of each epoch through the distributed sampler:
+ * rank r of w gets samples r, r + w, r + 2w, ... of the same shuffled order
+ * a single process would use, so at step k the ranks together hold exactly
+ * the batch a single process with w times the batch size would take, and
+ * all ranks run the same number of steps. Only rank 0 prints progress,
+ * writes the log, evaluates and saves; the others wait for it at a final
+ * barrier (rank 0 may serve the store under mpirun). Settings that have no
+ * configuration key yet come from the environment, where `tandem train`'s
+ * flags also put them: TDM_COLLECTIVE (--collective), TDM_DEVICES
+ * (--devices, for dp) and TDM_TIMEOUT (--timeout).
  */
 #include "config.h"
 
@@ -114,8 +129,115 @@ static void print_progress(int epoch, int epochs, int64_t step, int64_t steps, d
             "img/s  ETA %s\n", epoch, epochs, step, steps, loss, img_per_s, eta);
 }
 
+/* Strategies that need a communicator. `single` and `dp` run in one
+ * process. */
+static gboolean strategy_is_distributed(const char *name)
+{
+    return name != NULL && name[0] != '\0' && strcmp(name, "single") != 0 &&
+           strcmp(name, "dp") != 0;
+}
+
+/* This rank's device: with several processes on a node and a spec without
+ * an index ("auto", "cuda"), the local rank picks one of the backend's
+ * devices. */
+static TdmDevice *rank_device(const char *spec, const TdmDistEnv *env, GError **error)
+{
+    TdmDevice *dev = tdm_device_get(spec, error);
+    if (dev == NULL || env->local_world_size <= 1 || (spec != NULL && strchr(spec, ':'))) {
+        return dev;
+    }
+    int count = tdm_device_count(dev);
+    if (count <= 1) {
+        return dev;
+    }
+    g_autofree char *name =
+        g_strdup_printf("%s:%d", dev->backend->device_type, env->local_rank % count);
+    return tdm_device_get(name, error);
+}
+
+/* The devices of a dp run: "ref:0,ref:1" (transfer container). */
+static GPtrArray *parse_devices(const char *list, GError **error)
+{
+    GPtrArray *devices = g_ptr_array_new();
+    g_auto(GStrv) items = g_strsplit(list, ",", -1);
+    for (char **item = items; *item != NULL; item++) {
+        g_strstrip(*item);
+        TdmDevice *dev = (*item)[0] != '\0' ? tdm_device_get(*item, error) : NULL;
+        if (dev == NULL) {
+            if ((*item)[0] == '\0') {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                            "--devices / TDM_DEVICES '%s': empty device name", list);
+            } else {
+                g_prefix_error(error, "--devices / TDM_DEVICES '%s': ", list);
+            }
+            g_ptr_array_unref(devices);
+            return NULL;
+        }
+        g_ptr_array_add(devices, dev);
+    }
+    return devices;
+}
+
+/* The job's store (served by rank 0 when no launcher serves it) and the
+ * communicator over it. */
+static TdmComm *open_comm(const TdmDistEnv *env, TdmDevice *dev, TdmStore **store,
+                          TdmStoreServer **server, GError **error)
+{
+    *store = tdm_store_open_for_job(env, server, error);
+    if (*store == NULL) {
+        g_prefix_error(error, "rank %d of %d: opening the job's store: ", env->rank,
+                       env->world_size);
+        return NULL;
+    }
+    /* NULL spec: TDM_COLLECTIVE, else automatic. */
+    TdmComm *comm = tdm_comm_new(NULL, *store, env, dev, NULL, error);
+    if (comm == NULL) {
+        g_prefix_error(error, "rank %d of %d: creating the communicator: ", env->rank,
+                       env->world_size);
+    }
+    return comm;
+}
+
+/* The comm wait a strategy reports rides in TdmStepResult.reserved[0] as
+ * nanoseconds, until the header gives it a field. */
+static double step_comm_wait(const TdmStepResult *r)
+{
+    return (double)GPOINTER_TO_SIZE(r->reserved[0]) * 1e-9;
+}
+
+/* Data wait of an epoch, for the warning: measured from the end of the
+ * first step, whose batch nothing could prefetch (and which pays one-off
+ * costs such as a lazily decompressed dataset). */
+typedef struct {
+    double since, wait;
+    int64_t steps;
+    gboolean warned;
+} DataWait;
+
+/* Warns once per epoch when the loader held the steps up for more than 10%
+ * of their time. */
+static void data_wait_step(DataWait *dw, double wait_s, double now, int workers)
+{
+    if (dw->steps++ == 0) {
+        dw->since = now;
+        return;
+    }
+    dw->wait += wait_s;
+    double elapsed = now - dw->since;
+    if (dw->warned || dw->steps < 5 || !(elapsed > 0) || dw->wait <= 0.10 * elapsed) {
+        return;
+    }
+    dw->warned = TRUE;
+    fprintf(stderr, "warning: waited for data %.0f%% of the step time; try --workers %d\n",
+            100.0 * dw->wait / elapsed, workers == 0 ? 1 : 2 * workers);
+}
+
+/* The training loader runs `transforms` (may be NULL); the evaluation
+ * loader normalises as the training pipeline ends, so that both splits
+ * reach the model on the same scale. */
 static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConfig *cfg,
-                              gboolean train, GError **error)
+                              gboolean train, const TdmDistEnv *env,
+                              TdmTransformPipeline *transforms, GError **error)
 {
     TdmLoaderOptions lo;
     tdm_loader_options_init(&lo);
@@ -124,8 +246,19 @@ static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConf
     lo.seed = cfg->seed;
     lo.limit = train ? cfg->limit : 0;
     lo.workers = cfg->workers;
+    lo.prefetch = cfg->prefetch;
+    lo.pin_memory = cfg->pin_memory;
+    lo.transforms = train ? transforms : NULL;
+    if (train) {
+        lo.rank = env->rank;
+        lo.world = env->world_size;
+    }
     if (cfg->normalize && !tdm_dataset_get_normalization(ds, &lo.n_mean, lo.mean, lo.std, error)) {
         return NULL;
+    }
+    if (!train && transforms != NULL &&
+        !tdm_transform_pipeline_get_normalization(transforms, &lo.n_mean, lo.mean, lo.std)) {
+        lo.n_mean = 0; /* the pipeline ends with x / 255 */
     }
     return tdm_loader_new(ds, dev, &lo, error);
 }
@@ -135,34 +268,88 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     g_return_val_if_fail(cfg != NULL, FALSE);
     TdmDataset *train_ds = NULL, *test_ds = NULL;
     TdmLoader *train_loader = NULL, *test_loader = NULL;
+    TdmTransformPipeline *transforms = NULL;
     TdmModel *model = NULL;
     TdmOptimizer *optimizer = NULL;
     TdmStrategy *strategy = NULL;
+    GPtrArray *devices = NULL, *no_params = NULL;
+    TdmStoreServer *server = NULL;
+    TdmStore *store = NULL;
+    TdmComm *comm = NULL;
     FILE *log = NULL;
-    g_autofree char *j_model = NULL, *j_device = NULL, *j_data = NULL, *evaluation = NULL;
+    g_autofree char *j_model = NULL, *j_device = NULL, *j_data = NULL, *j_strategy = NULL;
+    g_autofree char *evaluation = NULL;
     gboolean ok = FALSE;
     TdmTrainSummary sum = {0};
     sum.test_accuracy = -1.0;
     sum.test_loss = -1.0;
 
-    /* Device and compute threads. */
-    TdmDevice *dev = tdm_device_get(cfg->device, error);
-    if (dev == NULL) {
+    /* Who this process is in the job: rank 0 of 1 when started alone. */
+    TdmDistEnv env = {0};
+    if (!tdm_dist_env_read(&env, error)) {
         goto out;
     }
-    if (dev->backend->set_num_threads != NULL) {
-        dev->backend->set_num_threads(dev, cfg->threads);
+    const gboolean leader = env.rank == 0;
+    const gboolean distributed = env.world_size > 1 || strategy_is_distributed(cfg->strategy);
+    if (env.world_size > 1 && !strategy_is_distributed(cfg->strategy)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "strategy '%s' runs in one process, but this is rank %d of a job of %d "
+                    "(%s): every rank would train alone; use --strategy ddp or zero1",
+                    cfg->strategy, env.rank, env.world_size, env.source);
+        goto out;
+    }
+    const int progress = leader ? cfg->progress : 0;
+
+    /* Device(s) and compute threads: processes sharing a node share its
+     * cores unless told otherwise. dp takes its device list from
+     * TDM_DEVICES (--devices); the first one holds the master model. */
+    const char *device_list = g_getenv("TDM_DEVICES");
+    TdmDevice *dev = NULL;
+    if (device_list != NULL && device_list[0] != '\0') {
+        if (g_strcmp0(cfg->strategy, "dp") != 0) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "--devices (TDM_DEVICES=%s) is for --strategy dp, not '%s'", device_list,
+                        cfg->strategy);
+            goto out;
+        }
+        if ((devices = parse_devices(device_list, error)) == NULL) {
+            goto out;
+        }
+        dev = g_ptr_array_index(devices, 0);
+    } else if ((dev = rank_device(cfg->device, &env, error)) == NULL) {
+        goto out;
+    }
+    int threads = cfg->threads;
+    if (threads == 0 && env.local_world_size > 1) {
+        threads = MAX(1, (int)g_get_num_processors() / env.local_world_size);
+    }
+    for (guint i = 0; i < (devices != NULL ? devices->len : 1); i++) {
+        TdmDevice *d = devices != NULL ? g_ptr_array_index(devices, i) : dev;
+        if (d->backend->set_num_threads != NULL) {
+            d->backend->set_num_threads(d, threads);
+        }
     }
 
-    /* Data: the training split (first `limit` samples, shuffled per epoch)
-     * and the test split for evaluation. */
-    train_ds = tdm_dataset_open(cfg->dataset, "train", error);
-    if (train_ds == NULL ||
-        (train_loader = open_loader(train_ds, dev, cfg, TRUE, error)) == NULL) {
+    /* Training augmentation: parsed before any data is opened, so that a
+     * typo in the pipeline is the first error. */
+    if (cfg->transforms != NULL && cfg->transforms[0] != '\0' &&
+        (transforms = tdm_transform_pipeline_parse(cfg->transforms, error)) == NULL) {
+        g_prefix_error(error, "data.transforms: ");
         goto out;
     }
-    if (cfg->eval && ((test_ds = tdm_dataset_open(cfg->dataset, "test", error)) == NULL ||
-                      (test_loader = open_loader(test_ds, dev, cfg, FALSE, error)) == NULL)) {
+
+    /* Data: this rank's share of the training split (first `limit`
+     * samples, shuffled per epoch) and, on rank 0, the test split. */
+    train_ds = tdm_dataset_open(cfg->dataset, "train", error);
+    if (train_ds == NULL ||
+        (train_loader = open_loader(train_ds, dev, cfg, TRUE, &env, transforms, error)) ==
+            NULL) {
+        goto out;
+    }
+    if (cfg->eval && leader &&
+        ((test_ds = tdm_dataset_open(cfg->dataset, "test", error)) == NULL ||
+         (test_loader = open_loader(test_ds, dev, cfg, FALSE, &env, transforms, error)) ==
+                         NULL)) {
         goto out;
     }
 
@@ -171,6 +358,15 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : train_ds->channels;
     mc.num_classes = cfg->num_classes > 0 ? cfg->num_classes : train_ds->num_classes;
     mc.image_size = train_ds->height;
+    if (transforms != NULL) {
+        int c, w;
+        if (!tdm_transform_pipeline_output_shape(transforms, train_ds->channels,
+                                                 MAX(train_ds->height, 0),
+                                                 MAX(train_ds->width, 0), &c, &mc.image_size, &w,
+                                                 error)) {
+            goto out;
+        }
+    }
     TdmModule *root = tdm_model_zoo_create(cfg->model, &mc, error);
     if (root == NULL || (model = tdm_model_new(root, dev, cfg->seed, error)) == NULL) {
         goto out;
@@ -184,7 +380,10 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
         goto out;
     }
 
-    /* Optimizer, learning-rate schedule and the strategy that runs a step. */
+    /* Optimizer, learning-rate schedule and the strategy that runs a step.
+     * zero1 keeps the optimizer state of its own shard only: the
+     * optimizer made here carries the settings and the schedule's lr but
+     * no parameters, so no state for the whole model. */
     TdmOptimizerOptions oo;
     tdm_optimizer_options_init(&oo);
     oo.lr = cfg->lr;
@@ -194,7 +393,10 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     oo.beta1 = cfg->beta1;
     oo.beta2 = cfg->beta2;
     oo.eps = cfg->eps;
-    optimizer = tdm_optimizer_new(cfg->optimizer, model, NULL, &oo, error);
+    if (g_strcmp0(cfg->strategy, "zero1") == 0) {
+        no_params = g_ptr_array_new();
+    }
+    optimizer = tdm_optimizer_new(cfg->optimizer, model, no_params, &oo, error);
     if (optimizer == NULL) {
         goto out;
     }
@@ -212,44 +414,59 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     schedule.warmup_steps = cfg->warmup_steps;
     schedule.steps_per_epoch = updates_per_epoch;
     schedule.total_steps = updates_per_epoch * cfg->epochs;
+    if (distributed && (comm = open_comm(&env, dev, &store, &server, error)) == NULL) {
+        goto out;
+    }
     TdmStrategyOptions so = {0};
     so.label_smoothing = cfg->label_smoothing;
     so.accumulate = accumulate;
+    so.devices = devices;
+    so.comm = comm;
     strategy = tdm_strategy_new(cfg->strategy, model, optimizer, &so, error);
     if (strategy == NULL) {
         goto out;
     }
 
-    if (cfg->log_file != NULL && (log = fopen(cfg->log_file, "w")) == NULL) {
+    if (leader && cfg->log_file != NULL && (log = fopen(cfg->log_file, "w")) == NULL) {
         int e = errno;
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot open the log file: %s",
                     cfg->log_file, g_strerror(e));
         goto out;
     }
+    const int world = env.world_size;
     j_model = json_string(cfg->model);
     j_device = json_string(dev->name);
     j_data = json_string(train_ds->path);
+    j_strategy = json_string(strategy->name);
     log_event(log, "start", "\"model\":%s,\"device\":%s,\"dataset\":%s,\"parameters\":%"
               G_GINT64_FORMAT ",\"train_images\":%" G_GINT64_FORMAT ",\"steps_per_epoch\":%"
-              G_GINT64_FORMAT ",\"batch_size\":%d,\"epochs\":%d,\"seed\":%" G_GUINT64_FORMAT,
+              G_GINT64_FORMAT ",\"batch_size\":%d,\"epochs\":%d,\"seed\":%" G_GUINT64_FORMAT
+              ",\"strategy\":%s,\"world_size\":%d,\"devices\":%u,\"accumulate\":%d",
               j_model, j_device, j_data, tdm_model_num_parameters(model),
               tdm_loader_num_samples(train_loader), steps_per_epoch, cfg->batch_size,
-              cfg->epochs, cfg->seed);
-    if (cfg->progress > 0) {
+              cfg->epochs, cfg->seed, j_strategy, world, devices != NULL ? devices->len : 1,
+              accumulate);
+    if (progress > 0) {
         fprintf(stderr, "training %s (%" G_GINT64_FORMAT " parameters) on %s: %" G_GINT64_FORMAT
                 " images of %s:%s, %" G_GINT64_FORMAT " steps per epoch\n", cfg->model,
                 tdm_model_num_parameters(model), dev->name, tdm_loader_num_samples(train_loader),
                 train_ds->kind, train_ds->path, steps_per_epoch);
+        if (comm != NULL) {
+            fprintf(stderr, "strategy %s over %d process%s, collective %s\n", strategy->name,
+                    world, world == 1 ? "" : "es", tdm_feature_get_name(comm->feature));
+        }
     }
 
-    /* The loop: epochs x steps. */
+    /* The loop: epochs x steps. Images and img/s count every rank's. */
     int64_t updates = 0;
+    double comm_wait_total = 0.0, step_total = 0.0;
     for (int epoch = 0; epoch < cfg->epochs; epoch++) {
         if (!tdm_loader_start_epoch(train_loader, epoch, error)) {
             goto out;
         }
         tdm_model_set_training(model, TRUE);
-        double epoch_loss = 0.0, epoch_wait = 0.0;
+        DataWait data_wait = {0};
+        double epoch_loss = 0.0, epoch_wait = 0.0, epoch_comm = 0.0, epoch_step = 0.0;
         int64_t epoch_correct = 0, epoch_images = 0, step = 0;
         const double epoch_start = tdm_time_now();
         TdmBatch *batch;
@@ -261,29 +478,35 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             gboolean do_update = (step + 1) % accumulate == 0 || step + 1 == steps_per_epoch;
             optimizer->lr = tdm_schedule_lr(&schedule, updates);
             TdmStepResult r = {0};
+            const double step_start = tdm_time_now();
             if (!tdm_strategy_train_step(strategy, batch, do_update, &r, error)) {
                 goto out;
             }
+            const double step_s = tdm_time_now() - step_start, comm_s = step_comm_wait(&r);
             updates += do_update ? 1 : 0;
             step++;
             sum.steps++;
             epoch_loss += (double)r.loss * (double)r.count;
             epoch_correct += r.correct;
-            epoch_images += r.count;
+            epoch_images += r.count * world;
             epoch_wait += batch->wait_s;
+            data_wait_step(&data_wait, batch->wait_s, tdm_time_now(), cfg->workers);
+            epoch_comm += comm_s;
+            epoch_step += step_s;
 
             double elapsed = tdm_time_now() - epoch_start;
             log_event(log, "step", "\"epoch\":%d,\"step\":%" G_GINT64_FORMAT ",\"global_step\":%"
                       G_GINT64_FORMAT ",\"loss\":%.9g,\"correct\":%" G_GINT64_FORMAT ",\"count\":%"
-                      G_GINT64_FORMAT ",\"lr\":%.9g,\"wait_s\":%.6f,\"time_s\":%.6f", epoch + 1,
-                      step, sum.steps, r.loss, r.correct, r.count, optimizer->lr, batch->wait_s,
-                      elapsed);
-            if (cfg->progress > 0 && (step % cfg->progress == 0 || step == steps_per_epoch)) {
+                      G_GINT64_FORMAT ",\"lr\":%.9g,\"wait_s\":%.6f,\"data_wait_s\":%.6f,"
+                      "\"time_s\":%.6f,\"step_s\":%.6f,\"comm_wait_s\":%.6f", epoch + 1, step,
+                      sum.steps, r.loss, r.correct, r.count, optimizer->lr, batch->wait_s,
+                      batch->wait_s, elapsed, step_s, comm_s);
+            if (progress > 0 && (step % progress == 0 || step == steps_per_epoch)) {
                 double per_step = elapsed / (double)step;
                 int64_t remaining = steps_per_epoch - step +
                                     (int64_t)(cfg->epochs - epoch - 1) * steps_per_epoch;
                 print_progress(epoch + 1, cfg->epochs, step, steps_per_epoch,
-                               epoch_loss / (double)epoch_images,
+                               epoch_loss * world / (double)epoch_images,
                                (double)epoch_images / elapsed, per_step * (double)remaining);
             }
         }
@@ -294,15 +517,22 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
         double epoch_seconds = tdm_time_now() - epoch_start;
         sum.train_seconds += epoch_seconds;
         sum.images += epoch_images;
-        sum.final_loss = epoch_images > 0 ? (float)(epoch_loss / (double)epoch_images) : 0.0f;
+        /* Loss and accuracy of this rank's share. */
+        const double local_images = (double)epoch_images / world;
+        sum.final_loss = epoch_images > 0 ? (float)(epoch_loss / local_images) : 0.0f;
+        comm_wait_total += epoch_comm;
+        step_total += epoch_step;
         log_event(log, "epoch", "\"epoch\":%d,\"loss\":%.9g,\"accuracy\":%.6f,\"images\":%"
-                  G_GINT64_FORMAT ",\"seconds\":%.3f,\"img_per_s\":%.1f,\"wait_s\":%.3f",
-                  epoch + 1, sum.final_loss,
-                  epoch_images > 0 ? (double)epoch_correct / (double)epoch_images : 0.0,
+                  G_GINT64_FORMAT ",\"seconds\":%.3f,\"img_per_s\":%.1f,\"wait_s\":%.3f,"
+                  "\"data_wait_frac\":%.4f,\"step_s\":%.3f,\"comm_wait_s\":%.3f,"
+                  "\"comm_wait_frac\":%.4f", epoch + 1, sum.final_loss,
+                  epoch_images > 0 ? (double)epoch_correct / local_images : 0.0,
                   epoch_images, epoch_seconds,
-                  epoch_seconds > 0 ? (double)epoch_images / epoch_seconds : 0.0, epoch_wait);
+                  epoch_seconds > 0 ? (double)epoch_images / epoch_seconds : 0.0, epoch_wait,
+                  epoch_seconds > 0 ? epoch_wait / epoch_seconds : 0.0, epoch_step, epoch_comm,
+                  epoch_step > 0 ? epoch_comm / epoch_step : 0.0);
 
-        /* Evaluation on the test split after each epoch. */
+        /* Evaluation on the test split after each epoch (rank 0). */
         if (test_loader != NULL) {
             if (!tdm_evaluate(model, test_loader, &sum.test_accuracy, &sum.test_loss, error)) {
                 goto out;
@@ -310,14 +540,19 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             log_event(log, "eval", "\"epoch\":%d,\"accuracy\":%.6f,\"loss\":%.9g,\"images\":%"
                       G_GINT64_FORMAT, epoch + 1, sum.test_accuracy, sum.test_loss,
                       tdm_loader_num_samples(test_loader));
-            if (cfg->progress > 0) {
+            if (progress > 0) {
                 fprintf(stderr, "epoch %d/%d  test accuracy %.4f  loss %.4f\n", epoch + 1,
                         cfg->epochs, sum.test_accuracy, sum.test_loss);
             }
         }
     }
 
-    if (cfg->save_path != NULL && !tdm_model_save(model, cfg->save_path, error)) {
+    if (leader && cfg->save_path != NULL && !tdm_model_save(model, cfg->save_path, error)) {
+        goto out;
+    }
+    /* The others wait for rank 0's evaluation and save, and rank 0 keeps
+     * serving the store until everyone is done with it. */
+    if (comm != NULL && !tdm_comm_barrier(comm, error)) {
         goto out;
     }
 
@@ -325,17 +560,21 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     log_event(log, "summary", "\"model\":%s,\"epochs\":%d,\"steps\":%" G_GINT64_FORMAT
               ",\"images\":%" G_GINT64_FORMAT ",\"train_seconds\":%.3f,\"img_per_s\":%.1f,"
               "\"first_step_s\":%.3f,\"final_loss\":%.9g,\"test_accuracy\":%.6f,"
-              "\"test_loss\":%.9g", j_model, cfg->epochs, sum.steps, sum.images,
+              "\"test_loss\":%.9g,\"strategy\":%s,\"world_size\":%d,\"comm_wait_s\":%.3f,"
+              "\"comm_wait_frac\":%.4f", j_model, cfg->epochs, sum.steps, sum.images,
               sum.train_seconds, sum.images_per_s, sum.first_step_s, sum.final_loss,
-              sum.test_accuracy, sum.test_loss);
+              sum.test_accuracy, sum.test_loss, j_strategy, world, comm_wait_total,
+              step_total > 0 ? comm_wait_total / step_total : 0.0);
     evaluation =
         sum.test_accuracy >= 0 ? g_strdup_printf("test accuracy %.4f (loss %.4f)",
                                                  sum.test_accuracy, sum.test_loss)
                                : g_strdup("not evaluated");
-    printf("summary: model %s, %d epoch%s, %" G_GINT64_FORMAT " images, %.0f img/s, %s, first "
-           "step after %.2f s\n", cfg->model, cfg->epochs, cfg->epochs == 1 ? "" : "s",
-           sum.images, sum.images_per_s, evaluation, sum.first_step_s);
-    fflush(stdout);
+    if (leader) {
+        printf("summary: model %s, %d epoch%s, %" G_GINT64_FORMAT " images, %.0f img/s, %s, "
+               "first step after %.2f s\n", cfg->model, cfg->epochs, cfg->epochs == 1 ? "" : "s",
+               sum.images, sum.images_per_s, evaluation, sum.first_step_s);
+        fflush(stdout);
+    }
     if (summary != NULL) {
         *summary = sum;
     }
@@ -346,11 +585,22 @@ out:
         fclose(log);
     }
     tdm_strategy_free(strategy);
+    tdm_comm_free(comm);
+    tdm_store_free(store);
+    tdm_store_server_free(server);
     tdm_optimizer_free(optimizer);
     tdm_model_free(model);
     tdm_loader_free(test_loader);
     tdm_loader_free(train_loader);
+    tdm_transform_pipeline_free(transforms);
     tdm_dataset_close(test_ds);
     tdm_dataset_close(train_ds);
+    if (devices != NULL) {
+        g_ptr_array_unref(devices);
+    }
+    if (no_params != NULL) {
+        g_ptr_array_unref(no_params);
+    }
+    tdm_dist_env_clear(&env);
     return ok;
 }

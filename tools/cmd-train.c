@@ -5,7 +5,10 @@
  * --lr, each mapped to its "section.key", and finally every --set
  * section.key=value in the order given. All values go through
  * tdm_train_config_set(), so a bad value is reported the same way wherever
- * it came from. `train` hands the config to tdm_trainer_run(); `eval` loads
+ * it came from. The distributed settings without a configuration key yet
+ * (--collective, --devices, --timeout) go into the environment variables
+ * the core reads (TDM_COLLECTIVE, TDM_DEVICES, TDM_TIMEOUT), after a check
+ * of their value. `train` hands the config to tdm_trainer_run(); `eval` loads
  * weights into a zoo model and reports accuracy and loss on the test split.
  * Errors are one line "tandem <command>: <message>" on stderr; the exit
  * status is 1 for a failure and 2 for a usage error.
@@ -30,7 +33,8 @@ typedef struct {
     char *model, *dataset, *limit, *batch_size, *epochs, *optimizer, *lr, *momentum;
     char *weight_decay, *schedule, *warmup_steps, *seed, *threads, *device, *backend;
     char *strategy, *log_file, *save, *init, *freeze, *progress, *workers;
-    gboolean nesterov, no_eval, quiet;
+    char *accumulate, *collective, *devices, *timeout, *prefetch, *transforms;
+    gboolean nesterov, no_eval, quiet, pin_memory;
 } TrainArgs;
 
 static void train_args_clear(TrainArgs *a)
@@ -39,11 +43,47 @@ static void train_args_clear(TrainArgs *a)
                         &a->epochs, &a->optimizer, &a->lr, &a->momentum, &a->weight_decay,
                         &a->schedule, &a->warmup_steps, &a->seed, &a->threads, &a->device,
                         &a->backend, &a->strategy, &a->log_file, &a->save, &a->init,
-                        &a->freeze, &a->progress, &a->workers};
+                        &a->freeze, &a->progress, &a->workers, &a->accumulate,
+                        &a->collective, &a->devices, &a->timeout, &a->prefetch,
+                        &a->transforms};
     for (size_t i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_clear_pointer(strings[i], g_free);
     }
     g_clear_pointer(&a->sets, g_strfreev);
+}
+
+/* The distributed flags that have no configuration key: checked, then put
+ * where the core reads them. */
+static gboolean set_dist_env(const char *command, const TrainArgs *a, GError **error)
+{
+    (void)command;
+    if (a->timeout != NULL) {
+        char *end = NULL;
+        double v = g_ascii_strtod(a->timeout, &end);
+        if (end == a->timeout || *end != '\0' || !(v > 0) || v > 1e9) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "--timeout expects a positive number of seconds, got '%s'", a->timeout);
+            return FALSE;
+        }
+        g_setenv("TDM_TIMEOUT", a->timeout, TRUE);
+    }
+    if (a->collective != NULL) {
+        if (a->collective[0] == '\0') {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "--collective expects a plugin name (shm, gloo) or a list");
+            return FALSE;
+        }
+        g_setenv("TDM_COLLECTIVE", a->collective, TRUE);
+    }
+    if (a->devices != NULL) {
+        if (a->devices[0] == '\0') {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "--devices expects a list such as ref:0,ref:1");
+            return FALSE;
+        }
+        g_setenv("TDM_DEVICES", a->devices, TRUE);
+    }
+    return TRUE;
 }
 
 /* Parse argv into `cfg`. Returns 0, or the exit status after printing the
@@ -63,6 +103,10 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"batch-size", 'b', 0, G_OPTION_ARG_STRING, &a.batch_size, "Batch size (data.batch_size)",
          "N"},
         {"workers", 0, 0, G_OPTION_ARG_STRING, &a.workers, "Loader threads (data.workers)", "N"},
+        {"prefetch", 0, 0, G_OPTION_ARG_STRING, &a.prefetch,
+         "Batches each loader thread prepares ahead (data.prefetch)", "N"},
+        {"pin-memory", 0, 0, G_OPTION_ARG_NONE, &a.pin_memory,
+         "Stage batches in the backend's pinned host memory (data.pin_memory)", NULL},
         {"seed", 0, 0, G_OPTION_ARG_STRING, &a.seed, "Random seed (train.seed)", "N"},
         {"threads", 't', 0, G_OPTION_ARG_STRING, &a.threads,
          "Compute threads, 0 = all cores (train.threads)", "N"},
@@ -74,6 +118,9 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {NULL},
     };
     GOptionEntry train_only[] = {
+        {"transforms", 0, 0, G_OPTION_ARG_STRING, &a.transforms,
+         "Augmentation pipeline, e.g. \"random-crop 28 pad=2 | hflip\" (data.transforms)",
+         "PIPELINE"},
         {"limit", 'n', 0, G_OPTION_ARG_STRING, &a.limit,
          "Use the first N training images (data.limit)", "N"},
         {"epochs", 'e', 0, G_OPTION_ARG_STRING, &a.epochs, "Epochs (train.epochs)", "N"},
@@ -92,6 +139,15 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
          "Linear warmup steps (optim.warmup_steps)", "N"},
         {"strategy", 0, 0, G_OPTION_ARG_STRING, &a.strategy,
          "single, dp, ddp, zero1 (train.strategy)", "NAME"},
+        {"accumulate", 0, 0, G_OPTION_ARG_STRING, &a.accumulate,
+         "Micro-batches per optimizer step (train.accumulate)", "N"},
+        {"collective", 0, 0, G_OPTION_ARG_STRING, &a.collective,
+         "Collective plugin for ddp/zero1: shm, gloo, ^gloo... (TDM_COLLECTIVE; default "
+         "automatic)", "SPEC"},
+        {"devices", 0, 0, G_OPTION_ARG_STRING, &a.devices,
+         "Devices of a dp run, e.g. ref:0,ref:1 (TDM_DEVICES)", "LIST"},
+        {"timeout", 0, 0, G_OPTION_ARG_STRING, &a.timeout,
+         "Seconds before a collective or the rendezvous gives up (TDM_TIMEOUT, 300)", "S"},
         {"log-file", 'l', 0, G_OPTION_ARG_FILENAME, &a.log_file,
          "Write JSON lines here (train.log_file)", "FILE"},
         {"save", 'o', 0, G_OPTION_ARG_FILENAME, &a.save,
@@ -141,6 +197,9 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"data.limit", a.limit},
         {"data.batch_size", a.batch_size},
         {"data.workers", a.workers},
+        {"data.prefetch", a.prefetch},
+        {"data.pin_memory", a.pin_memory ? "true" : NULL},
+        {"data.transforms", a.transforms},
         {"train.epochs", a.epochs},
         {"optim.name", a.optimizer},
         {"optim.lr", a.lr},
@@ -154,6 +213,7 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"train.device", a.backend},
         {"train.device", a.device},
         {"train.strategy", a.strategy},
+        {"train.accumulate", a.accumulate},
         {"train.log_file", a.log_file},
         {"train.save", a.save},
         {"model.init", a.init},
@@ -169,6 +229,11 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
             status = 1;
             goto out;
         }
+    }
+    if (!set_dist_env(command, &a, &error)) {
+        fprintf(stderr, "tandem %s: %s\n", command, error->message);
+        status = EXIT_USAGE;
+        goto out;
     }
     for (char **s = a.sets; s != NULL && *s != NULL; s++) {
         const char *eq = strchr(*s, '=');

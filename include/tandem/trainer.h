@@ -26,6 +26,9 @@ typedef struct {
     int batch_size;         /* data.batch_size: 64 */
     int workers;            /* data.workers: 0 */
     gboolean normalize;     /* data.normalize: TRUE (dataset's mean/std) */
+    int prefetch;           /* data.prefetch: batches queued ahead per worker (2) */
+    char *transforms;       /* data.transforms: training augmentation pipeline ("" = none) */
+    gboolean pin_memory;    /* data.pin_memory: stage batches in pinned memory (false) */
     /* [optim] */
     char *optimizer;        /* optim.name: "sgd" */
     float lr;               /* optim.lr: 0.05 */
