@@ -77,7 +77,8 @@ struct _TdmSampler {
     int64_t position;   /* next index into this rank's order */
     int rank, world;
     gboolean drop_last; /* distributed: drop the tail instead of padding */
-    int64_t *order;     /* this rank's sample indices for the epoch */
+    int64_t *order;     /* this rank's sample indices for the epoch (after a
+                         * restored state: the remaining ones) */
     int64_t order_len;
     gpointer reserved[4];
 };
@@ -140,11 +141,13 @@ TDM_API TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoade
 /* Begin an epoch (reshuffles by (seed, epoch)). */
 TDM_API gboolean tdm_loader_start_epoch(TdmLoader *loader, int64_t epoch, GError **error);
 /* Next batch of the epoch (transfer none, valid until the next call); NULL
- * without error at the end of the epoch, NULL with error on failure. */
+ * without error at the end of the epoch (a further call starts the next
+ * epoch by itself), NULL with error on failure. */
 TDM_API TdmBatch *tdm_loader_next(TdmLoader *loader, GError **error);
 TDM_API int64_t tdm_loader_steps_per_epoch(const TdmLoader *loader);
-/* The sampler state after the last batch handed out (for checkpoints), and
- * its restoration before tdm_loader_start_epoch() resumes mid-epoch. */
+/* The sampler state after the last batch handed out (for checkpoints;
+ * (epoch + 1, 0) after an epoch's last batch), and its restoration, which
+ * applies at tdm_loader_start_epoch() of that epoch to resume mid-epoch. */
 TDM_API void tdm_loader_get_state(const TdmLoader *loader, TdmSamplerState *state);
 TDM_API gboolean tdm_loader_set_state(TdmLoader *loader, const TdmSamplerState *state,
                                       GError **error);
