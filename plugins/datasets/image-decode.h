@@ -4,7 +4,7 @@
 #ifndef TDM_IMAGE_DECODE_H
 #define TDM_IMAGE_DECODE_H
 
-#include <glib.h>
+#include <tandem/transform.h>
 
 /* Largest image accepted, in pixels (a guard against absurd headers). */
 #define IMAGE_MAX_PIXELS ((guint64)1 << 27)
@@ -18,5 +18,12 @@
  * (g_free). Thread-safe: all decoder state is per call. */
 gboolean image_decode(const guint8 *data, size_t len, const char *path, int want_c, guint8 **pixels,
                       int *c, int *h, int *w, GError **error);
+
+/* The same decode into `img` (float CHW on the u8 scale, normalized FALSE),
+ * converting the decoder's rows as they come: what the loader's transforms
+ * take, without a u8 copy of the whole image in between. `img` keeps its
+ * buffer when large enough; on error its contents are undefined. */
+gboolean image_decode_float(const guint8 *data, size_t len, const char *path, int want_c,
+                            TdmImage *img, GError **error);
 
 #endif /* TDM_IMAGE_DECODE_H */

@@ -75,51 +75,168 @@ static gboolean jitter_create(TdmTransform *t, const TdmTransformArg *args, int 
     return TRUE;
 }
 
-/* Grey level of pixel i, with PIL's convert("L") weights (19595, 38470 and
- * 7471 / 65536: 0.299, 0.587, 0.114 in 16-bit fixed point) and, on the
- * 0..255 scale, its rounding, so that ties fall the same way as in PIL. */
-static inline float grey_at(const TdmImage *img, size_t i, size_t plane)
+/* The adjustments run block by block: each block of pixels (small enough to
+ * stay in L1) goes through the sample's adjustments in their order before
+ * the next block is read, so the image is swept once when contrast is off
+ * and twice when it is on (contrast needs the mean grey level of the image
+ * as the adjustments before it left it, summed in the same sweep). Per
+ * element the arithmetic is that of the plain one-adjustment-at-a-time
+ * loops; on the 0..255 scale the grey levels are integers, so their sum is
+ * exact in any order. */
+#define JIT_BLOCK 256
+
+typedef struct {
+    int which;
+    float f;
+} JitOp;
+
+/* Grey level with PIL's convert("L") weights (19595, 38470 and 7471 /
+ * 65536: 0.299, 0.587, 0.114 in 16-bit fixed point), before rounding. */
+static inline double grey_rgb(float r, float g, float b)
 {
-    /* Values are >= 0 here, so truncating x + 0.5 rounds (and is cheaper
-     * than floor(), a libm call without SSE4.1). */
-    if (img->c < 3) {
-        return img->normalized ? img->data[i] : (float)(int)(img->data[i] + 0.5f);
-    }
-    double g = (19595.0 * img->data[i] + 38470.0 * img->data[i + plane] +
-                7471.0 * img->data[i + 2 * plane]) *
-               (1.0 / 65536.0);
-    return img->normalized ? (float)g : (float)(int)(g + 0.5);
+    return (19595.0 * r + 38470.0 * g + 7471.0 * b) * (1.0 / 65536.0);
 }
 
-static void adjust(TdmImage *img, int which, float f)
+/* On the 0..255 scale grey levels are rounded, so that ties fall the same
+ * way as in PIL. Values are >= 0 here, so truncating x + 0.5 rounds (and is
+ * cheaper than floor(), a libm call without SSE4.1). */
+static inline float grey_round(double g)
 {
-    size_t plane = (size_t)img->h * img->w, n = plane * img->c;
-    float top = img->normalized ? 1.0f : 255.0f;
-    float *d = img->data;
-    if (which == JIT_BRIGHTNESS) {
-        for (size_t i = 0; i < n; i++) {
-            d[i] = CLAMP(d[i] * f, 0.0f, top);
+    return (float)(int)(g + 0.5);
+}
+
+TF_VECTORIZE
+static void jit_brightness(float *d, int n, float f, float top)
+{
+    for (int i = 0; i < n; i++) {
+        d[i] = CLAMP(d[i] * f, 0.0f, top);
+    }
+}
+
+TF_VECTORIZE
+static void jit_contrast(float *d, int n, float mean, float f, float top)
+{
+    for (int i = 0; i < n; i++) {
+        d[i] = CLAMP(mean + f * (d[i] - mean), 0.0f, top);
+    }
+}
+
+TF_VECTORIZE
+static void jit_saturation(float *restrict r, float *restrict g, float *restrict b, int n,
+                           float f, float top, gboolean normalized)
+{
+    if (normalized) {
+        for (int i = 0; i < n; i++) {
+            float y = (float)grey_rgb(r[i], g[i], b[i]);
+            r[i] = CLAMP(y + f * (r[i] - y), 0.0f, top);
+            g[i] = CLAMP(y + f * (g[i] - y), 0.0f, top);
+            b[i] = CLAMP(y + f * (b[i] - y), 0.0f, top);
         }
-    } else if (which == JIT_CONTRAST) {
-        double sum = 0.0;
-        for (size_t i = 0; i < plane; i++) {
-            sum += grey_at(img, i, plane);
+    } else {
+        for (int i = 0; i < n; i++) {
+            float y = grey_round(grey_rgb(r[i], g[i], b[i]));
+            r[i] = CLAMP(y + f * (r[i] - y), 0.0f, top);
+            g[i] = CLAMP(y + f * (g[i] - y), 0.0f, top);
+            b[i] = CLAMP(y + f * (b[i] - y), 0.0f, top);
         }
-        float mean = plane > 0 ? (float)(sum / (double)plane) : 0.0f;
-        if (!img->normalized) {
-            mean = (float)(int)(mean + 0.5f);
-        }
-        for (size_t i = 0; i < n; i++) {
-            d[i] = CLAMP(mean + f * (d[i] - mean), 0.0f, top);
-        }
-    } else if (img->c >= 3) {
-        for (size_t i = 0; i < plane; i++) {
-            float g = grey_at(img, i, plane);
-            for (int ch = 0; ch < 3; ch++) {
-                float *v = &d[i + ch * plane];
-                *v = CLAMP(g + f * (*v - g), 0.0f, top);
+    }
+}
+
+/* Sum of the rounded grey levels of n pixels on the 0..255 scale (at most
+ * 255 * JIT_BLOCK: fits an int). */
+TF_VECTORIZE
+static int jit_grey_sum_rgb(const float *restrict r, const float *restrict g,
+                            const float *restrict b, int n)
+{
+    int s = 0;
+    for (int i = 0; i < n; i++) {
+        s += (int)(grey_rgb(r[i], g[i], b[i]) + 0.5);
+    }
+    return s;
+}
+
+TF_VECTORIZE
+static int jit_grey_sum_1(const float *d, int n)
+{
+    int s = 0;
+    for (int i = 0; i < n; i++) {
+        s += (int)(d[i] + 0.5f);
+    }
+    return s;
+}
+
+/* Sum of the grey levels of a block, added to *sum in pixel order (on the
+ * 0..1 scale the order matters for the last bits). */
+static void jit_grey_sum(const float *d, size_t plane, int c, int n, gboolean normalized,
+                         double *sum)
+{
+    if (!normalized) {
+        *sum += c >= 3 ? jit_grey_sum_rgb(d, d + plane, d + 2 * plane, n) : jit_grey_sum_1(d, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        *sum += c >= 3 ? (float)grey_rgb(d[i], d[i + plane], d[i + 2 * plane]) : d[i];
+    }
+}
+
+/* ops[0 .. n_ops) on the block of n pixels at d (planes `plane` apart). */
+static void jit_block(float *d, size_t plane, int c, int n, const JitOp *ops, int n_ops,
+                      float top, gboolean normalized, float mean)
+{
+    for (int k = 0; k < n_ops; k++) {
+        float f = ops[k].f;
+        if (ops[k].which == JIT_BRIGHTNESS) {
+            for (int ch = 0; ch < c; ch++) {
+                jit_brightness(d + (size_t)ch * plane, n, f, top);
             }
+        } else if (ops[k].which == JIT_CONTRAST) {
+            for (int ch = 0; ch < c; ch++) {
+                jit_contrast(d + (size_t)ch * plane, n, mean, f, top);
+            }
+        } else if (c >= 3) {
+            jit_saturation(d, d + plane, d + 2 * plane, n, f, top, normalized);
         }
+    }
+}
+
+/* dst = the adjustments ops[0 .. n_ops) of src, in that order. */
+static void jitter_run(const TdmImage *src, TdmImage *dst, const JitOp *ops, int n_ops)
+{
+    const int c = src->c;
+    const size_t plane = (size_t)src->h * src->w;
+    const gboolean normalized = src->normalized;
+    const float top = normalized ? 1.0f : 255.0f;
+    tdm_image_reserve(dst, c, src->h, src->w);
+    dst->normalized = normalized;
+    int split = n_ops; /* contrast's place: the sweep before it sums the grey levels */
+    for (int k = 0; k < n_ops; k++) {
+        if (ops[k].which == JIT_CONTRAST) {
+            split = k;
+        }
+    }
+    double sum = 0.0;
+    for (size_t i0 = 0; i0 < plane; i0 += JIT_BLOCK) {
+        int n = (int)MIN((size_t)JIT_BLOCK, plane - i0);
+        float *d = dst->data + i0;
+        for (int ch = 0; ch < c; ch++) {
+            memcpy(d + (size_t)ch * plane, src->data + (size_t)ch * plane + i0,
+                   sizeof(float) * (size_t)n);
+        }
+        jit_block(d, plane, c, n, ops, split, top, normalized, 0.0f);
+        if (split < n_ops) {
+            jit_grey_sum(d, plane, c, n, normalized, &sum);
+        }
+    }
+    if (split == n_ops) {
+        return;
+    }
+    float mean = plane > 0 ? (float)(sum / (double)plane) : 0.0f;
+    if (!normalized) {
+        mean = (float)(int)(mean + 0.5f);
+    }
+    for (size_t i0 = 0; i0 < plane; i0 += JIT_BLOCK) {
+        int n = (int)MIN((size_t)JIT_BLOCK, plane - i0);
+        jit_block(dst->data + i0, plane, c, n, ops + split, n_ops - split, top, normalized, mean);
     }
 }
 
@@ -144,12 +261,16 @@ static gboolean jitter_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst
     for (int k = 0; k < JIT_N; k++) {
         factor[k] = p->on[k] ? (float)tdm_rng_range(rng, p->lo[k], p->hi[k]) : 1.0f;
     }
-    tf_copy(src, dst);
+    JitOp ops[JIT_N];
+    int n_ops = 0;
     for (int i = 0; i < JIT_N; i++) {
         if (p->on[order[i]]) {
-            adjust(dst, order[i], factor[order[i]]);
+            ops[n_ops].which = order[i];
+            ops[n_ops].f = factor[order[i]];
+            n_ops++;
         }
     }
+    jitter_run(src, dst, ops, n_ops);
     return TRUE;
 }
 
@@ -232,6 +353,15 @@ static gboolean normalize_output_shape(TdmTransform *t, int c, int h, int w, int
     return TRUE;
 }
 
+TF_VECTORIZE
+static void normalize_plane(float *restrict d, const float *restrict s, size_t n, float in_scale,
+                            float m, float is)
+{
+    for (size_t i = 0; i < n; i++) {
+        d[i] = (s[i] * in_scale - m) * is;
+    }
+}
+
 static gboolean normalize_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
                                 GError **error)
 {
@@ -246,11 +376,7 @@ static gboolean normalize_apply(TdmTransform *t, const TdmImage *src, TdmImage *
     for (int ch = 0; ch < src->c; ch++) {
         int k = p->n == 1 ? 0 : ch;
         float m = p->mean[k], is = p->inv_std[k];
-        const float *s = src->data + ch * plane;
-        float *d = dst->data + ch * plane;
-        for (size_t i = 0; i < plane; i++) {
-            d[i] = (s[i] * in_scale - m) * is;
-        }
+        normalize_plane(dst->data + ch * plane, src->data + ch * plane, plane, in_scale, m, is);
     }
     dst->normalized = TRUE;
     return TRUE;

@@ -461,6 +461,14 @@ static gboolean flip_create(TdmTransform *t, const TdmTransformArg *args, int n_
     return TRUE;
 }
 
+TF_VECTORIZE
+static void row_reverse(float *restrict drow, const float *restrict srow, int w)
+{
+    for (int x = 0; x < w; x++) {
+        drow[x] = srow[w - 1 - x];
+    }
+}
+
 static gboolean flip_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
                            gboolean horizontal)
 {
@@ -477,9 +485,7 @@ static gboolean flip_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, 
             const float *srow = src->data + ((size_t)ch * h + (horizontal ? y : h - 1 - y)) * w;
             float *drow = dst->data + ((size_t)ch * h + y) * w;
             if (horizontal) {
-                for (int x = 0; x < w; x++) {
-                    drow[x] = srow[w - 1 - x];
-                }
+                row_reverse(drow, srow, w);
             } else {
                 memcpy(drow, srow, sizeof(float) * (size_t)w);
             }

@@ -60,9 +60,62 @@ static void coeffs_compute(Coeffs *cf, int in_size, int out_size)
     }
 }
 
-static void pass_horizontal(const float *in, size_t in_stride, int rows, const Coeffs *cf,
-                            int ow, float *out)
+/* Every output pixel of cf gets exactly ksize taps: windows that would run
+ * past the input's end are moved left and their weights right, the new
+ * taps weighing 0. Adding 0 * x leaves a sum unchanged, so the results stay
+ * those of the clipped windows, and the fixed tap count lets the compiler
+ * unroll the dot products. Needs ksize <= in_size. */
+static void coeffs_pad(Coeffs *cf, int in_size, int out_size)
 {
+    const int K = cf->ksize;
+    for (int xx = 0; xx < out_size; xx++) {
+        int xmin = cf->bounds[2 * xx], n = cf->bounds[2 * xx + 1];
+        int shift = MAX(0, xmin + K - in_size);
+        float *k = cf->k + (size_t)xx * K;
+        if (shift > 0) {
+            memmove(k + shift, k, sizeof(float) * (size_t)n);
+            for (int i = 0; i < shift; i++) {
+                k[i] = 0.0f;
+            }
+        }
+        for (int i = shift + n; i < K; i++) {
+            k[i] = 0.0f;
+        }
+        cf->bounds[2 * xx] = xmin - shift;
+        cf->bounds[2 * xx + 1] = K;
+    }
+}
+
+/* The horizontal pass with K taps everywhere (coeffs_pad), for constant K. */
+static inline void pass_horizontal_k(const float *in, size_t in_stride, int rows, const Coeffs *cf,
+                                     int ow, float *out, const int K)
+{
+    for (int y = 0; y < rows; y++) {
+        const float *row = in + (size_t)y * in_stride;
+        float *orow = out + (size_t)y * ow;
+        for (int x = 0; x < ow; x++) {
+            const float *k = cf->k + (size_t)x * K;
+            const float *p = row + cf->bounds[2 * x];
+            float s = 0.0f;
+            for (int i = 0; i < K; i++) {
+                s += p[i] * k[i];
+            }
+            orow[x] = s;
+        }
+    }
+}
+
+static void pass_horizontal(const float *in, size_t in_stride, int rows, const Coeffs *cf,
+                            int ow, float *out, gboolean padded)
+{
+    if (padded && cf->ksize == 3) {
+        pass_horizontal_k(in, in_stride, rows, cf, ow, out, 3);
+        return;
+    }
+    if (padded && cf->ksize == 5) {
+        pass_horizontal_k(in, in_stride, rows, cf, ow, out, 5);
+        return;
+    }
     for (int y = 0; y < rows; y++) {
         const float *row = in + (size_t)y * in_stride;
         float *orow = out + (size_t)y * ow;
@@ -79,6 +132,15 @@ static void pass_horizontal(const float *in, size_t in_stride, int rows, const C
     }
 }
 
+/* out[x] += row[x] * wgt over a row: the vertical pass's inner loop. */
+TF_VECTORIZE
+static void row_axpy(float *restrict out, const float *restrict row, float wgt, int width)
+{
+    for (int x = 0; x < width; x++) {
+        out[x] += row[x] * wgt;
+    }
+}
+
 static void pass_vertical(const float *in, size_t in_stride, int width, const Coeffs *cf, int oh,
                           float *out)
 {
@@ -87,15 +149,9 @@ static void pass_vertical(const float *in, size_t in_stride, int width, const Co
         const float *base = in + (size_t)cf->bounds[2 * y] * in_stride;
         int n = cf->bounds[2 * y + 1];
         float *orow = out + (size_t)y * width;
-        for (int x = 0; x < width; x++) {
-            orow[x] = 0.0f;
-        }
+        memset(orow, 0, sizeof(float) * (size_t)width);
         for (int i = 0; i < n; i++) {
-            const float *row = base + (size_t)i * in_stride;
-            float wgt = k[i];
-            for (int x = 0; x < width; x++) {
-                orow[x] += row[x] * wgt;
-            }
+            row_axpy(orow, base + (size_t)i * in_stride, k[i], width);
         }
     }
 }
@@ -115,8 +171,13 @@ void tf_resample_bilinear(const TdmImage *src, TdmImage *dst, int top, int left,
     float *tmp = dst->data + out_n;
     Coeffs cx = {(int *)(tmp + tmp_n + (size_t)ow * kx + (size_t)oh * ky), tmp + tmp_n, kx};
     Coeffs cy = {cx.bounds + 2 * ow, cx.k + (size_t)ow * kx, ky};
+    gboolean padded = FALSE;
     if (need_h) {
         coeffs_compute(&cx, bw, ow);
+        if (kx <= bw) {
+            coeffs_pad(&cx, bw, ow);
+            padded = TRUE;
+        }
     }
     if (need_v) {
         coeffs_compute(&cy, bh, oh);
@@ -125,10 +186,10 @@ void tf_resample_bilinear(const TdmImage *src, TdmImage *dst, int top, int left,
         const float *in = src->data + ((size_t)ch * h + top) * w + left;
         float *out = dst->data + (size_t)ch * oh * ow;
         if (need_h && need_v) {
-            pass_horizontal(in, (size_t)w, bh, &cx, ow, tmp);
+            pass_horizontal(in, (size_t)w, bh, &cx, ow, tmp, padded);
             pass_vertical(tmp, (size_t)ow, ow, &cy, oh, out);
         } else if (need_h) {
-            pass_horizontal(in, (size_t)w, bh, &cx, ow, out);
+            pass_horizontal(in, (size_t)w, bh, &cx, ow, out, padded);
         } else if (need_v) {
             pass_vertical(in, (size_t)w, ow, &cy, oh, out);
         } else {

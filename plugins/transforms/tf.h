@@ -105,6 +105,19 @@ void tf_copy(const TdmImage *src, TdmImage *dst);
 void tf_resample_bilinear(const TdmImage *src, TdmImage *dst, int top, int left, int bh, int bw,
                           int oh, int ow);
 
+/* For the per-pixel loops that every sample goes through: the default -O2
+ * leaves them scalar, so they are built with the loop vectoriser on and, on
+ * x86-64 Linux, also for AVX2 (chosen at load time). Only what the scalar
+ * code computes is vectorised: no reassociation, no FMA ("avx2" does not
+ * enable it), so results do not depend on the machine. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define TF_VECTORIZE __attribute__((optimize("O3"), target_clones("avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define TF_VECTORIZE __attribute__((optimize("O3")))
+#else
+#define TF_VECTORIZE
+#endif
+
 /* A copy of a transform's private struct (g_memdup2 needs GLib 2.68). */
 static inline gpointer tf_memdup(gconstpointer p, gsize n)
 {
