@@ -1,1 +1,17 @@
-# tests: strategies (see tests/Makefile.inc)
+# tests: strategies (see tests/Makefile.inc) - dp, ddp and zero1.
+#   test-ddp               unused / frozen parameters, a world of one (g_test)
+#   equivalence.sh         ddp, zero1 (shm, gloo) and dp train the same model
+#                          as one process with the global batch
+#   strategies-faults.sh   a killed rank, a skipped collective, a misconfigured job
+#   strategies-mpirun.sh   mpirun -np 2 tandem train --strategy ddp
+check_PROGRAMS += tests/test-ddp
+tests_test_ddp_SOURCES = tests/test-ddp.c tests/core-test-util.h
+tests_test_ddp_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_ddp_LDADD = $(TDMTEST_LIBS)
+
+TDM_STRATEGY_TESTS = \
+	tests/equivalence.sh \
+	tests/strategies-faults.sh \
+	tests/strategies-mpirun.sh
+TESTS += tests/test-ddp $(TDM_STRATEGY_TESTS)
+EXTRA_DIST += $(TDM_STRATEGY_TESTS) tests/strategies-lib.sh tests/compare-weights.py

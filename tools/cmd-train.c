@@ -54,9 +54,8 @@ static void train_args_clear(TrainArgs *a)
 
 /* The distributed flags that have no configuration key: checked, then put
  * where the core reads them. */
-static gboolean set_dist_env(const char *command, const TrainArgs *a, GError **error)
+static gboolean set_dist_env(const TrainArgs *a, GError **error)
 {
-    (void)command;
     if (a->timeout != NULL) {
         char *end = NULL;
         double v = g_ascii_strtod(a->timeout, &end);
@@ -230,7 +229,7 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
             goto out;
         }
     }
-    if (!set_dist_env(command, &a, &error)) {
+    if (!set_dist_env(&a, &error)) {
         fprintf(stderr, "tandem %s: %s\n", command, error->message);
         status = EXIT_USAGE;
         goto out;

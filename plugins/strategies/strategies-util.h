@@ -1,0 +1,172 @@
+/* plugins/strategies/strategies-util.h - what the dp, ddp and zero1 plugins
+ * share: one replica's forward + loss + backward, slices of a model's arenas,
+ * the broadcast of the arenas from rank 0, and the report of the time a step
+ * spent waiting on communication.
+ *
+ * Each strategy is its own plugin (libtdm-<name>.so), so these helpers are
+ * static inline and compiled into each of them; nothing here is exported.
+ */
+#ifndef TDM_STRATEGIES_UTIL_H
+#define TDM_STRATEGIES_UTIL_H
+
+#include <tandem/comm.h>
+#include <tandem/plugin.h>
+#include <tandem/strategy.h>
+
+/* Forward `images` through `model`, softmax cross-entropy against `labels`
+ * (the gradient of the mean loss goes into the `dlogits` slot), scale that
+ * gradient by `grad_scale` (1/accumulate, times a replica's share of the
+ * batch for dp) and run backward, which accumulates into the grad arena and
+ * fires the grad-ready hook. */
+static inline gboolean su_forward_backward(TdmModel *model, TdmOpCache **loss_cache,
+                                           TdmTensor *dlogits, TdmTensor *images, TdmTensor *labels,
+                                           float label_smoothing, float grad_scale, float *loss,
+                                           int64_t *correct, GError **error)
+{
+    TdmDevice *dev = model->device;
+    TdmTensor *logits = NULL;
+    if (!tdm_model_forward(model, images, &logits, error) ||
+        !tdm_cross_entropy(dev, loss_cache, logits, labels, label_smoothing, loss, dlogits, correct,
+                           error)) {
+        return FALSE;
+    }
+    if (grad_scale != 1.0f && !dev->backend->scale(dev, dlogits, grad_scale, error)) {
+        return FALSE;
+    }
+    return tdm_model_backward(model, dlogits, error);
+}
+
+/* A flat f32 view of elements [start, start + count) of an arena (transfer
+ * full). */
+static inline TdmTensor *su_arena_slice(TdmTensor *arena, size_t start, size_t count,
+                                        GError **error)
+{
+    int64_t shape[1] = {(int64_t)count};
+    return tdm_tensor_new_view(arena, start * sizeof(float), TDM_DTYPE_F32, 1, shape, error);
+}
+
+/* Elements of the value arena that are buffers (BN running stats): they
+ * follow the parameters, [first, n_values). */
+static inline size_t su_first_buffer(const TdmModel *model)
+{
+    for (guint i = 0; i < model->params->len; i++) {
+        const TdmParam *p = g_ptr_array_index(model->params, i);
+        if (p->is_buffer) {
+            return p->arena_offset / sizeof(float);
+        }
+    }
+    return model->n_values;
+}
+
+/* Every rank starts from rank 0's parameters and buffers: one broadcast of
+ * the whole value arena. Ranks initialise alike from the seed, but a rank
+ * that loaded other weights or used another seed would otherwise train a
+ * different model without noticing. */
+static inline gboolean su_broadcast_values(TdmComm *comm, TdmModel *model, const char *who,
+                                           GError **error)
+{
+    if (comm == NULL || model->n_values == 0) {
+        return TRUE;
+    }
+    TdmTensor *all = su_arena_slice(model->value_arena, 0, model->n_values, error);
+    gboolean ok = all != NULL && tdm_comm_broadcast(comm, all, 0, error);
+    if (all != NULL) {
+        tdm_tensor_unref(all);
+    }
+    if (!ok) {
+        g_prefix_error(error, "%s: broadcasting the initial parameters from rank 0: ", who);
+    }
+    return ok;
+}
+
+/* Buffers (BN running statistics) follow rank 0's, as PyTorch's
+ * broadcast_buffers=True makes them: every forward starts from rank 0's
+ * buffers. The broadcast is started at the end of a step, right after the
+ * ranks met in the gradient reduction (so it finds them in step and costs
+ * no extra wait for a slow rank), and waited for before the next forward;
+ * nothing touches the buffers in between. Setup's broadcast of the whole
+ * value arena covers the first step. */
+typedef struct {
+    TdmTensor *view;   /* [first buffer, n_values) of the value arena; NULL = none */
+    TdmCommWork *work; /* broadcast in flight */
+} SuBuffers;
+
+static inline gboolean su_buffers_init(SuBuffers *b, TdmComm *comm, TdmModel *model, GError **error)
+{
+    size_t first = su_first_buffer(model);
+    b->work = NULL;
+    b->view = NULL;
+    if (comm->world == 1 || first >= model->n_values) {
+        return TRUE;
+    }
+    b->view = su_arena_slice(model->value_arena, first, model->n_values - first, error);
+    return b->view != NULL;
+}
+
+/* Before a forward: wait for the broadcast started after the last step;
+ * the time waited is added to *waited. */
+static inline gboolean su_buffers_wait(SuBuffers *b, TdmComm *comm, double *waited, GError **error)
+{
+    if (b->work == NULL) {
+        return TRUE;
+    }
+    double t0 = tdm_time_now();
+    TdmCommWork *w = b->work;
+    b->work = NULL;
+    gboolean ok = tdm_comm_wait(comm, w, error);
+    *waited += tdm_time_now() - t0;
+    if (!ok) {
+        g_prefix_error(error, "broadcasting the buffers from rank 0: ");
+    }
+    return ok;
+}
+
+/* After a step: start the broadcast the next forward waits for. */
+static inline gboolean su_buffers_start(SuBuffers *b, TdmComm *comm, GError **error)
+{
+    if (b->view == NULL) {
+        return TRUE;
+    }
+    b->work = tdm_comm_broadcast_async(comm, b->view, 0, error);
+    if (b->work == NULL) {
+        g_prefix_error(error, "broadcasting the buffers from rank 0: ");
+    }
+    return b->work != NULL;
+}
+
+static inline void su_buffers_clear(SuBuffers *b, TdmComm *comm)
+{
+    if (b->work != NULL) {
+        tdm_comm_wait(comm, b->work, NULL);
+        b->work = NULL;
+    }
+    if (b->view != NULL) {
+        tdm_tensor_unref(b->view);
+        b->view = NULL;
+    }
+}
+
+/* The time a step waited on communication travels to the trainer in
+ * TdmStepResult.reserved[0], as nanoseconds (see the note in
+ * core/trainer.c: until the header has a field for it). */
+static inline void su_set_comm_wait(TdmStepResult *result, double seconds)
+{
+    guint64 ns = seconds > 0 ? (guint64)(seconds * 1e9) : 0;
+    result->reserved[0] = GSIZE_TO_POINTER((gsize)ns);
+}
+
+/* The communicator of a distributed strategy, or an error saying how to get
+ * one. */
+static inline TdmComm *su_comm(TdmStrategy *s, const char *who, GError **error)
+{
+    TdmComm *comm = s->opts.comm;
+    if (comm == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s needs a communicator (TdmStrategyOptions.comm): start the job with "
+                    "`tandem run`, mpirun or srun, or create one with tdm_comm_new()",
+                    who);
+    }
+    return comm;
+}
+
+#endif /* TDM_STRATEGIES_UTIL_H */

@@ -1,0 +1,279 @@
+/* plugins/strategies/zero1.c - ZeRO stage 1: data parallel like ddp, with
+ * the optimizer state sharded across ranks.
+ *
+ * The gradient arena (n floats, padded with zeros to a multiple of the
+ * world size: world x S) is reduce-scattered with AVG, so rank r holds the
+ * averaged gradient of elements [r S, r S + S). Each rank runs the optimizer
+ * on that slice only: SGD and AdamW are elementwise and weight decay is the
+ * same for every element, so updating a flat slice equals updating the
+ * parameters it cuts through; the optimizer state (momentum, Adam moments)
+ * exists for the slice only, 1/world of it per rank. A slice is handed to
+ * the optimizer as one synthetic parameter per run of trainable parameters
+ * it covers, so frozen parameters are never decayed. Then the updated
+ * slices are all-gathered into every rank's value arena. When n is not a
+ * multiple of the world, the reduce-scatter reads a padded copy of the
+ * gradients and the all-gather writes a padded buffer copied back into the
+ * arena; otherwise both work on the arenas directly.
+ *
+ * Setup broadcasts rank 0's value arena; buffers (BN running statistics)
+ * follow rank 0's, as in ddp (SuBuffers in strategies-util.h). Micro-batches that
+ * do not end an accumulation group skip communication. Communication is not
+ * overlapped with backward here (the reduce-scatter runs after it); the
+ * time spent in the two collectives is reported as the step's wait.
+ */
+#include <string.h>
+
+#include "strategies-util.h"
+
+typedef struct {
+    TdmComm *comm;
+    TdmTensor *dlogits;
+    TdmOpCache *loss_cache;
+    SuBuffers buffers;                /* BN running stats, following rank 0's */
+    size_t n, shard;                  /* gradient elements; per-rank slice S */
+    size_t lo, len;                   /* this rank's slice [lo, lo + len) of [0, n) */
+    TdmTensor *grads_n, *values_n;    /* arenas [0, n) */
+    TdmTensor *gpad, *vpad;           /* world x S buffers, only when n % world != 0 */
+    TdmTensor *gpad_head, *vpad_head; /* their [0, n) */
+    TdmTensor *gshard;                /* S: this rank's averaged gradient */
+    TdmTensor *vshard;                /* S: this rank's updated values */
+    TdmTensor *vshard_head;           /* vshard [0, len) */
+    TdmTensor *my_values;             /* value arena [lo, lo + len) */
+    GPtrArray *shard_params;          /* synthetic TdmParam * (owned) */
+    TdmOptimizer *optimizer;          /* over shard_params */
+} Zero1Priv;
+
+static void shard_param_free(gpointer data)
+{
+    TdmParam *p = data;
+    g_free(p->name);
+    g_free(p->full_name);
+    g_clear_pointer(&p->value, tdm_tensor_unref);
+    g_clear_pointer(&p->grad, tdm_tensor_unref);
+    g_free(p);
+}
+
+/* One synthetic parameter for elements [a, b) of the value arena, whose
+ * gradient is [a - lo, b - lo) of gshard. */
+static gboolean add_shard_param(Zero1Priv *priv, TdmModel *model, size_t a, size_t b,
+                                GError **error)
+{
+    TdmParam *p = g_new0(TdmParam, 1);
+    p->full_name = g_strdup_printf("zero1.rank%d.%zu", priv->comm->rank, a);
+    p->name = g_strdup(p->full_name);
+    p->ndim = 1;
+    p->shape[0] = (int64_t)(b - a);
+    p->requires_grad = TRUE;
+    p->arena_offset = a * sizeof(float);
+    p->value = su_arena_slice(model->value_arena, a, b - a, error);
+    p->grad = p->value != NULL ? su_arena_slice(priv->gshard, a - priv->lo, b - a, error) : NULL;
+    g_ptr_array_add(priv->shard_params, p);
+    return p->grad != NULL;
+}
+
+/* Cut this rank's slice along the runs of trainable parameters. */
+static gboolean make_shard_params(Zero1Priv *priv, TdmModel *model, GError **error)
+{
+    const size_t hi = priv->lo + priv->len;
+    size_t run_a = 0, run_b = 0;
+    gboolean in_run = FALSE;
+    for (guint i = 0; i <= model->params->len; i++) {
+        TdmParam *p = i < model->params->len ? g_ptr_array_index(model->params, i) : NULL;
+        gboolean trainable = p != NULL && !p->is_buffer && p->requires_grad && p->grad != NULL;
+        size_t a = p != NULL ? p->arena_offset / sizeof(float) : 0;
+        if (trainable && in_run && a == run_b) {
+            run_b += (size_t)tdm_tensor_numel(p->value);
+            continue;
+        }
+        if (in_run) {
+            size_t x = MAX(run_a, priv->lo), y = MIN(run_b, hi);
+            if (x < y && !add_shard_param(priv, model, x, y, error)) {
+                return FALSE;
+            }
+        }
+        in_run = trainable;
+        if (trainable) {
+            run_a = a;
+            run_b = a + (size_t)tdm_tensor_numel(p->value);
+        }
+    }
+    return TRUE;
+}
+
+static TdmTensor *flat_new(TdmDevice *dev, size_t n, GError **error)
+{
+    int64_t shape[1] = {(int64_t)n};
+    return tdm_tensor_new(dev, TDM_DTYPE_F32, 1, shape, error);
+}
+
+static void zero1_teardown(TdmStrategy *s);
+
+static gboolean zero1_setup(TdmStrategy *s, GError **error)
+{
+    TdmModel *model = s->model;
+    TdmDevice *dev = model->device;
+    TdmComm *comm = su_comm(s, "zero1", error);
+    if (comm == NULL) {
+        return FALSE;
+    }
+    Zero1Priv *priv = g_new0(Zero1Priv, 1);
+    s->priv = priv;
+    priv->comm = comm;
+    priv->dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    priv->shard_params = g_ptr_array_new_with_free_func(shard_param_free);
+    const size_t world = (size_t)comm->world;
+    priv->n = model->n_grads;
+    priv->shard = (priv->n + world - 1) / world;
+    priv->lo = MIN((size_t)comm->rank * priv->shard, priv->n);
+    priv->len = MIN(priv->shard, priv->n - priv->lo);
+    const gboolean padded = priv->shard * world != priv->n;
+
+    gboolean ok = su_broadcast_values(comm, model, "zero1", error) &&
+                  su_buffers_init(&priv->buffers, comm, model, error);
+    if (ok && priv->n > 0) {
+        ok = (priv->grads_n = su_arena_slice(model->grad_arena, 0, priv->n, error)) != NULL &&
+             (priv->values_n = su_arena_slice(model->value_arena, 0, priv->n, error)) != NULL &&
+             (priv->gshard = flat_new(dev, priv->shard, error)) != NULL &&
+             (priv->vshard = flat_new(dev, priv->shard, error)) != NULL;
+        if (ok && padded) {
+            ok = (priv->gpad = flat_new(dev, priv->shard * world, error)) != NULL &&
+                 (priv->vpad = flat_new(dev, priv->shard * world, error)) != NULL &&
+                 (priv->gpad_head = su_arena_slice(priv->gpad, 0, priv->n, error)) != NULL &&
+                 (priv->vpad_head = su_arena_slice(priv->vpad, 0, priv->n, error)) != NULL;
+        }
+        if (ok && priv->len > 0) {
+            ok = (priv->my_values =
+                      su_arena_slice(model->value_arena, priv->lo, priv->len, error)) != NULL &&
+                 (priv->vshard_head = su_arena_slice(priv->vshard, 0, priv->len, error)) != NULL;
+        }
+        ok = ok && make_shard_params(priv, model, error);
+        if (ok) {
+            const TdmOptimizer *full = s->optimizer;
+            priv->optimizer =
+                tdm_optimizer_new(full->klass->name, model, priv->shard_params, &full->opts, error);
+            ok = priv->optimizer != NULL;
+        }
+        if (!ok) {
+            g_prefix_error(error, "zero1 on rank %d: ", comm->rank);
+        }
+    }
+    if (!ok) {
+        zero1_teardown(s);
+        return FALSE;
+    }
+    tdm_model_set_training(model, TRUE);
+    return TRUE;
+}
+
+static gboolean zero1_update(TdmStrategy *s, Zero1Priv *priv, double *waited, GError **error)
+{
+    TdmDevice *dev = s->model->device;
+    const TdmBackendClass *be = dev->backend;
+    if (priv->n == 0) {
+        return TRUE;
+    }
+    TdmTensor *rs_in = priv->grads_n, *ag_out = priv->values_n;
+    if (priv->gpad != NULL) {
+        if (!be->copy(dev, priv->grads_n, priv->gpad_head, error)) {
+            return FALSE;
+        }
+        rs_in = priv->gpad;
+        ag_out = priv->vpad;
+    }
+    double t0 = tdm_time_now();
+    if (!tdm_comm_reduce_scatter(priv->comm, rs_in, priv->gshard, TDM_REDUCE_AVG, error)) {
+        g_prefix_error(error, "zero1: reduce-scatter of the gradients: ");
+        return FALSE;
+    }
+    *waited += tdm_time_now() - t0;
+
+    /* The trainer's schedule sets the lr on the optimizer it created. */
+    priv->optimizer->lr = s->optimizer->lr;
+    if (!tdm_optimizer_step(priv->optimizer, error)) {
+        return FALSE;
+    }
+    if (priv->len > 0 && !be->copy(dev, priv->my_values, priv->vshard_head, error)) {
+        return FALSE;
+    }
+    t0 = tdm_time_now();
+    if (!tdm_comm_allgather(priv->comm, priv->vshard, ag_out, error)) {
+        g_prefix_error(error, "zero1: all-gather of the parameters: ");
+        return FALSE;
+    }
+    *waited += tdm_time_now() - t0;
+    if (priv->vpad != NULL && !be->copy(dev, priv->vpad_head, priv->values_n, error)) {
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
+                                 TdmStepResult *result, GError **error)
+{
+    Zero1Priv *priv = s->priv;
+    TdmModel *model = s->model;
+    float loss = 0.0f;
+    int64_t correct = 0;
+    double waited = 0.0;
+
+    if (!su_buffers_wait(&priv->buffers, priv->comm, &waited, error)) {
+        g_prefix_error(error, "zero1: ");
+        return FALSE;
+    }
+    if (!su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images, batch->labels,
+                             s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate, &loss,
+                             &correct, error)) {
+        return FALSE;
+    }
+    if (do_update &&
+        (!zero1_update(s, priv, &waited, error) || !tdm_model_zero_grad(model, error))) {
+        return FALSE;
+    }
+    if (!su_buffers_start(&priv->buffers, priv->comm, error)) {
+        g_prefix_error(error, "zero1: ");
+        return FALSE;
+    }
+    result->loss = loss;
+    result->correct = correct;
+    result->count = batch->size;
+    su_set_comm_wait(result, waited);
+    return TRUE;
+}
+
+static void zero1_teardown(TdmStrategy *s)
+{
+    Zero1Priv *priv = s->priv;
+    if (priv == NULL) {
+        return;
+    }
+    tdm_optimizer_free(priv->optimizer);
+    g_clear_pointer(&priv->shard_params, g_ptr_array_unref);
+    su_buffers_clear(&priv->buffers, priv->comm);
+    TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,   &priv->vpad,
+                             &priv->gpad_head,   &priv->vpad_head, &priv->gshard, &priv->vshard,
+                             &priv->vshard_head, &priv->my_values, &priv->dlogits};
+    for (size_t i = 0; i < G_N_ELEMENTS(tensors); i++) {
+        g_clear_pointer(tensors[i], tdm_tensor_unref);
+    }
+    tdm_op_cache_clear(s->model->device, &priv->loss_cache);
+    g_free(priv);
+    s->priv = NULL;
+}
+
+static const TdmStrategyClass zero1_class = {
+    .iface_version = TDM_STRATEGY_IFACE_VERSION,
+    .setup = zero1_setup,
+    .train_step = zero1_train_step,
+    .teardown = zero1_teardown,
+};
+
+static gboolean zero1_init(TdmPlugin *plugin, GError **error)
+{
+    return tdm_plugin_add_feature(plugin, TDM_FEATURE_STRATEGY, "zero1", 50, &zero1_class,
+                                  "ZeRO-1: gradients reduce-scattered, optimizer state and "
+                                  "update sharded across ranks, parameters all-gathered",
+                                  NULL, NULL, error) != NULL;
+}
+
+TDM_PLUGIN_DEFINE(zero1, "zero1", "0.1", "MIT", "ZeRO stage 1 training strategy", "tandem",
+                  zero1_init)

@@ -1,0 +1,215 @@
+/* tests/test-ddp.c - the ddp and zero1 strategies' checks that need a hand-made model,
+ * in one process (a world of one, over the shm collective and a private
+ * store):
+ *  - a trainable parameter that gets no gradient in backward is an error
+ *    naming it (instead of a bucket that is never reduced, which would hang
+ *    the other ranks);
+ *  - the same parameter frozen is left out of the buckets (ddp) and of the
+ *    optimizer shard (zero1), and the step trains the rest, leaving the
+ *    frozen one untouched;
+ *  - a step with ddp changes the parameters exactly as one with single.
+ */
+#include <string.h>
+
+#include <tandem/tandem.h>
+
+#include "core-test-util.h"
+
+/* A module with a parameter it never uses: y = x, dx = dy, no gradient. */
+static gboolean idle_forward(TdmModule *self, TdmTensor *x, TdmTensor **y, GError **error)
+{
+    (void)self;
+    (void)error;
+    *y = x;
+    return TRUE;
+}
+
+static gboolean idle_backward(TdmModule *self, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
+                              GError **error)
+{
+    (void)self;
+    (void)need_dx;
+    (void)error;
+    if (dx != NULL) {
+        *dx = dy;
+    }
+    return TRUE;
+}
+
+static const TdmModuleClass idle_class = {
+    .iface_version = TDM_MODULE_IFACE_VERSION,
+    .type_name = "Idle",
+    .forward = idle_forward,
+    .backward = idle_backward,
+};
+
+typedef struct {
+    TdmDistEnv env;
+    TdmStoreServer *server;
+    TdmStore *store;
+    TdmComm *comm;
+    TdmDevice *dev;
+    TdmModel *model;
+    TdmOptimizer *opt;
+    TdmTensor *images, *labels;
+    TdmBatch batch;
+} Fixture;
+
+static void fixture_setup(Fixture *f, gboolean with_idle)
+{
+    GError *error = NULL;
+    memset(f, 0, sizeof *f);
+    g_assert_true(tdm_dist_env_read(&f->env, &error));
+    g_assert_no_error(error);
+    f->dev = test_ref_device();
+    f->store = tdm_store_open_for_job(&f->env, &f->server, &error);
+    g_assert_no_error(error);
+    f->comm = tdm_comm_new("shm", f->store, &f->env, f->dev, NULL, &error);
+    g_assert_no_error(error);
+
+    TdmModule *root = tdm_sequential_new();
+    tdm_module_add_child(root, "fc", tdm_linear_new(6, 3, TRUE));
+    if (with_idle) {
+        TdmModule *idle = tdm_module_new(&idle_class, NULL);
+        int64_t shape[1] = {5};
+        tdm_module_add_param(idle, "weight", 1, shape, FALSE);
+        tdm_module_add_child(root, "idle", idle);
+    }
+    f->model = tdm_model_new(root, f->dev, 3, &error);
+    g_assert_no_error(error);
+
+    int64_t ishape[2] = {8, 6}, lshape[1] = {8};
+    float x[48];
+    test_fill_uniform(x, 48, 11, -1.0, 1.0);
+    f->images = test_tensor_from(f->dev, 2, ishape, x);
+    int32_t y[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+    f->labels = tdm_tensor_new(f->dev, TDM_DTYPE_I32, 1, lshape, &error);
+    g_assert_no_error(error);
+    g_assert_true(tdm_tensor_write(f->labels, y, &error));
+    f->batch.images = f->images;
+    f->batch.labels = f->labels;
+    f->batch.size = 8;
+}
+
+static TdmStrategy *fixture_strategy(Fixture *f, const char *name)
+{
+    GError *error = NULL;
+    TdmOptimizerOptions oo;
+    tdm_optimizer_options_init(&oo);
+    oo.lr = 0.1f;
+    oo.momentum = 0.9f;
+    oo.weight_decay = 0.01f;
+    f->opt = tdm_optimizer_new("sgd", f->model, NULL, &oo, &error);
+    g_assert_no_error(error);
+    TdmStrategyOptions so = {0};
+    so.comm = f->comm;
+    TdmStrategy *s = tdm_strategy_new(name, f->model, f->opt, &so, &error);
+    g_assert_no_error(error);
+    return s;
+}
+
+static void fixture_teardown(Fixture *f, TdmStrategy *s)
+{
+    tdm_strategy_free(s);
+    tdm_optimizer_free(f->opt);
+    tdm_model_free(f->model);
+    tdm_tensor_unref(f->images);
+    tdm_tensor_unref(f->labels);
+    tdm_comm_free(f->comm);
+    tdm_store_free(f->store);
+    tdm_store_server_free(f->server);
+    tdm_dist_env_clear(&f->env);
+}
+
+static void test_unused_parameter(void)
+{
+    Fixture f;
+    fixture_setup(&f, TRUE);
+    TdmStrategy *s = fixture_strategy(&f, "ddp");
+    GError *error = NULL;
+    TdmStepResult r = {0};
+    g_assert_false(tdm_strategy_train_step(s, &f.batch, TRUE, &r, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_FAILED);
+    g_test_message("%s", error->message);
+    g_assert_nonnull(strstr(error->message, "got no gradient"));
+    g_assert_nonnull(strstr(error->message, "idle.weight"));
+    g_assert_null(strstr(error->message, "fc.weight"));
+    g_clear_error(&error);
+    /* No sync micro-batch: nothing is reduced, nothing is checked. */
+    g_assert_true(tdm_strategy_train_step(s, &f.batch, FALSE, &r, &error));
+    g_assert_no_error(error);
+    fixture_teardown(&f, s);
+}
+
+static void test_frozen_parameter(gconstpointer data)
+{
+    const char *strategy = data;
+    Fixture f;
+    fixture_setup(&f, TRUE);
+    g_assert_cmpint(tdm_model_freeze(f.model, "idle"), ==, 1);
+    TdmParam *idle = tdm_model_find_param(f.model, "idle.weight");
+    TdmParam *w = tdm_model_find_param(f.model, "fc.weight");
+    float *idle0 = test_read(idle->value), *w0 = test_read(w->value);
+    TdmStrategy *s = fixture_strategy(&f, strategy);
+    GError *error = NULL;
+    TdmStepResult r = {0};
+    g_assert_true(tdm_strategy_train_step(s, &f.batch, TRUE, &r, &error));
+    g_assert_no_error(error);
+    float *idle1 = test_read(idle->value), *w1 = test_read(w->value);
+    g_assert_cmpmem(idle0, 5 * sizeof(float), idle1, 5 * sizeof(float));
+    g_assert_true(memcmp(w0, w1, 18 * sizeof(float)) != 0);
+    g_free(idle0);
+    g_free(idle1);
+    g_free(w0);
+    g_free(w1);
+    fixture_teardown(&f, s);
+}
+
+/* Two steps with `name`; the parameters afterwards (transfer full). */
+static float *two_steps(const char *name, size_t *n)
+{
+    Fixture f;
+    fixture_setup(&f, FALSE);
+    TdmStrategy *s = fixture_strategy(&f, name);
+    GError *error = NULL;
+    TdmStepResult r = {0};
+    for (int i = 0; i < 2; i++) {
+        g_assert_true(tdm_strategy_train_step(s, &f.batch, TRUE, &r, &error));
+        g_assert_no_error(error);
+    }
+    *n = f.model->n_values;
+    float *v = test_read(f.model->value_arena);
+    fixture_teardown(&f, s);
+    return v;
+}
+
+static void test_world_of_one(void)
+{
+    size_t n1 = 0, n2 = 0;
+    float *single = two_steps("single", &n1);
+    float *ddp = two_steps("ddp", &n2);
+    float *zero1 = two_steps("zero1", &n2);
+    g_assert_cmpuint(n1, ==, n2);
+    /* Averaging over one rank changes nothing: bit for bit. */
+    g_assert_cmpmem(single, n1 * sizeof(float), ddp, n2 * sizeof(float));
+    g_assert_cmpmem(single, n1 * sizeof(float), zero1, n2 * sizeof(float));
+    g_free(single);
+    g_free(ddp);
+    g_free(zero1);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    /* A process started alone: no launcher's variables. */
+    const char *vars[] = {"TDM_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < G_N_ELEMENTS(vars); i++) {
+        g_unsetenv(vars[i]);
+    }
+    g_test_add_func("/ddp/unused-parameter", test_unused_parameter);
+    /* Weight decay would move a frozen parameter that an update reached. */
+    g_test_add_data_func("/ddp/frozen-parameter", "ddp", test_frozen_parameter);
+    g_test_add_data_func("/zero1/frozen-parameter", "zero1", test_frozen_parameter);
+    g_test_add_func("/ddp/world-of-one", test_world_of_one);
+    return g_test_run();
+}
