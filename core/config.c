@@ -77,6 +77,9 @@ static const KeySpec key_specs[] = {
     {"train.save", KEY_STRING, F(save_path), 0, 0, FALSE, NULL},
     {"train.eval", KEY_BOOL, F(eval), 0, 0, FALSE, NULL},
     {"train.progress", KEY_INT, F(progress), 0, G_MAXINT, FALSE, NULL},
+    {"train.collective", KEY_STRING, F(collective), 0, 0, FALSE, NULL},
+    {"train.devices", KEY_STRING, F(devices), 0, 0, FALSE, NULL},
+    {"train.timeout", KEY_INT, F(timeout), 0, 1000000000, FALSE, NULL},
 };
 #undef F
 
@@ -89,6 +92,7 @@ static const char *const key_names[] = {
     "optim.step_size", "optim.gamma", "optim.min_lr", "optim.label_smoothing",
     "train.epochs", "train.seed", "train.threads", "train.device", "train.strategy",
     "train.accumulate", "train.log_file", "train.save", "train.eval", "train.progress",
+    "train.collective", "train.devices", "train.timeout",
     NULL,
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(key_names) == G_N_ELEMENTS(key_specs) + 1);

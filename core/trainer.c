@@ -19,10 +19,9 @@
  * the batch a single process with w times the batch size would take, and
  * all ranks run the same number of steps. Only rank 0 prints progress,
  * writes the log, evaluates and saves; the others wait for it at a final
- * barrier (rank 0 may serve the store under mpirun). Settings that have no
- * configuration key yet come from the environment, where `tandem train`'s
- * flags also put them: TDM_COLLECTIVE (--collective), TDM_DEVICES
- * (--devices, for dp) and TDM_TIMEOUT (--timeout).
+ * barrier (rank 0 may serve the store under mpirun). The keys
+ * train.collective, train.devices and train.timeout (flags --collective,
+ * --devices, --timeout) win over TDM_COLLECTIVE, TDM_DEVICES and TDM_TIMEOUT.
  */
 #include "config.h"
 
@@ -184,8 +183,8 @@ static GPtrArray *parse_devices(const char *list, GError **error)
 
 /* The job's store (served by rank 0 when no launcher serves it) and the
  * communicator over it. */
-static TdmComm *open_comm(const TdmDistEnv *env, TdmDevice *dev, TdmStore **store,
-                          TdmStoreServer **server, GError **error)
+static TdmComm *open_comm(const TdmTrainConfig *cfg, const TdmDistEnv *env, TdmDevice *dev,
+                          TdmStore **store, TdmStoreServer **server, GError **error)
 {
     *store = tdm_store_open_for_job(env, server, error);
     if (*store == NULL) {
@@ -193,20 +192,20 @@ static TdmComm *open_comm(const TdmDistEnv *env, TdmDevice *dev, TdmStore **stor
                        env->world_size);
         return NULL;
     }
-    /* NULL spec: TDM_COLLECTIVE, else automatic. */
-    TdmComm *comm = tdm_comm_new(NULL, *store, env, dev, NULL, error);
+    /* train.timeout, else TDM_TIMEOUT or 300 s (tdm_comm_options_init). */
+    TdmCommOptions co;
+    tdm_comm_options_init(&co);
+    if (cfg->timeout > 0) {
+        co.timeout_s = cfg->timeout;
+        tdm_store_set_timeout(*store, cfg->timeout);
+    }
+    /* train.collective, else TDM_COLLECTIVE, else automatic. */
+    TdmComm *comm = tdm_comm_new(cfg->collective, *store, env, dev, &co, error);
     if (comm == NULL) {
         g_prefix_error(error, "rank %d of %d: creating the communicator: ", env->rank,
                        env->world_size);
     }
     return comm;
-}
-
-/* The comm wait a strategy reports rides in TdmStepResult.reserved[0] as
- * nanoseconds, until the header gives it a field. */
-static double step_comm_wait(const TdmStepResult *r)
-{
-    return (double)GPOINTER_TO_SIZE(r->reserved[0]) * 1e-9;
 }
 
 /* Data wait of an epoch, for the warning: measured from the end of the
@@ -307,7 +306,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     /* Device(s) and compute threads: processes sharing a node share its
      * cores unless told otherwise. dp takes its device list from
      * TDM_DEVICES (--devices); the first one holds the master model. */
-    const char *device_list = g_getenv("TDM_DEVICES");
+    const char *device_list = cfg->devices != NULL ? cfg->devices : g_getenv("TDM_DEVICES");
     TdmDevice *dev = NULL;
     if (device_list != NULL && device_list[0] != '\0') {
         if (g_strcmp0(cfg->strategy, "dp") != 0) {
@@ -418,7 +417,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     schedule.warmup_steps = cfg->warmup_steps;
     schedule.steps_per_epoch = updates_per_epoch;
     schedule.total_steps = updates_per_epoch * cfg->epochs;
-    if (distributed && (comm = open_comm(&env, dev, &store, &server, error)) == NULL) {
+    if (distributed && (comm = open_comm(cfg, &env, dev, &store, &server, error)) == NULL) {
         goto out;
     }
     TdmStrategyOptions so = {0};
@@ -486,7 +485,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             if (!tdm_strategy_train_step(strategy, batch, do_update, &r, error)) {
                 goto out;
             }
-            const double step_s = tdm_time_now() - step_start, comm_s = step_comm_wait(&r);
+            const double step_s = tdm_time_now() - step_start, comm_s = r.comm_wait_s;
             updates += do_update ? 1 : 0;
             step++;
             sum.steps++;

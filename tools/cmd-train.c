@@ -5,10 +5,7 @@
  * --lr, each mapped to its "section.key", and finally every --set
  * section.key=value in the order given. All values go through
  * tdm_train_config_set(), so a bad value is reported the same way wherever
- * it came from. The distributed settings without a configuration key yet
- * (--collective, --devices, --timeout) go into the environment variables
- * the core reads (TDM_COLLECTIVE, TDM_DEVICES, TDM_TIMEOUT), after a check
- * of their value. `train` hands the config to tdm_trainer_run(); `eval` loads
+ * it came from. `train` hands the config to tdm_trainer_run(); `eval` loads
  * weights into a zoo model and reports accuracy and loss on the test split.
  * Errors are one line "tandem <command>: <message>" on stderr; the exit
  * status is 1 for a failure and 2 for a usage error.
@@ -50,39 +47,6 @@ static void train_args_clear(TrainArgs *a)
         g_clear_pointer(strings[i], g_free);
     }
     g_clear_pointer(&a->sets, g_strfreev);
-}
-
-/* The distributed flags that have no configuration key: checked, then put
- * where the core reads them. */
-static gboolean set_dist_env(const TrainArgs *a, GError **error)
-{
-    if (a->timeout != NULL) {
-        char *end = NULL;
-        double v = g_ascii_strtod(a->timeout, &end);
-        if (end == a->timeout || *end != '\0' || !(v > 0) || v > 1e9) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "--timeout expects a positive number of seconds, got '%s'", a->timeout);
-            return FALSE;
-        }
-        g_setenv("TDM_TIMEOUT", a->timeout, TRUE);
-    }
-    if (a->collective != NULL) {
-        if (a->collective[0] == '\0') {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "--collective expects a plugin name (shm, gloo) or a list");
-            return FALSE;
-        }
-        g_setenv("TDM_COLLECTIVE", a->collective, TRUE);
-    }
-    if (a->devices != NULL) {
-        if (a->devices[0] == '\0') {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "--devices expects a list such as ref:0,ref:1");
-            return FALSE;
-        }
-        g_setenv("TDM_DEVICES", a->devices, TRUE);
-    }
-    return TRUE;
 }
 
 /* Parse argv into `cfg`. Returns 0, or the exit status after printing the
@@ -141,12 +105,12 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"accumulate", 0, 0, G_OPTION_ARG_STRING, &a.accumulate,
          "Micro-batches per optimizer step (train.accumulate)", "N"},
         {"collective", 0, 0, G_OPTION_ARG_STRING, &a.collective,
-         "Collective plugin for ddp/zero1: shm, gloo, ^gloo... (TDM_COLLECTIVE; default "
+         "Collective plugin for ddp/zero1: shm, gloo, ^gloo... (train.collective, TDM_COLLECTIVE; default "
          "automatic)", "SPEC"},
         {"devices", 0, 0, G_OPTION_ARG_STRING, &a.devices,
-         "Devices of a dp run, e.g. ref:0,ref:1 (TDM_DEVICES)", "LIST"},
+         "Devices of a dp run, e.g. ref:0,ref:1 (train.devices, TDM_DEVICES)", "LIST"},
         {"timeout", 0, 0, G_OPTION_ARG_STRING, &a.timeout,
-         "Seconds before a collective or the rendezvous gives up (TDM_TIMEOUT, 300)", "S"},
+         "Seconds before a collective or the rendezvous gives up (train.timeout, TDM_TIMEOUT, 300)", "S"},
         {"log-file", 'l', 0, G_OPTION_ARG_FILENAME, &a.log_file,
          "Write JSON lines here (train.log_file)", "FILE"},
         {"save", 'o', 0, G_OPTION_ARG_FILENAME, &a.save,
@@ -213,6 +177,9 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"train.device", a.device},
         {"train.strategy", a.strategy},
         {"train.accumulate", a.accumulate},
+        {"train.collective", a.collective},
+        {"train.devices", a.devices},
+        {"train.timeout", a.timeout},
         {"train.log_file", a.log_file},
         {"train.save", a.save},
         {"model.init", a.init},
@@ -228,11 +195,6 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
             status = 1;
             goto out;
         }
-    }
-    if (!set_dist_env(&a, &error)) {
-        fprintf(stderr, "tandem %s: %s\n", command, error->message);
-        status = EXIT_USAGE;
-        goto out;
     }
     for (char **s = a.sets; s != NULL && *s != NULL; s++) {
         const char *eq = strchr(*s, '=');

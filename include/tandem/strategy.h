@@ -28,7 +28,8 @@ typedef struct {
     float loss;           /* mean loss of the batch */
     int64_t correct;      /* right predictions in the batch */
     int64_t count;        /* samples in the batch */
-    gpointer reserved[2];
+    double comm_wait_s;   /* time the step waited on communication */
+    gpointer reserved[1];
 } TdmStepResult;
 
 struct _TdmStrategyClass {

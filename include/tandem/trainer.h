@@ -53,7 +53,11 @@ typedef struct {
     char *save_path;        /* train.save: safetensors of the final weights */
     gboolean eval;          /* train.eval: evaluate on the test split (true) */
     int progress;           /* train.progress: print every N steps (0 = never) */
-    gpointer reserved[8];
+    char *collective;       /* train.collective: "shm", "gloo", "^gloo"; NULL = automatic */
+    char *devices;          /* train.devices: dp's device list "ref:0,ref:1" */
+    int timeout;            /* train.timeout: seconds for collectives and the
+                             * rendezvous; 0 = TDM_TIMEOUT or 300 */
+    gpointer reserved[5];
 } TdmTrainConfig;
 
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);

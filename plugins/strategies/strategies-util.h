@@ -146,13 +146,10 @@ static inline void su_buffers_clear(SuBuffers *b, TdmComm *comm)
     }
 }
 
-/* The time a step waited on communication travels to the trainer in
- * TdmStepResult.reserved[0], as nanoseconds (see the note in
- * core/trainer.c: until the header has a field for it). */
+/* The time a step waited on communication (the trainer logs it). */
 static inline void su_set_comm_wait(TdmStepResult *result, double seconds)
 {
-    guint64 ns = seconds > 0 ? (guint64)(seconds * 1e9) : 0;
-    result->reserved[0] = GSIZE_TO_POINTER((gsize)ns);
+    result->comm_wait_s = seconds > 0 ? seconds : 0.0;
 }
 
 /* The communicator of a distributed strategy, or an error saying how to get
