@@ -52,6 +52,7 @@ static const KeySpec key_specs[] = {
     {"data.normalize", KEY_BOOL, F(normalize), 0, 0, FALSE, NULL},
     {"data.prefetch", KEY_INT, F(prefetch), 0, 1024, FALSE, NULL},
     {"data.transforms", KEY_STRING, F(transforms), 0, 0, FALSE, NULL},
+    {"data.test_transforms", KEY_STRING, F(test_transforms), 0, 0, FALSE, NULL},
     {"data.pin_memory", KEY_BOOL, F(pin_memory), 0, 0, FALSE, NULL},
     {"optim.name", KEY_NAME, F(optimizer), 0, 0, FALSE, NULL},
     {"optim.lr", KEY_FLOAT, F(lr), 0, 1e6, FALSE, NULL},
@@ -86,7 +87,7 @@ static const KeySpec key_specs[] = {
 static const char *const key_names[] = {
     "model.name", "model.in_channels", "model.num_classes", "model.init", "model.freeze",
     "data.dataset", "data.limit", "data.batch_size", "data.workers", "data.normalize",
-    "data.prefetch", "data.transforms", "data.pin_memory",
+    "data.prefetch", "data.transforms", "data.test_transforms", "data.pin_memory",
     "optim.name", "optim.lr", "optim.momentum", "optim.nesterov", "optim.weight_decay",
     "optim.beta1", "optim.beta2", "optim.eps", "optim.schedule", "optim.warmup_steps",
     "optim.step_size", "optim.gamma", "optim.min_lr", "optim.label_smoothing",

@@ -235,12 +235,13 @@ static void data_wait_step(DataWait *dw, double wait_s, double now, int workers)
             100.0 * dw->wait / elapsed, workers == 0 ? 1 : 2 * workers);
 }
 
-/* The training loader runs `transforms` (may be NULL); the evaluation
- * loader normalises as the training pipeline ends, so that both splits
- * reach the model on the same scale. */
+/* A loader over `ds` running `transforms` (may be NULL). Without transforms
+ * the evaluation loader normalises as `train_transforms` ends, so that both
+ * splits reach the model on the same scale. */
 static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConfig *cfg,
                               gboolean train, const TdmDistEnv *env,
-                              TdmTransformPipeline *transforms, GError **error)
+                              TdmTransformPipeline *transforms,
+                              TdmTransformPipeline *train_transforms, GError **error)
 {
     TdmLoaderOptions lo;
     tdm_loader_options_init(&lo);
@@ -251,7 +252,7 @@ static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConf
     lo.workers = cfg->workers;
     lo.prefetch = cfg->prefetch;
     lo.pin_memory = cfg->pin_memory;
-    lo.transforms = train ? transforms : NULL;
+    lo.transforms = transforms;
     if (train) {
         lo.rank = env->rank;
         lo.world = env->world_size;
@@ -259,11 +260,58 @@ static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConf
     if (cfg->normalize && !tdm_dataset_get_normalization(ds, &lo.n_mean, lo.mean, lo.std, error)) {
         return NULL;
     }
-    if (!train && transforms != NULL &&
-        !tdm_transform_pipeline_get_normalization(transforms, &lo.n_mean, lo.mean, lo.std)) {
-        lo.n_mean = 0; /* the pipeline ends with x / 255 */
+    if (transforms == NULL && train_transforms != NULL &&
+        !tdm_transform_pipeline_get_normalization(train_transforms, &lo.n_mean, lo.mean, lo.std)) {
+        lo.n_mean = 0; /* the training pipeline ends with x / 255 */
     }
     return tdm_loader_new(ds, dev, &lo, error);
+}
+
+/* The evaluation pipeline: data.test_transforms when given; else, for a
+ * dataset whose images differ in size, torchvision's usual evaluation
+ * transform sized like the training pipeline's output ("resize H |
+ * center-crop H,W", then the training pipeline's normalize); else none. */
+static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipeline *train_tf,
+                                    const TdmDataset *train_ds, const TdmDataset *test_ds,
+                                    TdmTransformPipeline **out, GError **error)
+{
+    *out = NULL;
+    if (cfg->test_transforms != NULL && cfg->test_transforms[0] != '\0') {
+        *out = tdm_transform_pipeline_parse(cfg->test_transforms, error);
+        if (*out == NULL) {
+            g_prefix_error(error, "data.test_transforms: ");
+        }
+        return *out != NULL;
+    }
+    if (train_tf == NULL || (test_ds->height > 0 && test_ds->width > 0)) {
+        return TRUE;
+    }
+    int c, h, w;
+    if (!tdm_transform_pipeline_output_shape(train_tf, train_ds->channels,
+                                             MAX(train_ds->height, 0), MAX(train_ds->width, 0),
+                                             &c, &h, &w, error)) {
+        return FALSE;
+    }
+    GString *spec = g_string_new(NULL);
+    g_string_printf(spec, "resize %d | center-crop %d,%d", MIN(h, w), h, w);
+    int n = 0;
+    float mean[4], std[4];
+    if (tdm_transform_pipeline_get_normalization(train_tf, &n, mean, std) && n > 0) {
+        g_string_append(spec, " | normalize mean=");
+        for (int i = 0; i < n; i++) {
+            g_string_append_printf(spec, i ? ",%.9g" : "%.9g", mean[i]);
+        }
+        g_string_append(spec, " std=");
+        for (int i = 0; i < n; i++) {
+            g_string_append_printf(spec, i ? ",%.9g" : "%.9g", std[i]);
+        }
+    }
+    *out = tdm_transform_pipeline_parse(spec->str, error);
+    if (*out == NULL) {
+        g_prefix_error(error, "evaluation pipeline '%s': ", spec->str);
+    }
+    g_string_free(spec, TRUE);
+    return *out != NULL;
 }
 
 gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GError **error)
@@ -271,7 +319,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     g_return_val_if_fail(cfg != NULL, FALSE);
     TdmDataset *train_ds = NULL, *test_ds = NULL;
     TdmLoader *train_loader = NULL, *test_loader = NULL;
-    TdmTransformPipeline *transforms = NULL;
+    TdmTransformPipeline *transforms = NULL, *eval_transforms = NULL;
     TdmModel *model = NULL;
     TdmOptimizer *optimizer = NULL;
     TdmStrategy *strategy = NULL;
@@ -345,14 +393,15 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
      * samples, shuffled per epoch) and, on rank 0, the test split. */
     train_ds = tdm_dataset_open(cfg->dataset, "train", error);
     if (train_ds == NULL ||
-        (train_loader = open_loader(train_ds, dev, cfg, TRUE, &env, transforms, error)) ==
-            NULL) {
+        (train_loader = open_loader(train_ds, dev, cfg, TRUE, &env, transforms, NULL,
+                                    error)) == NULL) {
         goto out;
     }
     if (cfg->eval && leader &&
         ((test_ds = tdm_dataset_open(cfg->dataset, "test", error)) == NULL ||
-         (test_loader = open_loader(test_ds, dev, cfg, FALSE, &env, transforms, error)) ==
-                         NULL)) {
+         !eval_transforms_new(cfg, transforms, train_ds, test_ds, &eval_transforms, error) ||
+         (test_loader = open_loader(test_ds, dev, cfg, FALSE, &env, eval_transforms, transforms,
+                                    error)) == NULL)) {
         goto out;
     }
 
@@ -598,6 +647,7 @@ out:
     tdm_loader_free(test_loader);
     tdm_loader_free(train_loader);
     tdm_transform_pipeline_free(transforms);
+    tdm_transform_pipeline_free(eval_transforms);
     tdm_dataset_close(test_ds);
     tdm_dataset_close(train_ds);
     if (devices != NULL) {

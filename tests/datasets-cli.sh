@@ -79,6 +79,15 @@ if [ $images = yes ]; then
     fi
     expect_fail "images of different sizes need a resize" "$tmp/good" "resize" -- \
         --dataset "imagefolder:$tmp/good"
+    # Mixed sizes with a pipeline that fixes the size: training runs, and the
+    # evaluation split gets "resize | center-crop" sized like the pipeline.
+    if "$TANDEM" train $common --dataset "imagefolder:$tmp/good" --workers 2 \
+            --transforms "random-resized-crop 8 | hflip | normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25" \
+            >"$tmp/out" 2>"$tmp/err" && grep -q '^summary: model mlp, 1 epoch,.*test accuracy' "$tmp/out"; then
+        ok "train on images of different sizes with --transforms"
+    else
+        fail "train on images of different sizes with --transforms" "$(cat "$tmp/out" "$tmp/err")"
+    fi
     expect_fail "corrupt PNG" "$tmp/bad-png/a/zz-broken.png" "PNG" -- \
         --dataset "imagefolder:$tmp/bad-png"
     expect_fail "a .jpg that is not a JPEG" "$tmp/bad-jpg/b/photo.jpg" "not a JPEG" -- \

@@ -31,6 +31,7 @@ typedef struct {
     char *weight_decay, *schedule, *warmup_steps, *seed, *threads, *device, *backend;
     char *strategy, *log_file, *save, *init, *freeze, *progress, *workers;
     char *accumulate, *collective, *devices, *timeout, *prefetch, *transforms;
+    char *test_transforms;
     gboolean nesterov, no_eval, quiet, pin_memory;
 } TrainArgs;
 
@@ -42,7 +43,7 @@ static void train_args_clear(TrainArgs *a)
                         &a->backend, &a->strategy, &a->log_file, &a->save, &a->init,
                         &a->freeze, &a->progress, &a->workers, &a->accumulate,
                         &a->collective, &a->devices, &a->timeout, &a->prefetch,
-                        &a->transforms};
+                        &a->transforms, &a->test_transforms};
     for (size_t i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_clear_pointer(strings[i], g_free);
     }
@@ -83,6 +84,9 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
     GOptionEntry train_only[] = {
         {"transforms", 0, 0, G_OPTION_ARG_STRING, &a.transforms,
          "Augmentation pipeline, e.g. \"random-crop 28 pad=2 | hflip\" (data.transforms)",
+         "PIPELINE"},
+        {"test-transforms", 0, 0, G_OPTION_ARG_STRING, &a.test_transforms,
+         "Evaluation pipeline, e.g. \"resize 64 | center-crop 64\" (data.test_transforms)",
          "PIPELINE"},
         {"limit", 'n', 0, G_OPTION_ARG_STRING, &a.limit,
          "Use the first N training images (data.limit)", "N"},
@@ -163,6 +167,7 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"data.prefetch", a.prefetch},
         {"data.pin_memory", a.pin_memory ? "true" : NULL},
         {"data.transforms", a.transforms},
+        {"data.test_transforms", a.test_transforms},
         {"train.epochs", a.epochs},
         {"optim.name", a.optimizer},
         {"optim.lr", a.lr},

@@ -57,7 +57,9 @@ typedef struct {
     char *devices;          /* train.devices: dp's device list "ref:0,ref:1" */
     int timeout;            /* train.timeout: seconds for collectives and the
                              * rendezvous; 0 = TDM_TIMEOUT or 300 */
-    gpointer reserved[5];
+    char *test_transforms;  /* data.test_transforms: evaluation pipeline (default:
+                             * none, or resize + center-crop for mixed sizes) */
+    gpointer reserved[4];
 } TdmTrainConfig;
 
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);
