@@ -12,6 +12,7 @@ tests_test_ddp_LDADD = $(TDMTEST_LIBS)
 TDM_STRATEGY_TESTS = \
 	tests/equivalence.sh \
 	tests/strategies-faults.sh \
-	tests/strategies-mpirun.sh
+	tests/strategies-mpirun.sh \
+	tests/netns-two-hosts.sh
 TESTS += tests/test-ddp $(TDM_STRATEGY_TESTS)
 EXTRA_DIST += $(TDM_STRATEGY_TESTS) tests/strategies-lib.sh tests/compare-weights.py
