@@ -17,6 +17,18 @@
 void cpu_strided_copy(void *dst, const int64_t *dst_stride, const void *src,
                       const int64_t *src_stride, const int64_t *shape, int ndim, size_t esize)
 {
+    /* Both sides dense (the common case: a batch written to the device):
+     * one memcpy rather than one per innermost row. */
+    int64_t dense = 1;
+    int d = ndim - 1;
+    while (d >= 0 && dst_stride[d] == dense && src_stride[d] == dense) {
+        dense *= shape[d];
+        d--;
+    }
+    if (d < 0) {
+        memcpy(dst, src, esize * (size_t)dense);
+        return;
+    }
     if (ndim == 0) {
         memcpy(dst, src, esize);
         return;
