@@ -124,7 +124,13 @@ gboolean tdm_module_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **
     if (!tdm_module_check_placed(m, error)) {
         return FALSE;
     }
-    return m->klass->forward(m, x, y, error);
+    if (!m->klass->forward(m, x, y, error)) {
+        return FALSE;
+    }
+    if (m->training && m->model != NULL && *y != NULL) {
+        tdm_model_note_activation(m->model, *y);
+    }
+    return TRUE;
 }
 
 gboolean tdm_module_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
@@ -242,13 +248,22 @@ TdmTensor *tdm_module_view(TdmTensor **view, TdmTensor *base, int ndim, const in
                            GError **error)
 {
     TdmTensor *v = *view;
-    if (v != NULL && v->storage == base->storage && v->offset == base->offset &&
-        v->dtype == base->dtype && v->ndim == ndim) {
+    if (v != NULL && v->dtype == base->dtype && v->ndim == ndim) {
         gboolean same = TRUE;
         for (int i = 0; i < ndim; i++) {
             same = same && v->shape[i] == shape[i];
         }
-        if (same) {
+        if (same && v->storage == base->storage && v->offset == base->offset) {
+            return v;
+        }
+        /* Same shape over another buffer (pooled gradients move from step
+         * to step): point the view there rather than allocate a new one. */
+        if (same && v->ref_count == 1 && base->storage != NULL && tdm_tensor_is_contiguous(base) &&
+            tdm_tensor_numel(base) == tdm_tensor_numel(v)) {
+            TdmStorage *old = v->storage;
+            v->storage = tdm_storage_ref(base->storage);
+            v->offset = base->offset;
+            tdm_storage_unref(old);
             return v;
         }
     }

@@ -6,7 +6,8 @@
  * accepts what another op produced. Here outputs feed the next op directly
  * on the device: a small conv net forward and backward (conv, batch norm,
  * relu, max pool, global average pool, linear, loss and back), a residual
- * sum of differently produced tensors, and round trips through reorder,
+ * sum of differently produced tensors, a ResNet basic block on the fused
+ * ops (batch norm + relu, add + relu), and round trips through reorder,
  * read and write. Every intermediate is compared with the same chain on ref.
  * The conv before the batch norm has no bias (as in ResNets): that bias's
  * gradient is zero up to rounding, which no relative tolerance can judge.
@@ -181,6 +182,102 @@ out:
     conf_pair_clear(&fin);
 }
 
+/* ---- a ResNet basic block with the fused ops, forward and backward ----
+ * conv -> batchnorm+relu -> conv -> batchnorm, + x, relu (add_relu in place
+ * over the second batch norm's output, as the core's Residual does), then
+ * backward with relu_backward from the block output and the fused batch
+ * norm backward from its workspace: on the tested backend every tensor but
+ * x and the weights stays in the layout the backend chose. */
+
+/* clang-format off */
+enum {
+    B_X, B_W1, B_W2, B_G1, B_B1, B_G2, B_B2, B_RM1, B_RV1, B_RM2, B_RV2, B_DOUT, /* inputs */
+    B_Y1, B_SM1, B_SV1, B_WS1, B_Z1, B_Y2, B_SM2, B_SV2, B_OUT,                 /* forward */
+    B_DSUM, B_DY2, B_DZ1, B_DY1, B_DX, B_DW1, B_DW2, B_DG1, B_DB1, B_DG2, B_DB2, /* backward */
+    N_BLOCK
+};
+/* clang-format on */
+
+static void test_chain_fused_block(gconstpointer data)
+{
+    const ConfData *d = data;
+    TdmDevice *dev = d->dev;
+    const TdmBackendClass *tb = dev->backend;
+    if (tb->batchnorm_relu_forward == NULL || tb->batchnorm_relu_backward == NULL ||
+        tb->add_relu == NULL) {
+        g_test_skip("the backend leaves the fused ops NULL");
+        return;
+    }
+    const int64_t N = 3, C = 16, H = 9;
+    const int64_t xs[4] = {N, C, H, H}, wsh[4] = {C, C, 3, 3};
+    const TdmConv2dParams p3 = {1, 1, 1, 1, 1, 1, 1};
+    const float momentum = 0.1f, eps = 1e-5f;
+    Pair P[N_BLOCK];
+    memset(P, 0, sizeof(P));
+    P[B_X] = conf_pair_random(dev, 4, xs, -1, 1);
+    P[B_W1] = conf_pair_random(dev, 4, wsh, -0.2, 0.2);
+    P[B_W2] = conf_pair_random(dev, 4, wsh, -0.2, 0.2);
+    P[B_G1] = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    P[B_B1] = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    P[B_G2] = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    P[B_B2] = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    P[B_RM1] = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    P[B_RV1] = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    P[B_RM2] = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    P[B_RV2] = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    P[B_DOUT] = conf_pair_random(dev, 4, xs, -1, 1);
+    for (int i = B_Y1; i < B_DW1; i++) {
+        P[i] = conf_pair_empty(dev, i == B_WS1 ? TDM_DTYPE_U8 : TDM_DTYPE_F32);
+    }
+    for (int i = B_DW1; i < N_BLOCK; i++) {
+        gboolean w = i == B_DW1 || i == B_DW2;
+        P[i] = conf_pair_from(dev, TDM_DTYPE_F32, w ? 4 : 1, w ? wsh : &C, NULL);
+    }
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(i) (side == 0 ? P[i].r : P[i].t)
+        TRY(B->conv2d_forward(dv, NULL, &p3, T_(B_X), T_(B_W1), NULL, T_(B_Y1), &err));
+        TRY(B->batchnorm_relu_forward(dv, NULL, T_(B_Y1), T_(B_G1), T_(B_B1), T_(B_RM1),
+                                      T_(B_RV1), momentum, eps, TRUE, T_(B_SM1), T_(B_SV1),
+                                      T_(B_WS1), T_(B_Z1), &err));
+        TRY(B->conv2d_forward(dv, NULL, &p3, T_(B_Z1), T_(B_W2), NULL, T_(B_Y2), &err));
+        TRY(B->batchnorm_forward(dv, NULL, T_(B_Y2), T_(B_G2), T_(B_B2), T_(B_RM2), T_(B_RV2),
+                                 momentum, eps, TRUE, T_(B_SM2), T_(B_SV2), T_(B_OUT), &err));
+        TRY(B->add_relu(dv, NULL, T_(B_OUT), T_(B_X), T_(B_OUT), &err));
+        TRY(B->relu_backward(dv, NULL, T_(B_OUT), T_(B_DOUT), T_(B_DSUM), &err));
+        TRY(B->batchnorm_backward(dv, NULL, T_(B_Y2), T_(B_DSUM), T_(B_G2), T_(B_SM2), T_(B_SV2),
+                                  eps, T_(B_DY2), T_(B_DG2), T_(B_DB2), &err));
+        TRY(B->conv2d_backward_filter(dv, NULL, &p3, T_(B_Z1), T_(B_DY2), T_(B_DW2), NULL, &err));
+        TRY(B->conv2d_backward_data(dv, NULL, &p3, T_(B_DY2), T_(B_W2), T_(B_Z1), T_(B_DZ1),
+                                    &err));
+        TRY(B->batchnorm_relu_backward(dv, NULL, T_(B_Y1), T_(B_Z1), T_(B_WS1), T_(B_DZ1),
+                                       T_(B_G1), T_(B_SM1), T_(B_SV1), eps, T_(B_DY1), T_(B_DG1),
+                                       T_(B_DB1), &err));
+        TRY(B->conv2d_backward_filter(dv, NULL, &p3, T_(B_X), T_(B_DY1), T_(B_DW1), NULL, &err));
+        TRY(B->conv2d_backward_data(dv, NULL, &p3, T_(B_DY1), T_(B_W1), T_(B_X), T_(B_DX), &err));
+        TRY(tdm_device_synchronize(dv, &err));
+#undef T_
+    }
+    static const struct {
+        int id;
+        const char *name;
+    } checks[] = {
+        {B_Z1, "relu(bn1)"},   {B_RM1, "bn1 running_mean"}, {B_RV1, "bn1 running_var"},
+        {B_OUT, "block out"},  {B_DSUM, "relu dx"},         {B_DY2, "bn2 dx"},
+        {B_DW2, "conv2 dw"},   {B_DZ1, "conv2 dx"},         {B_DY1, "bn1+relu dx"},
+        {B_DG1, "bn1 dgamma"}, {B_DB1, "bn1 dbeta"},        {B_DW1, "conv1 dw"},
+        {B_DX, "conv1 dx"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(checks); i++) {
+        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
+    }
+out:
+    for (int i = 0; i < N_BLOCK; i++) {
+        conf_pair_clear(&P[i]);
+    }
+}
+
 /* ---- reorder, read, write ---- */
 
 static const int64_t lay_shape[4] = {2, 16, 7, 7};
@@ -326,6 +423,7 @@ void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
 {
     conf_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
     conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
+    conf_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);
     conf_add("reorder", "to_plain", suffix, dev, test_reorder_to_plain);
     conf_add("reorder", "to_layout_of_like", suffix, dev, test_reorder_to_layout);
     conf_add("read_write", "produced_layout", suffix, dev, test_write_read_produced);

@@ -367,6 +367,143 @@ static void test_add_in_place(gconstpointer d)
     test_add(d, TRUE);
 }
 
+/* ---- fused ops: batch norm + relu, add + relu ----
+ * Compared with ref's fused ops, which are defined by its unfused ones. A
+ * backend may leave them NULL (the core then runs the unfused ops): skip. */
+
+static gboolean conf_has_fused(TdmDevice *dev)
+{
+    const TdmBackendClass *b = dev->backend;
+    if (b->batchnorm_relu_forward == NULL || b->batchnorm_relu_backward == NULL ||
+        b->add_relu == NULL) {
+        g_test_skip("the backend leaves the fused ops NULL");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void test_bn_relu(const ConfData *d, int which)
+{
+    const ShapeCase *c = d->tcase;
+    TdmDevice *dev = d->dev;
+    int64_t C = c->shape[1];
+    const float momentum = 0.1f, eps = 1e-5f;
+    gboolean training = which != BN_EVAL;
+    if (!conf_has_fused(dev)) {
+        return;
+    }
+    Pair x = conf_pair_random(dev, c->ndim, c->shape, -1.5, 2.5);
+    Pair gamma = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    Pair beta = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    Pair rmean = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    Pair rvar = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    Pair smean = conf_pair_empty(dev, TDM_DTYPE_F32), svar = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair ws = conf_pair_empty(dev, TDM_DTYPE_U8);
+    Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), dx = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair dy = conf_pair_random(dev, c->ndim, c->shape, -1, 1);
+    Pair dgamma = conf_pair_random(dev, 1, &C, -1, 1), dbeta = conf_pair_random(dev, 1, &C, -1, 1);
+    TRY(conf_ref->backend->batchnorm_relu_forward(conf_ref, NULL, x.r, gamma.r, beta.r, rmean.r,
+                                                  rvar.r, momentum, eps, training, smean.r,
+                                                  svar.r, ws.r, y.r, &err));
+    TRY(dev->backend->batchnorm_relu_forward(dev, NULL, x.t, gamma.t, beta.t, rmean.t, rvar.t,
+                                             momentum, eps, training, smean.t, svar.t, ws.t, y.t,
+                                             &err));
+    if (which != BN_BACKWARD) {
+        conf_compare("y", &y, TOL_REDUCTION);
+        conf_compare("running_mean", &rmean, TOL_REDUCTION);
+        conf_compare("running_var", &rvar, TOL_REDUCTION);
+        if (training) {
+            conf_compare("save_mean", &smean, TOL_REDUCTION);
+            conf_compare("save_var", &svar, TOL_REDUCTION);
+        }
+        /* About half the outputs are clamped: the ReLU is really there. */
+        float *v = conf_read_values(y.t);
+        int64_t n = tdm_tensor_numel(y.t), zeros = 0;
+        for (int64_t i = 0; v != NULL && i < n; i++) {
+            zeros += v[i] == 0.0f;
+            g_assert_cmpfloat(v[i], >=, 0.0f);
+        }
+        g_assert_cmpint(zeros, >, 0);
+        g_assert_cmpint(zeros, <, n);
+        g_free(v);
+        goto out;
+    }
+    TRY(conf_ref->backend->batchnorm_relu_backward(conf_ref, NULL, x.r, y.r, ws.r, dy.r, gamma.r,
+                                                   smean.r, svar.r, eps, dx.r, dgamma.r, dbeta.r,
+                                                   &err));
+    TRY(dev->backend->batchnorm_relu_backward(dev, NULL, x.t, y.t, ws.t, dy.t, gamma.t, smean.t,
+                                              svar.t, eps, dx.t, dgamma.t, dbeta.t, &err));
+    conf_compare("dx", &dx, TOL_REDUCTION);
+    conf_compare("dgamma (accumulated)", &dgamma, TOL_REDUCTION);
+    conf_compare("dbeta (accumulated)", &dbeta, TOL_REDUCTION);
+out:
+    conf_pair_clear(&x);
+    conf_pair_clear(&gamma);
+    conf_pair_clear(&beta);
+    conf_pair_clear(&rmean);
+    conf_pair_clear(&rvar);
+    conf_pair_clear(&smean);
+    conf_pair_clear(&svar);
+    conf_pair_clear(&ws);
+    conf_pair_clear(&y);
+    conf_pair_clear(&dx);
+    conf_pair_clear(&dy);
+    conf_pair_clear(&dgamma);
+    conf_pair_clear(&dbeta);
+}
+
+static void test_bn_relu_train(gconstpointer d)
+{
+    test_bn_relu(d, BN_TRAIN);
+}
+
+static void test_bn_relu_eval(gconstpointer d)
+{
+    test_bn_relu(d, BN_EVAL);
+}
+
+static void test_bn_relu_backward(gconstpointer d)
+{
+    test_bn_relu(d, BN_BACKWARD);
+}
+
+enum { ADD_RELU_NEW, ADD_RELU_INTO_A, ADD_RELU_INTO_B };
+
+static void test_add_relu(const ConfData *d, int where)
+{
+    const ShapeCase *c = d->tcase;
+    TdmDevice *dev = d->dev;
+    if (!conf_has_fused(dev)) {
+        return;
+    }
+    Pair a = conf_pair_random(dev, c->ndim, c->shape, -1, 1);
+    Pair b = conf_pair_random(dev, c->ndim, c->shape, -1, 1);
+    Pair y = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair *out = where == ADD_RELU_INTO_A ? &a : where == ADD_RELU_INTO_B ? &b : &y;
+    TRY(conf_ref->backend->add_relu(conf_ref, NULL, a.r, b.r, out->r, &err));
+    TRY(dev->backend->add_relu(dev, NULL, a.t, b.t, out->t, &err));
+    conf_compare("max(a + b, 0)", out, TOL_ELEMENTWISE);
+out:
+    conf_pair_clear(&a);
+    conf_pair_clear(&b);
+    conf_pair_clear(&y);
+}
+
+static void test_add_relu_new(gconstpointer d)
+{
+    test_add_relu(d, ADD_RELU_NEW);
+}
+
+static void test_add_relu_into_a(gconstpointer d)
+{
+    test_add_relu(d, ADD_RELU_INTO_A);
+}
+
+static void test_add_relu_into_b(gconstpointer d)
+{
+    test_add_relu(d, ADD_RELU_INTO_B);
+}
+
 /* ---- pooling ---- */
 
 typedef struct {
@@ -517,6 +654,12 @@ static void conf_add_op_tests(TdmDevice *dev, const char *suffix)
     ADD_CASES("relu_backward", eltwise_cases, test_relu_bwd);
     ADD_CASES("add", eltwise_cases, test_add_new);
     ADD_CASES("add_in_place", eltwise_cases, test_add_in_place);
+    ADD_CASES("batchnorm_relu_forward_train", bn_cases, test_bn_relu_train);
+    ADD_CASES("batchnorm_relu_forward_eval", bn_cases, test_bn_relu_eval);
+    ADD_CASES("batchnorm_relu_backward", bn_cases, test_bn_relu_backward);
+    ADD_CASES("add_relu", eltwise_cases, test_add_relu_new);
+    ADD_CASES("add_relu_into_a", eltwise_cases, test_add_relu_into_a);
+    ADD_CASES("add_relu_into_b", eltwise_cases, test_add_relu_into_b);
     ADD_CASES("maxpool2d_forward", pool_cases, test_maxpool_fwd);
     ADD_CASES("maxpool2d_backward", pool_cases, test_maxpool_bwd);
     ADD_CASES("avgpool2d_forward", pool_cases, test_avgpool_fwd);

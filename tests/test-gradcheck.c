@@ -275,6 +275,21 @@ static TdmModule *b_residual_linear(void)
     return tdm_residual_new(tdm_conv2d_new(2, 2, 3, 1, 1, TRUE), NULL, FALSE);
 }
 
+static TdmModule *b_residual_relu_body(void)
+{
+    /* the body's output is needed by its own backward: no sum over it */
+    TdmModule *body = tdm_sequential_new();
+    tdm_module_add_child(body, "conv", tdm_conv2d_new(2, 2, 3, 1, 1, TRUE));
+    tdm_module_add_child(body, "relu", tdm_relu_new());
+    return tdm_residual_new(body, NULL, TRUE);
+}
+
+static TdmModule *b_residual_pass_body(void)
+{
+    /* body and shortcut both hand x through: out = relu(2x), dx = 2 d */
+    return tdm_residual_new(tdm_dropout_new(0.0f), NULL, TRUE);
+}
+
 static const Case cases[] = {
     {"linear", b_linear, 2, {3, 5}, X_SMOOTH, 1e-2},
     {"linear-nobias", b_linear_nobias, 2, {2, 6}, X_SMOOTH, 1e-2},
@@ -296,6 +311,8 @@ static const Case cases[] = {
     {"residual-identity", b_residual, 4, {2, 3, 4, 4}, X_SMOOTH, 3e-4},
     {"residual-downsample", b_residual_down, 4, {2, 3, 6, 6}, X_SMOOTH, 3e-4},
     {"residual-no-relu", b_residual_linear, 4, {2, 2, 3, 3}, X_SMOOTH, 1e-2},
+    {"residual-relu-body", b_residual_relu_body, 4, {2, 2, 4, 4}, X_SMOOTH, 3e-4},
+    {"residual-pass-body", b_residual_pass_body, 4, {2, 2, 3, 3}, X_AWAY_FROM_ZERO, 1e-2},
 };
 
 /* Dropout: the mask drops about p of the elements, scales the rest by

@@ -1,7 +1,8 @@
 /* tests/test-modules.c - the model object and the zoo on the ref backend:
  * parameter counts (PyTorch's numbers), arena layout, initialisation,
  * the grad-ready hook's order, freezing, zero_grad, gradient accumulation,
- * replication and error messages. Names and shapes against PyTorch itself
+ * replication, error messages, the fused ops and their fallback, and the
+ * bounded memory of the gradient pool. Names and shapes against PyTorch itself
  * are checked by tests/test-zoo-names.py.
  */
 #include "config.h"
@@ -471,6 +472,198 @@ static void test_cpu_matches_ref(void)
     compare_backends("cpu");
 }
 
+/* ---- the ref backend seen through counters, with or without fused ops ----
+ * A copy of ref's class whose alloc/free track live bytes and whose fused
+ * and relu ops count their calls, on a device that shares ref:0's state. */
+
+typedef struct {
+    TdmBackendClass klass;
+    TdmDevice dev;
+    const TdmBackendClass *orig;
+    int64_t allocs, live, peak;
+    int bn_relu, add_relu, relu;
+} Wrap;
+
+static Wrap *wrap_of(TdmDevice *dev)
+{
+    return (Wrap *)(void *)((char *)dev - offsetof(Wrap, dev));
+}
+
+static void *wrap_alloc(TdmDevice *dev, size_t n, GError **error)
+{
+    Wrap *w = wrap_of(dev);
+    void *p = w->orig->alloc(dev, n, error);
+    if (p != NULL) {
+        w->allocs++;
+        w->live += (int64_t)n;
+        w->peak = MAX(w->peak, w->live);
+    }
+    return p;
+}
+
+static void wrap_free(TdmDevice *dev, void *ptr, size_t n)
+{
+    Wrap *w = wrap_of(dev);
+    if (ptr != NULL) {
+        w->live -= (int64_t)n;
+    }
+    w->orig->free(dev, ptr, n);
+}
+
+static gboolean wrap_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                          GError **error)
+{
+    wrap_of(dev)->relu++;
+    return wrap_of(dev)->orig->relu_forward(dev, cache, x, y, error);
+}
+
+static gboolean wrap_bn_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *g,
+                             TdmTensor *b, TdmTensor *rm, TdmTensor *rv, float mom, float eps,
+                             gboolean training, TdmTensor *sm, TdmTensor *sv, TdmTensor *ws,
+                             TdmTensor *y, GError **error)
+{
+    wrap_of(dev)->bn_relu++;
+    return wrap_of(dev)->orig->batchnorm_relu_forward(dev, cache, x, g, b, rm, rv, mom, eps,
+                                                      training, sm, sv, ws, y, error);
+}
+
+static gboolean wrap_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
+                              TdmTensor *y, GError **error)
+{
+    wrap_of(dev)->add_relu++;
+    return wrap_of(dev)->orig->add_relu(dev, cache, a, b, y, error);
+}
+
+static Wrap *wrap_new(gboolean fused)
+{
+    TdmDevice *ref = test_ref_device();
+    Wrap *w = g_new0(Wrap, 1);
+    w->orig = ref->backend;
+    w->klass = *ref->backend;
+    w->klass.alloc = wrap_alloc;
+    w->klass.free = wrap_free;
+    w->klass.relu_forward = wrap_relu;
+    w->klass.batchnorm_relu_forward = fused ? wrap_bn_relu : NULL;
+    w->klass.batchnorm_relu_backward = fused ? w->orig->batchnorm_relu_backward : NULL;
+    w->klass.add_relu = fused ? wrap_add_relu : NULL;
+    w->dev = *ref;
+    w->dev.backend = &w->klass;
+    return w;
+}
+
+/* One training step that also asks for the input gradient; *dy is made on
+ * the first call and reused (the steady state then allocates nothing). */
+static float *step_and_read(TdmModel *m, TdmTensor *x, TdmTensor **dy, float **dx_out)
+{
+    GError *error = NULL;
+    TdmTensor *y = test_forward(m, x);
+    float *logits = test_read(y);
+    if (*dy == NULL) {
+        g_autofree float *r = g_new(float, tdm_tensor_numel(y));
+        test_fill_uniform(r, tdm_tensor_numel(y), 4, -1.0, 1.0);
+        *dy = test_tensor_from(m->device, y->ndim, y->shape, r);
+    }
+    TdmTensor *dx = NULL;
+    g_assert_true(tdm_model_zero_grad(m, &error));
+    g_assert_true(tdm_module_backward(m->root, *dy, TRUE, &dx, &error));
+    g_assert_no_error(error);
+    *dx_out = test_read(dx);
+    return logits;
+}
+
+/* A backend without the fused ops trains exactly like one with them (the
+ * ref backend's fused ops are its unfused ones, so every bit agrees), the
+ * fused model does call them (every ReLU of resnet8 fused away), and both
+ * reach a steady state that allocates nothing, the fused one with less
+ * memory live at its peak. */
+static void test_fused_and_fallback(void)
+{
+    Wrap *wf = wrap_new(TRUE), *wu = wrap_new(FALSE);
+    TdmModelConfig cfg = {1, 10, 16, {0}};
+    TdmModel *mf = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &wf->dev, 5);
+    TdmModel *mu = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &wu->dev, 5);
+    TdmTensor *xf = input_batch(&wf->dev, 4, 1, 16, 3), *xu = input_batch(&wu->dev, 4, 1, 16, 3);
+    TdmTensor *dyf = NULL, *dyu = NULL;
+    int64_t live_f = 0, allocs_u = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        wf->bn_relu = wf->add_relu = wf->relu = wu->relu = 0;
+        float *dxf, *dxu;
+        g_autofree float *lf = step_and_read(mf, xf, &dyf, &dxf);
+        g_autofree float *lu = step_and_read(mu, xu, &dyu, &dxu);
+        g_assert_cmpmem(lf, 40 * sizeof(float), lu, 40 * sizeof(float));
+        g_assert_cmpmem(dxf, 4 * 256 * sizeof(float), dxu, 4 * 256 * sizeof(float));
+        g_free(dxf);
+        g_free(dxu);
+        g_autofree float *gf = test_read(mf->grad_arena), *gu = test_read(mu->grad_arena);
+        g_assert_cmpmem(gf, mf->n_grads * sizeof(float), gu, mu->n_grads * sizeof(float));
+        g_autofree float *vf = test_read(mf->value_arena), *vu = test_read(mu->value_arena);
+        g_assert_cmpmem(vf, mf->n_values * sizeof(float), vu, mu->n_values * sizeof(float));
+        /* stem + one per block: bn1 then relu; each block's sum then relu */
+        g_assert_cmpint(wf->bn_relu, ==, 4);
+        g_assert_cmpint(wf->add_relu, ==, 3);
+        g_assert_cmpint(wf->relu, ==, 0);
+        g_assert_cmpint(wu->relu, ==, 7);
+        if (pass == 1) {
+            live_f = wf->live; /* ref's fused backward allocates a temporary */
+            allocs_u = wu->allocs;
+        }
+    }
+    g_assert_cmpint(wf->live, ==, live_f);
+    g_assert_cmpint(wu->allocs, ==, allocs_u);
+    g_test_message("peak live bytes: fused %" G_GINT64_FORMAT ", unfused %" G_GINT64_FORMAT,
+                   wf->peak, wu->peak);
+    g_assert_cmpint(wf->peak, <, wu->peak);
+    tdm_tensor_unref(xf);
+    tdm_tensor_unref(xu);
+    tdm_tensor_unref(dyf);
+    tdm_tensor_unref(dyu);
+    tdm_model_free(mf);
+    tdm_model_free(mu);
+    g_assert_cmpint(wf->live, ==, 0);
+    g_assert_cmpint(wu->live, ==, 0);
+    g_free(wf);
+    g_free(wu);
+}
+
+/* Input gradients share a few pooled buffers: the memory a resnet8 step
+ * holds at its peak is well under one buffer per layer output (the old
+ * scheme: the activations twice over). */
+static void test_grad_pool_bounded(void)
+{
+    Wrap *w = wrap_new(TRUE);
+    TdmModelConfig cfg = {1, 10, 16, {0}};
+    TdmModel *m = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &w->dev, 5);
+    TdmTensor *x = input_batch(&w->dev, 8, 1, 16, 3), *dy = NULL;
+    float *dx;
+    /* The input gradient a step returns stays valid (and its buffer busy)
+     * into the next step, whose pool then needs one buffer more: the
+     * steady state starts with the second step. */
+    int64_t after_two = 0;
+    for (int i = 0; i < 5; i++) {
+        g_free(step_and_read(m, x, &dy, &dx));
+        g_free(dx);
+        if (i == 1) {
+            after_two = w->live;
+        }
+    }
+    g_assert_cmpint(w->live, ==, after_two);
+    /* In units of a stage-1 activation ([8, 16, 16, 16] floats), besides
+     * the parameter and gradient arenas: the forward keeps 2 (stem) + 4
+     * (layer1) + 6 halves + 6 quarters = 10.5, the pool 6 buffers, a few
+     * small vectors; one buffer per layer output and per input gradient
+     * would be about 40. */
+    int64_t act = 8 * 16 * 16 * 16 * 4;
+    int64_t arenas = (int64_t)(m->n_values + m->n_grads) * 4;
+    g_test_message("live after a step: %" G_GINT64_FORMAT " bytes besides the arenas "
+                   "(%.1f stage-1 activations)",
+                   w->live - arenas, (double)(w->live - arenas) / (double)act);
+    g_assert_cmpint(w->live - arenas, <, 18 * act);
+    tdm_tensor_unref(x);
+    tdm_tensor_unref(dy);
+    tdm_model_free(m);
+    g_free(w);
+}
+
 int main(int argc, char **argv)
 {
     g_setenv("TDM_REF_DEVICES", "2", TRUE);
@@ -486,5 +679,7 @@ int main(int argc, char **argv)
     g_test_add_func("/modules/shapes-errors", test_shapes_and_errors);
     g_test_add_func("/modules/slots-reused", test_slots_reused);
     g_test_add_func("/modules/cpu-matches-ref", test_cpu_matches_ref);
+    g_test_add_func("/modules/fused-and-fallback", test_fused_and_fallback);
+    g_test_add_func("/modules/grad-pool-bounded", test_grad_pool_bounded);
     return g_test_run();
 }

@@ -5,7 +5,9 @@
  * of training-mode forwards. So every forward draws a fresh mask, as in
  * PyTorch, and the k-th mask of a model depends only on the model's seed,
  * not on threads, devices or the backend. In eval mode, or with p = 0,
- * Dropout is the identity and hands its input through.
+ * Dropout is the identity and hands its input through. A ReLU right after
+ * a BatchNorm2d in a Sequential is applied by the batch norm (one fused op)
+ * when the backend can, and is then the identity itself.
  */
 #include "config.h"
 
@@ -17,11 +19,26 @@
 typedef struct {
     TdmOpCache *cache_fwd, *cache_bwd;
     TdmTensor *y, *dx;
+    gboolean pass_next; /* the batch norm before applies this ReLU (next forward) */
+    gboolean fwd_pass;  /* ... and did so in the last forward */
 } ReluPriv;
+
+void tdm_relu_request_passthrough(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_relu_class);
+    ReluPriv *rp = m->priv;
+    rp->pass_next = TRUE;
+}
 
 static gboolean relu_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     ReluPriv *rp = m->priv;
+    rp->fwd_pass = rp->pass_next;
+    rp->pass_next = FALSE;
+    if (rp->fwd_pass) {
+        *y = x;
+        return TRUE;
+    }
     TdmTensor *out = tdm_module_slot(m, &rp->y, TDM_DTYPE_F32);
     if (!m->device->backend->relu_forward(m->device, &rp->cache_fwd, x, out, error)) {
         return FALSE;
@@ -37,11 +54,15 @@ static gboolean relu_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
     if (!need_dx) {
         return TRUE;
     }
+    if (rp->fwd_pass) {
+        *dx = dy;
+        return TRUE;
+    }
     if (rp->y == NULL || rp->y->storage == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "ReLU: backward before forward");
         return FALSE;
     }
-    TdmTensor *g = tdm_module_slot(m, &rp->dx, TDM_DTYPE_F32);
+    TdmTensor *g = tdm_module_grad_slot(m, &rp->dx, rp->y);
     if (!m->device->backend->relu_backward(m->device, &rp->cache_bwd, rp->y, dy, g, error)) {
         return FALSE;
     }
@@ -142,7 +163,7 @@ static gboolean dropout_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, 
     if (!need_dx) {
         return TRUE;
     }
-    TdmTensor *g = tdm_module_slot(m, &dp->dx, TDM_DTYPE_F32);
+    TdmTensor *g = tdm_module_grad_slot(m, &dp->dx, dy);
     if (!m->device->backend->dropout_backward(m->device, &dp->cache_bwd, dp->p, dp->mask, dy, g,
                                               error)) {
         return FALSE;

@@ -4,6 +4,9 @@
  * training mode the batch statistics normalise and update the running ones
  * (the backend does both); in eval mode the running ones normalise. Backward
  * is the training-mode formula, so it needs a training-mode forward.
+ * When a Sequential asks (a ReLU follows) and the backend has the fused
+ * ops, forward computes max(BN(x), 0) in one pass and backward masks the
+ * gradient inside the batch norm's own backward.
  */
 #include "config.h"
 
@@ -18,12 +21,37 @@ typedef struct {
     TdmTensor *y, *dx, *save_mean, *save_var; /* slots */
     TdmTensor *scratch_dgamma, *scratch_dbeta; /* sinks for frozen weight/bias */
     TdmTensor *x;
+    gboolean relu_next; /* apply the following ReLU in the next forward */
+    gboolean fwd_relu;  /* the last forward did: backward needs y and ws */
+    TdmTensor *ws;      /* the fused op's workspace (slot) */
 } BatchNormPriv;
+
+gboolean tdm_batchnorm_request_relu(TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
+    BatchNormPriv *bp = m->priv;
+    const TdmBackendClass *b = m->device != NULL ? m->device->backend : NULL;
+    if (b == NULL || b->batchnorm_relu_forward == NULL || b->batchnorm_relu_backward == NULL) {
+        return FALSE;
+    }
+    bp->relu_next = TRUE;
+    return TRUE;
+}
+
+gboolean tdm_batchnorm_applied_relu(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
+    const BatchNormPriv *bp = m->priv;
+    return bp->fwd_relu;
+}
 
 static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     BatchNormPriv *bp = m->priv;
     TdmDevice *dev = m->device;
+    gboolean relu = bp->relu_next;
+    bp->relu_next = FALSE;
+    bp->fwd_relu = FALSE;
     if ((x->ndim != 4 && x->ndim != 2) || x->shape[1] != bp->num_features) {
         g_autofree char *s = tdm_tensor_shape_string(x);
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
@@ -38,11 +66,20 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
     TdmParam *beta = g_ptr_array_index(m->params, 1);
     TdmParam *rmean = g_ptr_array_index(m->params, 2);
     TdmParam *rvar = g_ptr_array_index(m->params, 3);
-    if (!dev->backend->batchnorm_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
-                                         rmean->value, rvar->value, bp->momentum, bp->eps,
-                                         m->training, sm, sv, out, error)) {
+    if (relu) {
+        TdmTensor *ws = tdm_module_slot(m, &bp->ws, TDM_DTYPE_U8);
+        if (!dev->backend->batchnorm_relu_forward(dev, &bp->cache_fwd, x, gamma->value,
+                                                  beta->value, rmean->value, rvar->value,
+                                                  bp->momentum, bp->eps, m->training, sm, sv, ws,
+                                                  out, error)) {
+            return FALSE;
+        }
+    } else if (!dev->backend->batchnorm_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
+                                                rmean->value, rvar->value, bp->momentum, bp->eps,
+                                                m->training, sm, sv, out, error)) {
         return FALSE;
     }
+    bp->fwd_relu = relu;
     bp->fwd_training = m->training;
     tdm_module_keep(&bp->x, x);
     *y = out;
@@ -92,16 +129,26 @@ static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx
     if (dbeta == NULL) {
         return FALSE;
     }
-    TdmTensor *g = tdm_module_slot(m, &bp->dx, TDM_DTYPE_F32);
-    if (!dev->backend->batchnorm_backward(dev, &bp->cache_bwd, bp->x, dy, gamma->value,
-                                          bp->save_mean, bp->save_var, bp->eps, g, dgamma, dbeta,
-                                          error)) {
+    TdmTensor *g = tdm_module_grad_slot(m, &bp->dx, bp->x);
+    gboolean ok;
+    if (bp->fwd_relu) {
+        ok = dev->backend->batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, bp->y, bp->ws, dy,
+                                                   gamma->value, bp->save_mean, bp->save_var,
+                                                   bp->eps, g, dgamma, dbeta, error);
+    } else {
+        ok = dev->backend->batchnorm_backward(dev, &bp->cache_bwd, bp->x, dy, gamma->value,
+                                              bp->save_mean, bp->save_var, bp->eps, g, dgamma,
+                                              dbeta, error);
+    }
+    if (!ok) {
         return FALSE;
     }
     tdm_module_grad_ready(m, beta);
     tdm_module_grad_ready(m, gamma);
     if (need_dx) {
         *dx = g;
+    } else {
+        tdm_module_grad_release(m, g);
     }
     return TRUE;
 }
@@ -129,6 +176,7 @@ static void batchnorm_finalize(TdmModule *m)
     tdm_module_slot_clear(&bp->scratch_dgamma);
     tdm_module_slot_clear(&bp->scratch_dbeta);
     tdm_module_slot_clear(&bp->x);
+    tdm_module_slot_clear(&bp->ws);
     g_free(bp);
 }
 

@@ -8,6 +8,13 @@
  * Residual the shortcut is differentiated before the body: its parameters
  * come after the body's in definition order, so grad-ready hooks fire in
  * exact reverse order.
+ *
+ * Memory: a container releases each gradient a child returned once the
+ * child before has consumed it (the model's gradient pool hands the buffer
+ * out again); a Sequential lets a BatchNorm2d apply the ReLU after it; a
+ * Residual writes max(body + shortcut, 0) over the body's output when that
+ * output is not needed by backward (add_relu), and its input gradient over
+ * a child's.
  */
 #include "config.h"
 
@@ -33,12 +40,28 @@ static void prefix_child_error(GError **error, const TdmModule *child)
 
 /* ---- Sequential ---- */
 
+/* BatchNorm2d then ReLU: the batch norm applies the ReLU itself when the
+ * backend has the fused op, and the ReLU then passes its input through. */
+static void sequential_fuse(TdmModule *m, guint i)
+{
+    TdmModule *c = child_at(m, i);
+    if (c->klass == &tdm_batchnorm2d_class && i + 1 < m->children->len &&
+        child_at(m, i + 1)->klass == &tdm_relu_class) {
+        tdm_batchnorm_request_relu(c);
+    } else if (c->klass == &tdm_relu_class && i > 0 &&
+               child_at(m, i - 1)->klass == &tdm_batchnorm2d_class &&
+               tdm_batchnorm_applied_relu(child_at(m, i - 1))) {
+        tdm_relu_request_passthrough(c);
+    }
+}
+
 static gboolean sequential_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     TdmTensor *cur = x;
     for (guint i = 0; i < m->children->len; i++) {
         TdmModule *c = child_at(m, i);
         TdmTensor *out = NULL;
+        sequential_fuse(m, i);
         if (!tdm_module_forward(c, cur, &out, error)) {
             prefix_child_error(error, c);
             return FALSE;
@@ -59,11 +82,16 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
     for (guint i = 0; i < n; i++) {
         upstream[i + 1] = upstream[i] || tdm_module_any_trainable(child_at(m, i));
     }
+    /* A gradient a child returned is dead once the child before it has
+     * consumed it (dy itself belongs to our caller). */
     TdmTensor *cur = dy;
     for (guint k = n; k-- > 0;) {
         TdmModule *c = child_at(m, k);
         gboolean child_need_dx = need_dx || upstream[k];
         if (!child_need_dx && !tdm_module_any_trainable(c)) {
+            if (cur != dy) {
+                tdm_module_grad_release(m, cur);
+            }
             cur = NULL;
             break;
         }
@@ -72,8 +100,15 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
             prefix_child_error(error, c);
             return FALSE;
         }
+        if (cur != dy && cur != g) {
+            tdm_module_grad_release(m, cur);
+        }
         cur = g;
         if (!child_need_dx) {
+            if (cur != NULL && cur != dy) {
+                tdm_module_grad_release(m, cur);
+            }
+            cur = NULL;
             break;
         }
     }
@@ -108,7 +143,25 @@ typedef struct {
     gboolean relu_after;
     TdmOpCache *cache_add, *cache_relu, *cache_relu_bwd, *cache_add_bwd;
     TdmTensor *sum, *out, *drelu, *dx; /* slots */
+    TdmTensor *y;                      /* the last output (ReLU backward needs it) */
 } ResidualPriv;
+
+/* TRUE when m's forward output is a buffer of its own that its backward
+ * does not read, so that the block may write its sum over it: a conv, a
+ * linear layer or a batch norm that did not apply a ReLU, or a Sequential
+ * ending in one. Anything else (a ReLU, a pass-through) may hand back its
+ * input or need its output later. */
+static gboolean output_disposable(const TdmModule *m)
+{
+    if (m->klass == &tdm_sequential_class) {
+        return m->children->len > 0 &&
+               output_disposable(g_ptr_array_index(m->children, m->children->len - 1));
+    }
+    if (m->klass == &tdm_batchnorm2d_class) {
+        return !tdm_batchnorm_applied_relu(m);
+    }
+    return m->klass == &tdm_conv2d_class || m->klass == &tdm_linear_class;
+}
 
 static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
@@ -132,20 +185,39 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
                     shortcut == NULL ? " (a downsample shortcut is needed)" : "");
         return FALSE;
     }
-    TdmTensor *sum = tdm_module_slot(m, &rp->sum, TDM_DTYPE_F32);
-    if (!dev->backend->add(dev, &rp->cache_add, yb, ys, sum, error)) {
-        return FALSE;
+    /* The sum goes over the body's output when nothing needs that later:
+     * a block then costs no activation buffer of its own. */
+    gboolean over_body = output_disposable(body) && yb->storage != ys->storage;
+    TdmTensor *out;
+    if (rp->relu_after && dev->backend->add_relu != NULL) {
+        out = over_body ? yb : tdm_module_slot(m, &rp->out, TDM_DTYPE_F32);
+        if (!dev->backend->add_relu(dev, &rp->cache_add, yb, ys, out, error)) {
+            return FALSE;
+        }
+    } else {
+        TdmTensor *sum = over_body ? yb : tdm_module_slot(m, &rp->sum, TDM_DTYPE_F32);
+        if (!dev->backend->add(dev, &rp->cache_add, yb, ys, sum, error)) {
+            return FALSE;
+        }
+        out = sum;
+        if (rp->relu_after) {
+            out = tdm_module_slot(m, &rp->out, TDM_DTYPE_F32);
+            if (!dev->backend->relu_forward(dev, &rp->cache_relu, sum, out, error)) {
+                return FALSE;
+            }
+        }
     }
-    if (!rp->relu_after) {
-        *y = sum;
-        return TRUE;
-    }
-    TdmTensor *out = tdm_module_slot(m, &rp->out, TDM_DTYPE_F32);
-    if (!dev->backend->relu_forward(dev, &rp->cache_relu, sum, out, error)) {
-        return FALSE;
-    }
+    tdm_module_keep(&rp->y, out);
     *y = out;
     return TRUE;
+}
+
+/* Storage shared with one of the others (NULL-safe). */
+static gboolean shares_storage(const TdmTensor *t, const TdmTensor *a, const TdmTensor *b,
+                               const TdmTensor *c)
+{
+    return t->storage == NULL || (a != NULL && t->storage == a->storage) ||
+           (b != NULL && t->storage == b->storage) || (c != NULL && t->storage == c->storage);
 }
 
 static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
@@ -160,12 +232,12 @@ static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx,
     }
     TdmTensor *d = dy;
     if (rp->relu_after) {
-        if (rp->out == NULL || rp->out->storage == NULL) {
+        if (rp->y == NULL || rp->y->storage == NULL) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "Residual: backward before forward");
             return FALSE;
         }
-        d = tdm_module_slot(m, &rp->drelu, TDM_DTYPE_F32);
-        if (!dev->backend->relu_backward(dev, &rp->cache_relu_bwd, rp->out, dy, d, error)) {
+        d = tdm_module_grad_slot(m, &rp->drelu, rp->y);
+        if (!dev->backend->relu_backward(dev, &rp->cache_relu_bwd, rp->y, dy, d, error)) {
             return FALSE;
         }
     }
@@ -177,13 +249,32 @@ static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx,
     if (!tdm_module_backward(body, d, need_dx, &db, error)) {
         return FALSE;
     }
-    if (need_dx) {
-        TdmTensor *g = tdm_module_slot(m, &rp->dx, TDM_DTYPE_F32);
-        if (!dev->backend->add(dev, &rp->cache_add_bwd, db, ds, g, error)) {
-            return FALSE;
+    if (!need_dx) {
+        if (d != dy) {
+            tdm_module_grad_release(m, d);
         }
-        *dx = g;
+        return TRUE;
     }
+    /* dx = db + ds, summed in place over a gradient a child handed over
+     * when one is not shared with d or dy. */
+    TdmTensor *g;
+    if (db != d && db != dy && !shares_storage(db, d, dy, ds)) {
+        g = db;
+    } else if (ds != d && ds != dy && !shares_storage(ds, d, dy, db)) {
+        g = ds;
+    } else {
+        g = tdm_module_grad_slot(m, &rp->dx, db);
+    }
+    if (!dev->backend->add(dev, &rp->cache_add_bwd, db, ds, g, error)) {
+        return FALSE;
+    }
+    TdmTensor *dead[3] = {d, ds, db};
+    for (int i = 0; i < 3; i++) {
+        if (dead[i] != dy && dead[i] != g) {
+            tdm_module_grad_release(m, dead[i]);
+        }
+    }
+    *dx = g;
     return TRUE;
 }
 
@@ -217,6 +308,7 @@ static void residual_finalize(TdmModule *m)
     tdm_module_slot_clear(&rp->out);
     tdm_module_slot_clear(&rp->drelu);
     tdm_module_slot_clear(&rp->dx);
+    tdm_module_slot_clear(&rp->y);
     g_free(rp);
 }
 
@@ -301,7 +393,7 @@ static gboolean flatten_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, 
         *dx = v;
         return TRUE;
     }
-    TdmTensor *g = tdm_module_slot(m, &fp->dx, TDM_DTYPE_F32);
+    TdmTensor *g = tdm_module_grad_slot(m, &fp->dx, fp->x);
     if (!m->device->backend->reorder(m->device, &fp->cache_bwd, v, fp->x, g, error)) {
         return FALSE;
     }

@@ -78,7 +78,7 @@ static gboolean conv2d_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
         tdm_module_grad_ready(m, w);
     }
     if (need_dx) {
-        TdmTensor *g = tdm_module_slot(m, &cp->dx, TDM_DTYPE_F32);
+        TdmTensor *g = tdm_module_grad_slot(m, &cp->dx, cp->x);
         if (!dev->backend->conv2d_backward_data(dev, &cp->cache_bwd_data, &cp->cp, dy, w->value,
                                                 cp->x, g, error)) {
             return FALSE;

@@ -93,7 +93,7 @@ static gboolean linear_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
         tdm_module_grad_ready(m, w);
     }
     if (need_dx) {
-        TdmTensor *g = tdm_module_slot(m, &lp->dx, TDM_DTYPE_F32);
+        TdmTensor *g = tdm_module_grad_slot(m, &lp->dx, lp->x);
         if (!tdm_tensor_ensure(g, TDM_DTYPE_F32, 2, lp->x->shape, NULL, 0, error)) {
             return FALSE;
         }

@@ -35,6 +35,45 @@ TdmTensor *tdm_module_view(TdmTensor **view, TdmTensor *base, int ndim, const in
 /* Keep a reference to `t` in *keep (dropping the previous one). */
 void tdm_module_keep(TdmTensor **keep, TdmTensor *t);
 
+/* ---- input gradients: a model-wide pool of buffers (model.c) ----
+ * Within a model, a layer's input gradient is dead as soon as the module
+ * before it has consumed it, so instead of one buffer per layer (a second
+ * copy of every activation) gradients live in a few storages that the
+ * model's pool hands out again. The pool keeps one reference to each of its
+ * storages; a storage is free when that is the only one left.
+ *
+ * A layer asks for its gradient output slot with tdm_module_grad_slot()
+ * (instead of tdm_module_slot()); a container calls
+ * tdm_module_grad_release() on a gradient once it is consumed (never on the
+ * gradient it was given itself, which its caller owns). Outside a model, or
+ * for a tensor whose storage is not the pool's, both keep the old behaviour:
+ * the slot keeps its own storage. The pool lives in model->priv. */
+
+/* The slot *slot (created on demand, f32) with a free pooled storage of at
+ * least the size its last use needed, or `like`'s size, attached when it
+ * has none. The op that writes it may still grow it (tdm_tensor_ensure);
+ * the grown storage joins the pool the next time. Transfer none. */
+TdmTensor *tdm_module_grad_slot(TdmModule *m, TdmTensor **slot, const TdmTensor *like);
+/* g's content is no longer needed: give its storage back to the pool. */
+void tdm_module_grad_release(TdmModule *m, TdmTensor *g);
+/* Records the size of a training-mode module output (tdm_module_forward),
+ * the size the pool gives its buffers. */
+void tdm_model_note_activation(TdmModel *model, const TdmTensor *y);
+/* Drops the pool of `model` (tdm_model_free). */
+void tdm_model_grad_pool_free(TdmModel *model);
+
+/* ---- fusions a Sequential sets up for the pair (BatchNorm2d, ReLU) ----
+ * Asks the batch norm to apply the ReLU that follows it in its next forward
+ * (one fused op when the backend has batchnorm_relu_*; FALSE when it has
+ * not, and nothing changes). */
+gboolean tdm_batchnorm_request_relu(TdmModule *bn);
+/* TRUE when bn's last forward applied the ReLU (its output is then needed
+ * by its backward). */
+gboolean tdm_batchnorm_applied_relu(const TdmModule *bn);
+/* The ReLU's next forward is the identity (the batch norm before it applied
+ * it), and so is the matching backward. */
+void tdm_relu_request_passthrough(TdmModule *relu);
+
 /* dropout (activation.c): the model gives each Dropout its own seed. */
 void tdm_dropout_set_seed(TdmModule *m, guint64 seed);
 guint64 tdm_dropout_get_seed(const TdmModule *m);

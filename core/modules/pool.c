@@ -115,7 +115,7 @@ static gboolean pool_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
                     m->klass->type_name);
         return FALSE;
     }
-    TdmTensor *g = tdm_module_slot(m, &pp->dx, TDM_DTYPE_F32);
+    TdmTensor *g = tdm_module_grad_slot(m, &pp->dx, pp->x);
     gboolean ok = FALSE;
     if (pp->kind == POOL_MAX) {
         ok = be->maxpool2d_backward(dev, &pp->cache_bwd, &pp->pp, dy, pp->workspace, pp->x, g,
@@ -136,6 +136,8 @@ static gboolean pool_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
         }
         TdmTensor *dy2 = tdm_module_view(&pp->dy2, dyp, 2, shape, error);
         ok = dy2 != NULL && be->global_avgpool_backward(dev, &pp->cache_bwd, dy2, pp->x, g, error);
+        /* The view must not keep dy's (pooled) buffer busy until next step. */
+        tdm_module_grad_release(m, dy2);
     } else {
         ok = be->avgpool2d_backward(dev, &pp->cache_bwd, &pp->pp, dy, pp->x, g, error);
     }

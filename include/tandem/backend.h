@@ -201,7 +201,35 @@ struct _TdmBackendClass {
                              TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
                              GError **error);
 
-    gpointer reserved[16];
+    /* ---- fused ops (added in place of reserved slots; a backend may leave
+     * any of them NULL, and the core then runs the unfused ops above) ---- */
+    /* Batch norm followed by ReLU. Exactly batchnorm_forward (same arguments,
+     * same save_mean/save_var, same running-stat update in training, same
+     * eval behaviour) except that y (out) = max(BN(x), 0). workspace (out, u8
+     * or any dtype the backend picks; may be NULL in eval mode) receives
+     * whatever batchnorm_relu_backward needs besides y: the ref backend
+     * leaves it untouched, the cpu backend stores oneDNN's ReLU bit mask. */
+    gboolean (*batchnorm_relu_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                       TdmTensor *gamma, TdmTensor *beta,
+                                       TdmTensor *running_mean, TdmTensor *running_var,
+                                       float momentum, float eps, gboolean training,
+                                       TdmTensor *save_mean, TdmTensor *save_var,
+                                       TdmTensor *workspace, TdmTensor *y, GError **error);
+    /* Backward of batchnorm_relu_forward in training mode: exactly
+     * batchnorm_backward applied to dy * (y > 0), where y and workspace are
+     * what the training-mode forward on x produced. dx (out), dgamma/dbeta
+     * (acc, may be NULL). */
+    gboolean (*batchnorm_relu_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                        TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
+                                        TdmTensor *gamma, TdmTensor *save_mean,
+                                        TdmTensor *save_var, float eps, TdmTensor *dx,
+                                        TdmTensor *dgamma, TdmTensor *dbeta, GError **error);
+    /* y (out) = max(a + b, 0), same logical shape; y may be a or b (in place).
+     * The residual join of a ResNet block; its backward is relu_backward on y. */
+    gboolean (*add_relu)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
+                         TdmTensor *y, GError **error);
+
+    gpointer reserved[13];
 };
 
 /* The backend class of a device (transfer none). */

@@ -141,7 +141,8 @@ struct _TdmModel {
     size_t n_values, n_grads; /* element counts */
     TdmGradReadyHook grad_ready;
     gpointer grad_ready_data;
-    gpointer reserved[4];
+    gpointer priv;          /* core-private (the gradient buffer pool) */
+    gpointer reserved[3];
 };
 
 /* Place `root` (takes ownership) on `dev`: allocate the arenas, assign full

@@ -31,7 +31,8 @@ static const char *const op_names[CPU_OP_N] = {
     "conv_bwd_filter", "bn_fwd",       "bn_bwd",          "relu_fwd",        "relu_bwd",
     "add",           "maxpool_fwd",    "maxpool_bwd",     "avgpool_fwd",     "avgpool_bwd",
     "gap_fwd",       "gap_bwd",        "softmax_xent",    "dropout_fwd",     "dropout_bwd",
-    "vector",        "optimizer",      "host_transfer",
+    "vector",        "optimizer",      "host_transfer",   "bn_relu_fwd",     "bn_relu_bwd",
+    "add_relu",
 };
 
 double cpu_now(void)
@@ -327,6 +328,31 @@ static gboolean op_bn_bwd(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmT
                                                  dbeta, error));
 }
 
+static gboolean op_bn_relu_fwd(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                               TdmTensor *gamma, TdmTensor *beta, TdmTensor *rm, TdmTensor *rv,
+                               float momentum, float eps, gboolean training, TdmTensor *sm,
+                               TdmTensor *sv, TdmTensor *ws, TdmTensor *y, GError **error)
+{
+    CPU_OP(CPU_OP_BN_RELU_FWD, cpu_batchnorm_relu_forward(dev, cache, x, gamma, beta, rm, rv,
+                                                          momentum, eps, training, sm, sv, ws, y,
+                                                          error));
+}
+
+static gboolean op_bn_relu_bwd(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                               TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
+                               TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
+                               TdmTensor *dbeta, GError **error)
+{
+    CPU_OP(CPU_OP_BN_RELU_BWD, cpu_batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv,
+                                                           eps, dx, dgamma, dbeta, error));
+}
+
+static gboolean op_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
+                            TdmTensor *y, GError **error)
+{
+    CPU_OP(CPU_OP_ADD_RELU, cpu_add_relu(dev, cache, a, b, y, error));
+}
+
 static gboolean op_relu_fwd(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                             GError **error)
 {
@@ -493,6 +519,9 @@ static const TdmBackendClass cpu_backend_class = {
     .cast = op_cast,
     .sgd_update = op_sgd,
     .adamw_update = op_adamw,
+    .batchnorm_relu_forward = op_bn_relu_fwd,
+    .batchnorm_relu_backward = op_bn_relu_bwd,
+    .add_relu = op_add_relu,
 };
 
 static gboolean cpu_plugin_init(TdmPlugin *plugin, GError **error)

@@ -1,5 +1,6 @@
 /* plugins/cpu/cpu-norm.c - batch norm, ReLU and add on oneDNN, in their
- * input's layout.
+ * input's layout, and their fused forms (batch norm + ReLU through oneDNN's
+ * fuse_norm_relu with its bit-mask workspace, add + ReLU in one flat loop).
  *
  * These ops never change a tensor's layout: their output takes the layout of
  * their (first) input, so a conv -> BN -> ReLU -> add chain stays blocked
@@ -50,12 +51,15 @@ static gboolean ensure_vec(TdmTensor *t, int64_t c, GError **error)
     return tdm_tensor_ensure(t, TDM_DTYPE_F32, 1, &c, NULL, 0, error);
 }
 
-gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
-                               TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
-                               float momentum, float eps, gboolean training,
-                               TdmTensor *save_mean, TdmTensor *save_var, TdmTensor *y,
-                               GError **error)
+/* Batch norm forward, followed by ReLU when `relu` (oneDNN's fuse_norm_relu:
+ * one pass, and in training a bit mask in `ws` for the backward). */
+static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
+                           TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                           float momentum, float eps, gboolean training, TdmTensor *save_mean,
+                           TdmTensor *save_var, gboolean relu, TdmTensor *ws, TdmTensor *y,
+                           GError **error)
 {
+    CpuOpKind kind = relu ? CPU_OP_BN_RELU_FWD : CPU_OP_BN_FWD;
     if (!check_bn_input(x, "input", error)) {
         return FALSE;
     }
@@ -78,21 +82,21 @@ gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
         return FALSE;
     }
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_BN_FWD);
+    cpu_key_init(&key, kind);
     cpu_key_add_tensor(&key, x);
     cpu_key_add(&key, gamma != NULL);
     cpu_key_add(&key, beta != NULL);
     cpu_key_add(&key, training);
     union { float f; gint32 i; } ue = {.f = eps};
     cpu_key_add(&key, ue.i);
-    CpuEntry *e = cpu_cache_find(cache, CPU_OP_BN_FWD, &key);
+    CpuEntry *e = cpu_cache_find(cache, kind, &key);
     if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_BN_FWD, &key);
+        e = cpu_entry_new(kind, &key);
         dnnl_memory_desc_t xmd, vmd;
         dnnl_batch_normalization_desc_t bd;
         dnnl_primitive_desc_t pd = NULL;
         unsigned flags = (gamma ? dnnl_use_scale : 0) | (beta ? dnnl_use_shift : 0) |
-                         (training ? 0 : dnnl_use_global_stats);
+                         (training ? 0 : dnnl_use_global_stats) | (relu ? dnnl_fuse_norm_relu : 0);
         if (!cpu_tensor_md(x, &xmd, error) || !vec_md(c, &vmd, error) ||
             !cpu_check(dnnl_batch_normalization_forward_desc_init(
                            &bd, training ? dnnl_forward_training : dnnl_forward_inference, &xmd,
@@ -118,6 +122,16 @@ gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
             e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
             e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
             cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
+            const dnnl_memory_desc_t *wmd =
+                relu && training ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0)
+                                 : NULL;
+            e->aux[7] = -1;
+            if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
+                e->aux[7] = cpu_entry_mem(dev, e, wmd);
+                e->aux[8] = (int64_t)dnnl_memory_desc_get_size(wmd);
+                /* used when the caller passes no workspace */
+                e->work[2] = cpu_entry_buf(e, (size_t)e->aux[8]);
+            }
         }
         if (pd != NULL) {
             dnnl_primitive_desc_destroy(pd);
@@ -162,6 +176,17 @@ gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
     if (beta != NULL) {
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SHIFT, cpu_mem(e, (int)e->aux[6], tdm_tensor_data(beta))};
     }
+    if (e->aux[7] >= 0) {
+        void *wp = e->work[2];
+        if (ws != NULL) {
+            int64_t wn = e->aux[8];
+            if (!tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &wn, NULL, 0, error)) {
+                goto out_fail;
+            }
+            wp = tdm_tensor_data(ws);
+        }
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, cpu_mem(e, (int)e->aux[7], wp)};
+    }
     if (!cpu_run(dev, e, (int)e->aux[0], n, args, error)) {
         goto out_fail;
     }
@@ -184,11 +209,34 @@ fail:
     return FALSE;
 }
 
-gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
-                                TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
-                                float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
-                                GError **error)
+gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
+                               TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                               float momentum, float eps, gboolean training,
+                               TdmTensor *save_mean, TdmTensor *save_var, TdmTensor *y,
+                               GError **error)
 {
+    return bn_forward(dev, cache, x, gamma, beta, running_mean, running_var, momentum, eps,
+                      training, save_mean, save_var, FALSE, NULL, y, error);
+}
+
+gboolean cpu_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
+                                    TdmTensor *running_var, float momentum, float eps,
+                                    gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                    TdmTensor *workspace, TdmTensor *y, GError **error)
+{
+    return bn_forward(dev, cache, x, gamma, beta, running_mean, running_var, momentum, eps,
+                      training, save_mean, save_var, TRUE, workspace, y, error);
+}
+
+/* Batch norm backward; with `relu`, dy is first masked by the bit mask the
+ * fused forward left in `ws` (inside oneDNN's kernel, no extra pass). */
+static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
+                            TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var, float eps,
+                            gboolean relu, TdmTensor *ws, TdmTensor *dx, TdmTensor *dgamma,
+                            TdmTensor *dbeta, GError **error)
+{
+    CpuOpKind kind = relu ? CPU_OP_BN_RELU_BWD : CPU_OP_BN_BWD;
     if (!check_bn_input(x, "input", error) || !check_bn_input(dy, "output gradient", error)) {
         return FALSE;
     }
@@ -213,18 +261,18 @@ gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
         return FALSE;
     }
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_BN_BWD);
+    cpu_key_init(&key, kind);
     cpu_key_add_tensor(&key, x);
     cpu_key_add_tensor(&key, dy);
     union { float f; gint32 i; } ue = {.f = eps};
     cpu_key_add(&key, ue.i);
-    CpuEntry *e = cpu_cache_find(cache, CPU_OP_BN_BWD, &key);
+    CpuEntry *e = cpu_cache_find(cache, kind, &key);
     if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_BN_BWD, &key);
+        e = cpu_entry_new(kind, &key);
         dnnl_memory_desc_t xmd, dymd, vmd;
         dnnl_batch_normalization_desc_t fd, bd;
         dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-        unsigned flags = dnnl_use_scale | dnnl_use_shift;
+        unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu ? dnnl_fuse_norm_relu : 0);
         if (!cpu_tensor_md(x, &xmd, error) || !cpu_tensor_md(dy, &dymd, error) ||
             !vec_md(c, &vmd, error) ||
             !cpu_check(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &xmd,
@@ -261,6 +309,13 @@ gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
             e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff shift */
             e->work[2] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* ones or zeros */
             cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+            const dnnl_memory_desc_t *wmd =
+                relu ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
+            e->aux[10] = -1;
+            if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
+                e->aux[10] = cpu_entry_mem(dev, e, wmd);
+                e->aux[11] = (int64_t)dnnl_memory_desc_get_size(wmd);
+            }
         }
         if (pd != NULL) {
             dnnl_primitive_desc_destroy(pd);
@@ -276,12 +331,21 @@ gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
             ones[i] = 1.0f;
         }
     }
+    if (e->aux[10] >= 0 && (ws == NULL || ws->storage == NULL ||
+                            tdm_tensor_nbytes(ws) < (size_t)e->aux[11])) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu batchnorm_relu_backward: the workspace is missing or smaller than the "
+                    "%" G_GINT64_FORMAT " bytes the training-mode forward leaves in it",
+                    e->aux[11]);
+        cpu_entry_release(cache, e);
+        return FALSE;
+    }
     void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
     int64_t shape[4];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, x->ndim, shape, error);
     if (ok) {
-        dnnl_exec_arg_t args[11] = {
+        dnnl_exec_arg_t args[12] = {
             {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))},
             {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[2], dys)},
             {DNNL_ARG_MEAN, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(save_mean))},
@@ -292,7 +356,12 @@ gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
             {DNNL_ARG_DIFF_SHIFT, cpu_mem(e, (int)e->aux[8], e->work[1])},
             {DNNL_ARG_SHIFT, cpu_mem(e, (int)e->aux[9], e->work[1])},
         };
-        ok = cpu_run(dev, e, (int)e->aux[0], 9, args, error);
+        int n = 9;
+        if (e->aux[10] >= 0) {
+            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
+                                          cpu_mem(e, (int)e->aux[10], tdm_tensor_data(ws))};
+        }
+        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
     }
     if (ok && dgamma != NULL) {
         cpu_accumulate(tdm_tensor_data(dgamma), e->work[0], c);
@@ -305,6 +374,26 @@ gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
 fail:
     cpu_entry_free(e);
     return FALSE;
+}
+
+gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
+                                TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                GError **error)
+{
+    return bn_backward(dev, cache, x, dy, gamma, save_mean, save_var, eps, FALSE, NULL, dx, dgamma,
+                       dbeta, error);
+}
+
+gboolean cpu_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                     TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
+                                     TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                     float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                     TdmTensor *dbeta, GError **error)
+{
+    /* y is not read: oneDNN's mask in the workspace says the same (y > 0). */
+    return bn_backward(dev, cache, x, dy, gamma, save_mean, save_var, eps, TRUE, workspace, dx,
+                       dgamma, dbeta, error);
 }
 
 /* Elementwise ops over tensors that share one dense layout do not need to
@@ -579,4 +668,23 @@ gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
 fail:
     cpu_entry_free(e);
     return FALSE;
+}
+
+gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                      GError **error)
+{
+    if (!tdm_tensor_same_shape(a, b) || a->dtype != TDM_DTYPE_F32 || b->dtype != TDM_DTYPE_F32) {
+        g_autofree char *sa = tdm_tensor_shape_string(a);
+        g_autofree char *sb = tdm_tensor_shape_string(b);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu add_relu: shapes %s and %s differ", sa,
+                    sb);
+        return FALSE;
+    }
+    int64_t nflat = flat_len(a);
+    if (nflat >= 0 && a->layout == b->layout && flat_len(b) == nflat) {
+        return flat_run(CPU_ELT_ADD_RELU, a, y, a, b, nflat, error);
+    }
+    /* Mixed layouts (rare): the add converts, then ReLU runs over its output
+     * in place. */
+    return cpu_add(dev, cache, a, b, y, error) && cpu_relu_forward(dev, cache, y, y, error);
 }

@@ -269,7 +269,26 @@ CPU_KERNEL static void k_add(float *restrict y, const float *restrict a, const f
     }
 }
 
+CPU_KERNEL static void k_add_relu(float *restrict y, const float *restrict a,
+                                  const float *restrict b, int64_t n)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        float s = a[i] + b[i];
+        y[i] = s > 0.0f ? s : 0.0f;
+    }
+}
+
 /* in-place variants: y may alias an input, so no restrict on them */
+CPU_KERNEL static void k_add_relu_ip(float *y, const float *restrict b, int64_t n)
+{
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        float s = y[i] + b[i];
+        y[i] = s > 0.0f ? s : 0.0f;
+    }
+}
+
 CPU_KERNEL static void k_relu_ip(float *x, int64_t n)
 {
 #pragma omp simd
@@ -323,6 +342,13 @@ static void r_elementwise(int64_t i0, int64_t i1, void *ctx)
             k_accumulate(o, o == a ? b : a, n);
         } else {
             k_add(o, a, b, n);
+        }
+        break;
+    case CPU_ELT_ADD_RELU:
+        if (o == a || o == b) {
+            k_add_relu_ip(o, o == a ? b : a, n);
+        } else {
+            k_add_relu(o, a, b, n);
         }
         break;
     default:

@@ -73,6 +73,9 @@ typedef enum {
     CPU_OP_VECTOR, /* fill, copy, scale, axpy, sum_squares, cast */
     CPU_OP_OPTIM,
     CPU_OP_HOST,   /* read, write */
+    CPU_OP_BN_RELU_FWD,
+    CPU_OP_BN_RELU_BWD,
+    CPU_OP_ADD_RELU,
     CPU_OP_N
 } CpuOpKind;
 
@@ -208,12 +211,24 @@ gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
                                 TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
                                 float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
                                 GError **error);
+gboolean cpu_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
+                                    TdmTensor *running_var, float momentum, float eps,
+                                    gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                    TdmTensor *workspace, TdmTensor *y, GError **error);
+gboolean cpu_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                     TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
+                                     TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                     float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                     TdmTensor *dbeta, GError **error);
 gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                           GError **error);
 gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
                            TdmTensor *dx, GError **error);
 gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
                  GError **error);
+gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                      GError **error);
 
 /* cpu-pool.c */
 gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
@@ -253,10 +268,10 @@ gboolean cpu_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param
 gboolean cpu_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
                           GError **error);
-typedef enum { CPU_ELT_RELU, CPU_ELT_RELU_BWD, CPU_ELT_ADD } CpuEltKind;
+typedef enum { CPU_ELT_RELU, CPU_ELT_RELU_BWD, CPU_ELT_ADD, CPU_ELT_ADD_RELU } CpuEltKind;
 /* Flat loops over n floats of buffers that share one dense layout:
  * relu: out = max(a, 0); relu_bwd: out = a > 0 ? b : 0 (a = y, b = dy);
- * add: out = a + b. out may alias an input. */
+ * add: out = a + b; add_relu: out = max(a + b, 0). out may alias an input. */
 void cpu_elementwise(CpuEltKind kind, float *out, const float *a, const float *b, int64_t n);
 /* dst[i] += src[i] (vectorised, parallel for large n). */
 void cpu_accumulate(float *dst, const float *src, int64_t n);

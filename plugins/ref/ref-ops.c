@@ -1,5 +1,6 @@
 /* plugins/ref/ref-ops.c - the reference layer ops: gemm, conv, batch norm,
- * relu and add.
+ * relu and add, and the fused batch norm + ReLU and add + ReLU (defined
+ * through the unfused loops).
  *
  * Each op is the textbook loop nest over plain row-major f32 tensors, with
  * every sum accumulated in double, so that a result can be checked by hand
@@ -589,6 +590,78 @@ gboolean ref_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
     int64_t n = tdm_tensor_numel(a);
     for (int64_t i = 0; i < n; i++) {
         Y[i] = A[i] + B[i];
+    }
+    return TRUE;
+}
+
+/* ---- fused ops: defined by the unfused ones, which is what makes them
+ * the oracle for the fused kernels of other backends ---- */
+
+gboolean ref_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
+                                    TdmTensor *running_var, float momentum, float eps,
+                                    gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                    TdmTensor *workspace, TdmTensor *y, GError **error)
+{
+    /* The mask is y > 0 itself: nothing to put in the workspace. */
+    if (!ref_batchnorm_forward(dev, cache, x, gamma, beta, running_mean, running_var, momentum,
+                               eps, training, save_mean, save_var, y, error)) {
+        g_prefix_error(error, "(batchnorm_relu_forward) ");
+        return FALSE;
+    }
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+        Y[i] = Y[i] > 0.0f ? Y[i] : 0.0f;
+    }
+    return TRUE;
+}
+
+gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                     TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
+                                     TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                     float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                     TdmTensor *dbeta, GError **error)
+{
+    const char *op = "batchnorm_relu_backward";
+    if (!ref_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
+        !ref_check_same_shape(op, "y", y, "dy", dy, error)) {
+        return FALSE;
+    }
+    g_autoptr(TdmTensor) masked = tdm_tensor_new(dev, TDM_DTYPE_F32, dy->ndim, dy->shape, error);
+    if (masked == NULL) {
+        return FALSE;
+    }
+    const float *Y = ref_f32(y), *DY = ref_f32(dy);
+    float *M = ref_f32(masked);
+    int64_t n = tdm_tensor_numel(dy);
+    for (int64_t i = 0; i < n; i++) {
+        M[i] = Y[i] > 0.0f ? DY[i] : 0.0f;
+    }
+    if (!ref_batchnorm_backward(dev, cache, x, masked, gamma, save_mean, save_var, eps, dx,
+                                dgamma, dbeta, error)) {
+        g_prefix_error(error, "(%s) ", op);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean ref_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                      GError **error)
+{
+    if (!ref_check_input(dev, "add_relu", "a", a, TDM_DTYPE_F32, error) ||
+        !ref_check_input(dev, "add_relu", "b", b, TDM_DTYPE_F32, error) ||
+        !ref_check_same_shape("add_relu", "a", a, "b", b, error) ||
+        !ref_ensure_out(dev, "add_relu", "y", y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
+        return FALSE;
+    }
+    const float *A = ref_f32(a), *B = ref_f32(b);
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        float s = A[i] + B[i];
+        Y[i] = s > 0.0f ? s : 0.0f;
     }
     return TRUE;
 }

@@ -75,6 +75,18 @@ gboolean ref_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
                            TdmTensor *dx, GError **error);
 gboolean ref_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
                  GError **error);
+gboolean ref_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
+                                    TdmTensor *running_var, float momentum, float eps,
+                                    gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                    TdmTensor *workspace, TdmTensor *y, GError **error);
+gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                     TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
+                                     TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                     float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                     TdmTensor *dbeta, GError **error);
+gboolean ref_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                      GError **error);
 gboolean ref_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
 gboolean ref_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
