@@ -1,5 +1,6 @@
-/* core/registry.c - the plugin registry: loading plugins, their features,
- * priorities and selection.
+/* core/registry.c - the plugin registry: loading plugins, their features
+ * and lookup by name (priority overrides and selection are in
+ * core/select.c, the shared state in core/registry-private.h).
  *
  * The registry is one process-wide table guarded by a recursive mutex (a
  * plugin's init runs with the lock held and calls back into
@@ -21,48 +22,12 @@
 #include <gmodule.h>
 
 #include "internal.h"
+#include "registry-private.h"
 
-struct _TdmPlugin {
-    char *name;
-    char *filename;  /* NULL for the built-in plugin */
-    GModule *module; /* NULL for the built-in plugin */
-    const TdmPluginDesc *desc;
-    gboolean in_init; /* features may be added only while init runs */
-};
-
-struct _TdmFeature {
-    TdmFeatureKind kind;
-    char *name;
-    int priority; /* as registered; overrides apply on read */
-    gconstpointer klass;
-    char *description;
-    const TdmParamSpec *params;
-    TdmFeatureProbe probe;
-    TdmPlugin *plugin;
-    guint seq; /* registration order: the tie-break between equal priorities */
-    gboolean probed;
-    gboolean available;
-    char *unavailable_reason;
-};
-
-typedef struct {
-    GRecMutex lock; /* static storage: usable without init */
-    gboolean core_loaded;
-    gboolean scanned;
-    GPtrArray *plugins;     /* TdmPlugin *, load order */
-    GPtrArray *features;    /* TdmFeature *, registration order */
-    GPtrArray *failures;    /* TdmPluginFailure * */
-    GHashTable *basenames;  /* basename -> path of the file that claimed it */
-    GHashTable *priorities; /* "name" or "kind/name" -> priority */
-    guint next_seq;
-} TdmRegistry;
-
-static TdmRegistry registry;
+TdmRegistry registry;
 
 #define PLUGIN_PREFIX "libtdm-"
 #define PLUGIN_SUFFIX ".so"
-#define PRIORITY_MAX 100
-#define PRIORITY_MIN (-100)
 
 static const TdmPluginDesc core_desc = {
     TDM_PLUGIN_ABI_VERSION,
@@ -76,14 +41,14 @@ static const TdmPluginDesc core_desc = {
     {0},
 };
 
-static const char *const kind_names[TDM_FEATURE_N_KINDS] = {
+const char *const registry_kind_names[TDM_FEATURE_N_KINDS] = {
     "backend", "collective", "strategy", "transform", "dataset", "module", "optimizer",
 };
 
 const char *tdm_feature_kind_name(TdmFeatureKind kind)
 {
     if ((unsigned)kind < TDM_FEATURE_N_KINDS) {
-        return kind_names[kind];
+        return registry_kind_names[kind];
     }
     return "unknown";
 }
@@ -94,7 +59,7 @@ int tdm_feature_kind_from_name(const char *name)
         return -1;
     }
     for (int i = 0; i < TDM_FEATURE_N_KINDS; i++) {
-        if (g_ascii_strcasecmp(name, kind_names[i]) == 0) {
+        if (g_ascii_strcasecmp(name, registry_kind_names[i]) == 0) {
             return i;
         }
     }
@@ -126,7 +91,7 @@ static void plugin_free(TdmPlugin *p)
     g_free(p);
 }
 
-static void registry_ensure_tables_locked(void)
+void registry_ensure_tables_locked(void)
 {
     if (registry.plugins != NULL) {
         return;
@@ -147,20 +112,7 @@ static void record_failure_locked(const char *filename, const char *reason)
     g_debug("plugin %s failed: %s", filename, reason);
 }
 
-static int effective_priority_locked(const TdmFeature *f)
-{
-    char *qualified = g_strdup_printf("%s/%s", kind_names[f->kind], f->name);
-    gpointer value;
-    int prio = f->priority;
-    if (g_hash_table_lookup_extended(registry.priorities, qualified, NULL, &value) ||
-        g_hash_table_lookup_extended(registry.priorities, f->name, NULL, &value)) {
-        prio = GPOINTER_TO_INT(value);
-    }
-    g_free(qualified);
-    return prio;
-}
-
-static TdmFeature *find_locked(TdmFeatureKind kind, const char *name)
+TdmFeature *registry_find_locked(TdmFeatureKind kind, const char *name)
 {
     for (guint i = 0; i < registry.features->len; i++) {
         TdmFeature *f = g_ptr_array_index(registry.features, i);
@@ -216,7 +168,7 @@ static gboolean check_class_version(TdmFeatureKind kind, const char *name, gcons
     guint32 found = *(const guint32 *)klass;
     if (found != expected) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "feature '%s' (%s): interface version %u, expected %u", name, kind_names[kind],
+                    "feature '%s' (%s): interface version %u, expected %u", name, registry_kind_names[kind],
                     found, expected);
         return FALSE;
     }
@@ -246,23 +198,23 @@ TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kind, const
     if (!feature_name_is_valid(name)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "plugin '%s': invalid %s name '%s' (letters, digits, '-', '_', '.')",
-                    plugin->name, kind_names[kind], name);
+                    plugin->name, registry_kind_names[kind], name);
         goto out;
     }
     if (priority > PRIORITY_MAX) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "feature '%s' (%s): priority %d out of range (0..100, negative = never "
                     "automatic)",
-                    name, kind_names[kind], priority);
+                    name, registry_kind_names[kind], priority);
         goto out;
     }
     if (!check_class_version(kind, name, klass, error)) {
         goto out;
     }
-    TdmFeature *other = find_locked(kind, name);
+    TdmFeature *other = registry_find_locked(kind, name);
     if (other != NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "feature '%s' (%s) already registered by plugin '%s'", name, kind_names[kind],
+                    "feature '%s' (%s) already registered by plugin '%s'", name, registry_kind_names[kind],
                     other->plugin->name);
         goto out;
     }
@@ -316,7 +268,7 @@ int tdm_feature_get_priority(const TdmFeature *feature)
 {
     g_return_val_if_fail(feature != NULL, TDM_PRIORITY_NEVER);
     g_rec_mutex_lock(&registry.lock);
-    int prio = effective_priority_locked(feature);
+    int prio = registry_effective_priority_locked(feature);
     g_rec_mutex_unlock(&registry.lock);
     return prio;
 }
@@ -345,7 +297,7 @@ const TdmParamSpec *tdm_feature_get_params(const TdmFeature *feature)
     return feature->params;
 }
 
-static gboolean is_available_locked(TdmFeature *f, const char **reason)
+gboolean registry_is_available_locked(TdmFeature *f, const char **reason)
 {
     if (!f->probed) {
         f->probed = TRUE;
@@ -371,7 +323,7 @@ gboolean tdm_feature_is_available(TdmFeature *feature, const char **reason)
 {
     g_return_val_if_fail(feature != NULL, FALSE);
     g_rec_mutex_lock(&registry.lock);
-    gboolean ok = is_available_locked(feature, reason);
+    gboolean ok = registry_is_available_locked(feature, reason);
     g_rec_mutex_unlock(&registry.lock);
     return ok;
 }
@@ -621,35 +573,6 @@ static void scan_path_list_locked(const char *list)
     g_strfreev(entries);
 }
 
-/* Parses "name:prio,kind/name:prio"; a malformed entry is skipped with a
- * warning rather than failing the whole program over a tuning knob. */
-static void read_priority_env_locked(void)
-{
-    const char *env = g_getenv("TDM_PLUGIN_PRIORITY");
-    if (env == NULL || env[0] == '\0') {
-        return;
-    }
-    char **items = g_strsplit(env, ",", -1);
-    for (char **it = items; *it != NULL; it++) {
-        char *item = g_strstrip(*it);
-        if (item[0] == '\0') {
-            continue;
-        }
-        const char *colon = strrchr(item, ':');
-        gint64 prio = 0;
-        if (colon == NULL || colon == item ||
-            !g_ascii_string_to_signed(colon + 1, 10, PRIORITY_MIN, PRIORITY_MAX, &prio, NULL)) {
-            g_warning("TDM_PLUGIN_PRIORITY: ignoring '%s' (expected NAME:PRIORITY with "
-                      "PRIORITY in %d..%d)",
-                      item, PRIORITY_MIN, PRIORITY_MAX);
-            continue;
-        }
-        g_hash_table_replace(registry.priorities, g_strndup(item, (gsize)(colon - item)),
-                             GINT_TO_POINTER((int)prio));
-    }
-    g_strfreev(items);
-}
-
 gboolean tdm_registry_init(GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
@@ -659,7 +582,7 @@ gboolean tdm_registry_init(GError **error)
         registry.scanned = TRUE;
         registry_ensure_tables_locked();
         load_core_locked();
-        read_priority_env_locked();
+        registry_read_priority_env_locked();
         const char *user_path = g_getenv("TDM_PLUGIN_PATH");
         if (user_path != NULL) {
             scan_path_list_locked(user_path);
@@ -671,14 +594,14 @@ gboolean tdm_registry_init(GError **error)
     return TRUE;
 }
 
-static void ensure_init(void)
+void registry_ensure_init(void)
 {
     tdm_registry_init(NULL);
 }
 
 GPtrArray *tdm_registry_list_plugins(void)
 {
-    ensure_init();
+    registry_ensure_init();
     g_rec_mutex_lock(&registry.lock);
     GPtrArray *out = g_ptr_array_sized_new(registry.plugins->len);
     for (guint i = 0; i < registry.plugins->len; i++) {
@@ -690,46 +613,22 @@ GPtrArray *tdm_registry_list_plugins(void)
 
 const GPtrArray *tdm_registry_list_failures(void)
 {
-    ensure_init();
+    registry_ensure_init();
     return registry.failures;
-}
-
-static int compare_features(gconstpointer a, gconstpointer b)
-{
-    const TdmFeature *fa = *(TdmFeature *const *)a;
-    const TdmFeature *fb = *(TdmFeature *const *)b;
-    int pa = effective_priority_locked(fa), pb = effective_priority_locked(fb);
-    if (pa != pb) {
-        return pa > pb ? -1 : 1;
-    }
-    return fa->seq < fb->seq ? -1 : (fa->seq > fb->seq ? 1 : 0);
-}
-
-static GPtrArray *list_features_locked(TdmFeatureKind kind)
-{
-    GPtrArray *out = g_ptr_array_new();
-    for (guint i = 0; i < registry.features->len; i++) {
-        TdmFeature *f = g_ptr_array_index(registry.features, i);
-        if (kind == TDM_FEATURE_N_KINDS || f->kind == kind) {
-            g_ptr_array_add(out, f);
-        }
-    }
-    g_ptr_array_sort(out, compare_features);
-    return out;
 }
 
 GPtrArray *tdm_registry_list_features(TdmFeatureKind kind)
 {
     g_return_val_if_fail((unsigned)kind <= TDM_FEATURE_N_KINDS, NULL);
-    ensure_init();
+    registry_ensure_init();
     g_rec_mutex_lock(&registry.lock);
-    GPtrArray *out = list_features_locked(kind);
+    GPtrArray *out = registry_list_features_locked(kind);
     g_rec_mutex_unlock(&registry.lock);
     return out;
 }
 
 /* "a, b, c": the names of KIND, sorted (transfer full). */
-static char *known_names_locked(TdmFeatureKind kind)
+char *registry_known_names_locked(TdmFeatureKind kind)
 {
     GPtrArray *names = g_ptr_array_new();
     for (guint i = 0; i < registry.features->len; i++) {
@@ -745,11 +644,11 @@ static char *known_names_locked(TdmFeatureKind kind)
     return joined;
 }
 
-static void set_not_found_locked(TdmFeatureKind kind, const char *name, GError **error)
+void registry_set_not_found_locked(TdmFeatureKind kind, const char *name, GError **error)
 {
-    char *known = known_names_locked(kind);
+    char *known = registry_known_names_locked(kind);
     g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND, "no %s named '%s' (known: %s)",
-                kind_names[kind], name, known);
+                registry_kind_names[kind], name, known);
     g_free(known);
 }
 
@@ -757,152 +656,14 @@ TdmFeature *tdm_registry_find(TdmFeatureKind kind, const char *name, GError **er
 {
     g_return_val_if_fail((unsigned)kind < TDM_FEATURE_N_KINDS, NULL);
     g_return_val_if_fail(name != NULL, NULL);
-    ensure_init();
+    registry_ensure_init();
     g_rec_mutex_lock(&registry.lock);
-    TdmFeature *f = find_locked(kind, name);
+    TdmFeature *f = registry_find_locked(kind, name);
     if (f == NULL) {
-        set_not_found_locked(kind, name, error);
+        registry_set_not_found_locked(kind, name, error);
     }
     g_rec_mutex_unlock(&registry.lock);
     return f;
-}
-
-/* ---- selection --------------------------------------------------------- */
-
-typedef struct {
-    TdmFeatureFilter accept;
-    gpointer user_data;
-    GString *why; /* "; "-separated reasons each rejected candidate got */
-} Selection;
-
-static void note_rejection(Selection *sel, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static void note_rejection(Selection *sel, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (sel->why->len > 0) {
-        g_string_append(sel->why, "; ");
-    }
-    g_string_append_vprintf(sel->why, fmt, ap);
-    va_end(ap);
-}
-
-static gboolean candidate_ok_locked(Selection *sel, TdmFeature *f)
-{
-    const char *reason = NULL;
-    if (!is_available_locked(f, &reason)) {
-        note_rejection(sel, "'%s' unavailable: %s", f->name, reason);
-        return FALSE;
-    }
-    if (sel->accept != NULL && !sel->accept(f, sel->user_data)) {
-        note_rejection(sel, "'%s' not suitable here", f->name);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-static TdmFeature *select_auto_locked(Selection *sel, TdmFeatureKind kind, char **excluded)
-{
-    GPtrArray *all = list_features_locked(kind);
-    TdmFeature *chosen = NULL;
-    for (guint i = 0; i < all->len && chosen == NULL; i++) {
-        TdmFeature *f = g_ptr_array_index(all, i);
-        if (excluded != NULL && g_strv_contains((const char *const *)excluded, f->name)) {
-            continue;
-        }
-        if (effective_priority_locked(f) < 0) {
-            note_rejection(sel, "'%s' is never picked automatically (priority < 0)", f->name);
-            continue;
-        }
-        if (candidate_ok_locked(sel, f)) {
-            chosen = f;
-        }
-    }
-    g_ptr_array_unref(all);
-    return chosen;
-}
-
-static char **split_list(const char *list)
-{
-    char **items = g_strsplit(list, ",", -1);
-    guint n = 0;
-    for (guint i = 0; items[i] != NULL; i++) {
-        g_strstrip(items[i]);
-        if (items[i][0] != '\0') {
-            items[n++] = items[i];
-        } else {
-            g_free(items[i]);
-        }
-    }
-    items[n] = NULL;
-    return items;
-}
-
-TdmFeature *tdm_registry_select(TdmFeatureKind kind, const char *spec, TdmFeatureFilter accept,
-                                gpointer user_data, GError **error)
-{
-    g_return_val_if_fail((unsigned)kind < TDM_FEATURE_N_KINDS, NULL);
-    g_return_val_if_fail(error == NULL || *error == NULL, NULL);
-    ensure_init();
-
-    char *trimmed = g_strstrip(g_strdup(spec != NULL ? spec : ""));
-    Selection sel = {accept, user_data, g_string_new(NULL)};
-    TdmFeature *chosen = NULL;
-    gboolean single_unknown = FALSE;
-
-    g_rec_mutex_lock(&registry.lock);
-    if (trimmed[0] == '\0' || strcmp(trimmed, "auto") == 0) {
-        chosen = select_auto_locked(&sel, kind, NULL);
-    } else if (trimmed[0] == '^') {
-        char **excluded = split_list(trimmed + 1);
-        chosen = select_auto_locked(&sel, kind, excluded);
-        g_strfreev(excluded);
-    } else {
-        char **items = split_list(trimmed);
-        for (guint i = 0; items[i] != NULL && chosen == NULL; i++) {
-            if (strcmp(items[i], "auto") == 0) {
-                chosen = select_auto_locked(&sel, kind, NULL);
-                continue;
-            }
-            TdmFeature *f = find_locked(kind, items[i]);
-            if (f == NULL) {
-                note_rejection(&sel, "'%s' unknown", items[i]);
-                single_unknown = items[1] == NULL;
-            } else if (candidate_ok_locked(&sel, f)) {
-                chosen = f;
-            }
-        }
-        g_strfreev(items);
-    }
-    if (chosen == NULL) {
-        if (single_unknown) {
-            set_not_found_locked(kind, trimmed, error);
-        } else {
-            char *known = known_names_locked(kind);
-            const char *why = sel.why->str;
-            if (sel.why->len == 0) {
-                why = trimmed[0] == '^' ? "every candidate is excluded" : "none registered";
-            }
-            g_set_error(error, TDM_ERROR, TDM_ERROR_UNAVAILABLE,
-                        "no %s available for '%s': %s (known: %s)", kind_names[kind],
-                        trimmed[0] != '\0' ? trimmed : "auto", why, known);
-            g_free(known);
-        }
-    }
-    g_rec_mutex_unlock(&registry.lock);
-    g_string_free(sel.why, TRUE);
-    g_free(trimmed);
-    return chosen;
-}
-
-void tdm_registry_set_priority(const char *feature_name, int priority)
-{
-    g_return_if_fail(feature_name != NULL);
-    g_rec_mutex_lock(&registry.lock);
-    registry_ensure_tables_locked();
-    g_hash_table_replace(registry.priorities, g_strdup(feature_name),
-                         GINT_TO_POINTER(CLAMP(priority, PRIORITY_MIN, PRIORITY_MAX)));
-    g_rec_mutex_unlock(&registry.lock);
 }
 
 const char *tdm_registry_default_plugin_dir(void)

@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "json.h"
 
 #define MAX_HEADER_BYTES (100u << 20)
-#define MAX_JSON_DEPTH 32
 
 struct _TdmSafeTensors {
     char *path;            /* file read from, for messages; NULL for a writer */
@@ -91,44 +91,6 @@ void tdm_safetensors_free(TdmSafeTensors *st)
     g_free(st);
 }
 
-/* ---- a small strict JSON parser ------------------------------------- */
-
-typedef enum { J_OBJECT, J_ARRAY, J_STRING, J_INT, J_LITERAL } JType;
-
-typedef struct JValue JValue;
-struct JValue {
-    JType type;
-    size_t offset;    /* of the value's first byte, in the file */
-    char *str;        /* J_STRING */
-    gint64 num;       /* J_INT */
-    GPtrArray *items; /* J_OBJECT values / J_ARRAY items (JValue *) */
-    GPtrArray *keys;  /* J_OBJECT keys (char *) */
-};
-
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    size_t base; /* file offset of s[0] */
-    const char *path;
-    GError **error;
-} JParser;
-
-static void jvalue_free(gpointer p)
-{
-    JValue *v = p;
-    if (v == NULL) {
-        return;
-    }
-    g_free(v->str);
-    if (v->items != NULL) {
-        g_ptr_array_free(v->items, TRUE);
-    }
-    if (v->keys != NULL) {
-        g_ptr_array_free(v->keys, TRUE);
-    }
-    g_free(v);
-}
-
 G_GNUC_PRINTF(3, 4)
 static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
 {
@@ -140,285 +102,7 @@ static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
     return FALSE;
 }
 
-static gboolean jfail(JParser *p, const char *what)
-{
-    if (p->pos >= p->len) {
-        return corrupt(p->error, p->path, "bad JSON header at byte %zu: %s (header ends)",
-                       p->base + p->pos, what);
-    }
-    return corrupt(p->error, p->path, "bad JSON header at byte %zu: %s (found '%c')",
-                   p->base + p->pos, what, g_ascii_isprint(p->s[p->pos]) ? p->s[p->pos] : '?');
-}
-
-static void jskip_ws(JParser *p)
-{
-    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
-                               p->s[p->pos] == '\n' || p->s[p->pos] == '\r')) {
-        p->pos++;
-    }
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-static gboolean jparse_hex4(JParser *p, guint32 *out)
-{
-    if (p->pos + 4 > p->len) {
-        return jfail(p, "truncated \\u escape");
-    }
-    guint32 v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hex_value(p->s[p->pos]);
-        if (h < 0) {
-            return jfail(p, "bad hex digit in \\u escape");
-        }
-        v = v * 16 + (guint32)h;
-        p->pos++;
-    }
-    *out = v;
-    return TRUE;
-}
-
-static char *jparse_string(JParser *p)
-{
-    /* p->s[p->pos] == '"' */
-    p->pos++;
-    GString *out = g_string_new(NULL);
-    while (p->pos < p->len) {
-        unsigned char c = (unsigned char)p->s[p->pos];
-        if (c == '"') {
-            p->pos++;
-            return g_string_free(out, FALSE);
-        }
-        if (c < 0x20) {
-            jfail(p, "control character in string");
-            break;
-        }
-        if (c != '\\') {
-            g_string_append_c(out, (char)c);
-            p->pos++;
-            continue;
-        }
-        p->pos++;
-        if (p->pos >= p->len) {
-            jfail(p, "truncated escape");
-            break;
-        }
-        char e = p->s[p->pos++];
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e != '\0' && simple != NULL) {
-            static const char repl[] = "\"\\/\b\f\n\r\t";
-            g_string_append_c(out, repl[simple - "\"\\/bfnrt"]);
-            continue;
-        }
-        if (e != 'u') {
-            p->pos--;
-            jfail(p, "unknown escape");
-            break;
-        }
-        guint32 cp;
-        if (!jparse_hex4(p, &cp)) {
-            break;
-        }
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            guint32 lo;
-            if (p->pos + 2 > p->len || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-                jfail(p, "unpaired surrogate in \\u escape");
-                break;
-            }
-            p->pos += 2;
-            if (!jparse_hex4(p, &lo)) {
-                break;
-            }
-            if (lo < 0xDC00 || lo > 0xDFFF) {
-                jfail(p, "bad low surrogate in \\u escape");
-                break;
-            }
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            jfail(p, "unpaired surrogate in \\u escape");
-            break;
-        }
-        if (cp == 0) {
-            jfail(p, "NUL character in string");
-            break;
-        }
-        g_string_append_unichar(out, cp);
-    }
-    if (p->pos >= p->len && (p->error == NULL || *p->error == NULL)) {
-        jfail(p, "unterminated string");
-    }
-    g_string_free(out, TRUE);
-    return NULL;
-}
-
-static JValue *jparse_value(JParser *p, int depth);
-
-static JValue *jparse_container(JParser *p, int depth, gboolean is_object)
-{
-    JValue *v = g_new0(JValue, 1);
-    v->type = is_object ? J_OBJECT : J_ARRAY;
-    v->offset = p->base + p->pos;
-    v->items = g_ptr_array_new_with_free_func(jvalue_free);
-    if (is_object) {
-        v->keys = g_ptr_array_new_with_free_func(g_free);
-    }
-    char close = is_object ? '}' : ']';
-    p->pos++;
-    jskip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == close) {
-        p->pos++;
-        return v;
-    }
-    for (;;) {
-        jskip_ws(p);
-        if (is_object) {
-            if (p->pos >= p->len || p->s[p->pos] != '"') {
-                jfail(p, "expected a string key");
-                goto fail;
-            }
-            size_t key_pos = p->pos;
-            char *key = jparse_string(p);
-            if (key == NULL) {
-                goto fail;
-            }
-            for (guint i = 0; i < v->keys->len; i++) {
-                if (strcmp(v->keys->pdata[i], key) == 0) {
-                    p->pos = key_pos;
-                    g_free(key);
-                    jfail(p, "duplicate key");
-                    goto fail;
-                }
-            }
-            g_ptr_array_add(v->keys, key);
-            jskip_ws(p);
-            if (p->pos >= p->len || p->s[p->pos] != ':') {
-                jfail(p, "expected ':'");
-                goto fail;
-            }
-            p->pos++;
-        }
-        JValue *item = jparse_value(p, depth + 1);
-        if (item == NULL) {
-            goto fail;
-        }
-        g_ptr_array_add(v->items, item);
-        jskip_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == ',') {
-            p->pos++;
-            continue;
-        }
-        if (p->pos < p->len && p->s[p->pos] == close) {
-            p->pos++;
-            return v;
-        }
-        jfail(p, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
-        goto fail;
-    }
-fail:
-    jvalue_free(v);
-    return NULL;
-}
-
-static JValue *jparse_value(JParser *p, int depth)
-{
-    jskip_ws(p);
-    if (depth > MAX_JSON_DEPTH) {
-        jfail(p, "nesting too deep");
-        return NULL;
-    }
-    if (p->pos >= p->len) {
-        jfail(p, "expected a value");
-        return NULL;
-    }
-    char c = p->s[p->pos];
-    if (c == '{' || c == '[') {
-        return jparse_container(p, depth, c == '{');
-    }
-    if (c == '"') {
-        size_t start = p->pos;
-        char *s = jparse_string(p);
-        if (s == NULL) {
-            return NULL;
-        }
-        JValue *v = g_new0(JValue, 1);
-        v->type = J_STRING;
-        v->offset = p->base + start;
-        v->str = s;
-        return v;
-    }
-    if (c == '-' || g_ascii_isdigit(c)) {
-        size_t start = p->pos;
-        gboolean neg = c == '-';
-        if (neg) {
-            p->pos++;
-        }
-        if (p->pos >= p->len || !g_ascii_isdigit(p->s[p->pos])) {
-            jfail(p, "bad number");
-            return NULL;
-        }
-        if (p->s[p->pos] == '0' && p->pos + 1 < p->len && g_ascii_isdigit(p->s[p->pos + 1])) {
-            jfail(p, "leading zero in number");
-            return NULL;
-        }
-        guint64 n = 0;
-        while (p->pos < p->len && g_ascii_isdigit(p->s[p->pos])) {
-            guint64 d = (guint64)(p->s[p->pos] - '0');
-            if (n > ((guint64)G_MAXINT64 - d) / 10) {
-                jfail(p, "integer too large");
-                return NULL;
-            }
-            n = n * 10 + d;
-            p->pos++;
-        }
-        if (p->pos < p->len && (p->s[p->pos] == '.' || p->s[p->pos] == 'e' ||
-                                p->s[p->pos] == 'E')) {
-            jfail(p, "only integers are allowed in a safetensors header");
-            return NULL;
-        }
-        JValue *v = g_new0(JValue, 1);
-        v->type = J_INT;
-        v->offset = p->base + start;
-        v->num = neg ? -(gint64)n : (gint64)n;
-        return v;
-    }
-    static const char *const literals[] = {"true", "false", "null"};
-    for (size_t i = 0; i < G_N_ELEMENTS(literals); i++) {
-        size_t l = strlen(literals[i]);
-        if (p->len - p->pos >= l && memcmp(p->s + p->pos, literals[i], l) == 0) {
-            JValue *v = g_new0(JValue, 1);
-            v->type = J_LITERAL;
-            v->offset = p->base + p->pos;
-            p->pos += l;
-            return v;
-        }
-    }
-    jfail(p, "expected a value");
-    return NULL;
-}
-
 /* ---- reading --------------------------------------------------------- */
-
-static JValue *jobject_get(const JValue *obj, const char *key)
-{
-    for (guint i = 0; i < obj->keys->len; i++) {
-        if (strcmp(obj->keys->pdata[i], key) == 0) {
-            return obj->items->pdata[i];
-        }
-    }
-    return NULL;
-}
 
 static gboolean read_tensor_entry(TdmSafeTensors *st, const char *name, const JValue *v,
                                   size_t data_len, size_t *begin_out, GError **error)
@@ -434,9 +118,9 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const char *name, const JV
                            v->offset, k);
         }
     }
-    JValue *dtype = jobject_get(v, "dtype");
-    JValue *shape = jobject_get(v, "shape");
-    JValue *offsets = jobject_get(v, "data_offsets");
+    JValue *dtype = json_object_get(v, "dtype");
+    JValue *shape = json_object_get(v, "shape");
+    JValue *offsets = json_object_get(v, "data_offsets");
     if (dtype == NULL || shape == NULL || offsets == NULL) {
         return corrupt(error, path, "tensor '%s' at byte %zu lacks %s", name, v->offset,
                        dtype == NULL ? "\"dtype\"" : shape == NULL ? "\"shape\"" : "\"data_offsets\"");
@@ -546,18 +230,18 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
         goto fail;
     }
     JParser p = {contents + 8, (size_t)hlen, 0, 8, path, &local};
-    jskip_ws(&p);
+    json_skip_ws(&p);
     if (p.pos >= p.len || p.s[p.pos] != '{') {
-        jfail(&p, "the header must be a JSON object");
+        json_fail(&p, "the header must be a JSON object");
         goto fail;
     }
-    root = jparse_value(&p, 0);
+    root = json_parse_value(&p, 0);
     if (root == NULL) {
         goto fail;
     }
-    jskip_ws(&p);
+    json_skip_ws(&p);
     if (p.pos != p.len) {
-        jfail(&p, "trailing data after the JSON object");
+        json_fail(&p, "trailing data after the JSON object");
         goto fail;
     }
 
@@ -608,11 +292,11 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
             goto fail;
         }
     }
-    jvalue_free(root);
+    json_value_free(root);
     return st;
 
 fail:
-    jvalue_free(root);
+    json_value_free(root);
     tdm_safetensors_free(st);
     g_propagate_error(error, g_steal_pointer(&local));
     return NULL;

@@ -1,8 +1,8 @@
 /* tests/fuzz/fuzz-store.c - libFuzzer target for the store server's frame
- * parser and request dispatch (core/store.c), without sockets: the input
+ * parser and request dispatch (core/store-server.c), without sockets: the input
  * is what one client sent on a connection.
  *
- * The file includes core/store.c itself to reach its static parser. Not
+ * The file includes core/store-server.c itself to reach its static parser. Not
  * built by make; from a build directory:
  *   clang -g -O1 -fsanitize=fuzzer,address -DTDM_COMPILATION -I../../include \
  *     -I../../core -I. $(pkg-config --cflags glib-2.0) ../../tests/fuzz/fuzz-store.c \
@@ -12,7 +12,7 @@
  * request; a second connection replays the input without one. Every parked
  * GET/WAIT is then answered by a forced timeout.
  */
-#include "../../core/store.c"
+#include "../../core/store-server.c"
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 

@@ -1,0 +1,55 @@
+/* tools/run.h - what `tandem run`'s launcher (tools/cmd-run.c) shares with
+ * its multi-node rendezvous (tools/run-rdzv.c): the parsed options, the job
+ * being run, and the flag the signal handlers set.
+ */
+#ifndef TDM_TOOLS_RUN_H
+#define TDM_TOOLS_RUN_H
+
+#include <signal.h>
+
+#include <tandem/tandem.h>
+
+/* How often a waiting launcher looks for another node's failure. */
+#define POLL_FAILED_S 0.5
+
+typedef struct {
+    int nproc, nnodes, node_rank, master_port, max_restarts;
+    double timeout;
+    const char *master_addr, *token;
+    char **cmd;
+} RunOptions;
+
+typedef struct {
+    int rank;
+    pid_t pid;
+    gboolean reaped;
+    int status;
+    int fd[2];       /* stdout, stderr pipes; -1 once closed */
+    GString *buf[2]; /* partial lines */
+} Worker;
+
+typedef struct {
+    RunOptions opt;
+    TdmStoreServer *server;
+    TdmStore *store;
+    char *store_addr;
+    int port;
+    char *token;
+    int world, rank_offset, attempt;
+    Worker *workers;
+    int interrupt_sig;
+} Job;
+
+/* cmd-run.c: the stop signal received (SIGINT, SIGTERM, SIGHUP), or 0. */
+extern volatile sig_atomic_t pending_stop_sig;
+const char *signal_name(int sig, char *buf, gsize size);
+
+/* run-rdzv.c */
+/* Connect to node 0's store, retrying until the job's timeout. */
+gboolean connect_store(Job *job, GError **error);
+/* Register this node for the attempt, wait for all, number the ranks. */
+gboolean rendezvous(Job *job, GError **error);
+/* Node 0 keeps the store up until every node's workers are done with it. */
+gboolean finish_nodes(Job *job, GError **error);
+
+#endif /* TDM_TOOLS_RUN_H */
