@@ -7,7 +7,8 @@
  * tdm_plugin_add_feature, and may look features up). The built-in "core"
  * plugin is registered first; then explicit files (tdm_registry_load_file),
  * then every libtdm-*.so found in TDM_PLUGIN_PATH and in
- * TDM_PLUGIN_SYSTEM_PATH (or the installed plugin directory). The first file
+ * TDM_PLUGIN_SYSTEM_PATH (or the installed plugin directory; a library run
+ * from its build tree uses the build's plugins instead). The first file
  * of a basename claims it, whether it loads or not, so what runs never
  * depends on which copy happens to work. A plugin that fails is recorded
  * with its reason and closed; the features its init registered are rolled
@@ -15,8 +16,10 @@
  * kept apart from the registered values and applied on every read, so
  * tdm_registry_set_priority() takes effect immediately.
  */
+#define _GNU_SOURCE /* dladdr */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <string.h>
 
 #include <gmodule.h>
@@ -588,7 +591,8 @@ gboolean tdm_registry_init(GError **error)
             scan_path_list_locked(user_path);
         }
         const char *system_path = g_getenv("TDM_PLUGIN_SYSTEM_PATH");
-        scan_path_list_locked(system_path != NULL ? system_path : TDM_PLUGINS_DIR);
+        scan_path_list_locked(system_path != NULL ? system_path
+                                                  : tdm_registry_default_plugin_dir());
     }
     g_rec_mutex_unlock(&registry.lock);
     return TRUE;
@@ -666,7 +670,22 @@ TdmFeature *tdm_registry_find(TdmFeatureKind kind, const char *name, GError **er
     return f;
 }
 
+/* An uninstalled library (loaded from TDM_BUILD_DIR/core/.libs, as
+ * `build/tools/tandem` does) uses the plugins built beside it, so that a
+ * fresh build runs without `make install`; an installed one uses
+ * TDM_PLUGINS_DIR. */
 const char *tdm_registry_default_plugin_dir(void)
 {
-    return TDM_PLUGINS_DIR;
+    static const char *dir;
+    if (g_once_init_enter(&dir)) {
+        const char *found = TDM_PLUGINS_DIR;
+        Dl_info info;
+        if (dladdr((void *)tdm_registry_default_plugin_dir, &info) != 0 &&
+            info.dli_fname != NULL &&
+            g_str_has_prefix(info.dli_fname, TDM_BUILD_DIR "/core/.libs/")) {
+            found = TDM_BUILD_DIR "/plugins/.libs";
+        }
+        g_once_init_leave(&dir, found);
+    }
+    return dir;
 }
