@@ -23,6 +23,12 @@ typedef struct {
     gboolean fused;
     TdmTensor *value_run, *grad_run;
     TdmTensor *state_run[MAX_STATES];
+    /* Set when the run is the model's whole grad arena: a fused step may
+     * then also do the model's zero_grad. */
+    TdmModel *whole_model;
+    /* tdm_optimizer_step_zero_grad() asks the built-in step to zero the
+     * gradients (zero_grad) and learns whether it did (zeroed). */
+    gboolean zero_grad, zeroed;
 } OptimPriv;
 
 void tdm_optimizer_options_init(TdmOptimizerOptions *opts)
@@ -135,6 +141,9 @@ static gboolean optim_setup(TdmOptimizer *opt, const char *const *state_names, i
             }
         }
         op->fused = TRUE;
+        if (offset == 0 && (size_t)n == model->n_grads) {
+            op->whole_model = model;
+        }
         return TRUE;
     }
     for (int s = 0; s < n_states; s++) {
@@ -222,6 +231,11 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
     };
     gboolean has_buf = o->momentum != 0.0f;
     if (fused_usable(opt)) {
+        if (op->zero_grad && be->sgd_update_zero_grad != NULL) {
+            op->zeroed = TRUE;
+            return be->sgd_update_zero_grad(opt->device, &hp, op->value_run, op->grad_run,
+                                            has_buf ? op->state_run[0] : NULL, error);
+        }
         return be->sgd_update(opt->device, &hp, op->value_run, op->grad_run,
                               has_buf ? op->state_run[0] : NULL, error);
     }
@@ -281,6 +295,11 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
         .step = opt->step_count + 1,
     };
     if (fused_usable(opt)) {
+        if (op->zero_grad && be->adamw_update_zero_grad != NULL) {
+            op->zeroed = TRUE;
+            return be->adamw_update_zero_grad(opt->device, &hp, op->value_run, op->grad_run,
+                                              op->state_run[0], op->state_run[1], error);
+        }
         return be->adamw_update(opt->device, &hp, op->value_run, op->grad_run, op->state_run[0],
                                 op->state_run[1], error);
     }
@@ -366,6 +385,33 @@ gboolean tdm_optimizer_step(TdmOptimizer *opt, GError **error)
     }
     opt->step_count++;
     return TRUE;
+}
+
+/* One step, then zero every gradient of `model`: the same as
+ * tdm_optimizer_step() followed by tdm_model_zero_grad(), in one pass over
+ * the gradients when a built-in optimizer updates the model's whole grad
+ * arena in one fused call and the backend has the update-and-zero op. */
+gboolean tdm_optimizer_step_zero_grad(TdmOptimizer *opt, TdmModel *model, GError **error)
+{
+    g_return_val_if_fail(opt != NULL && model != NULL, FALSE);
+    OptimPriv *op = NULL;
+    if ((opt->klass == &tdm_sgd_class || opt->klass == &tdm_adamw_class) && opt->priv != NULL) {
+        op = opt->priv;
+        if (op->whole_model != model) {
+            op = NULL;
+        }
+    }
+    if (op != NULL) {
+        op->zero_grad = TRUE;
+        op->zeroed = FALSE;
+    }
+    gboolean ok = tdm_optimizer_step(opt, error);
+    gboolean zeroed = op != NULL && op->zeroed;
+    if (op != NULL) {
+        op->zero_grad = FALSE;
+        op->zeroed = FALSE;
+    }
+    return ok && (zeroed || tdm_model_zero_grad(model, error));
 }
 
 void tdm_optimizer_free(TdmOptimizer *opt)

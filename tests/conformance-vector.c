@@ -367,12 +367,19 @@ static const SgdCase sgd_cases[] = {
     {"nesterov_wd", {0.1f, 0.9f, 0.0f, 1e-4f, TRUE, FALSE}},
 };
 
-static void test_sgd(gconstpointer data)
+/* With zero_grad the device runs sgd_update_zero_grad against the ref's
+ * sgd_update then fill(grad, 0): its definition. */
+static void check_sgd(gconstpointer data, gboolean zero_grad)
 {
     const ConfData *d = data;
     const SgdCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    int64_t n = 1003;
+    if (zero_grad && dev->backend->sgd_update_zero_grad == NULL) {
+        g_test_skip("backend has no sgd_update_zero_grad");
+        return;
+    }
+    /* Large enough for the cpu backend's threaded, blocked path. */
+    int64_t n = zero_grad ? 40003 : 1003;
     Pair p = conf_pair_random(dev, 1, &n, -1, 1);
     Pair buf = conf_pair_from(dev, TDM_DTYPE_F32, 1, &n, NULL);
     Pair g = {NULL, NULL};
@@ -383,7 +390,14 @@ static void test_sgd(gconstpointer data)
         conf_pair_clear(&g);
         g = conf_pair_random(dev, 1, &n, -1, 1);
         TRY(conf_ref->backend->sgd_update(conf_ref, &hp, p.r, g.r, use_buf ? buf.r : NULL, &err));
-        TRY(dev->backend->sgd_update(dev, &hp, p.t, g.t, use_buf ? buf.t : NULL, &err));
+        if (zero_grad) {
+            TRY(conf_ref->backend->fill(conf_ref, g.r, 0.0f, &err));
+            TRY(dev->backend->sgd_update_zero_grad(dev, &hp, p.t, g.t, use_buf ? buf.t : NULL,
+                                                   &err));
+            conf_compare("zeroed grad", &g, TOL_EXACT);
+        } else {
+            TRY(dev->backend->sgd_update(dev, &hp, p.t, g.t, use_buf ? buf.t : NULL, &err));
+        }
     }
     conf_compare("param after 3 steps", &p, TOL_ELEMENTWISE);
     if (use_buf) {
@@ -393,6 +407,16 @@ out:
     conf_pair_clear(&p);
     conf_pair_clear(&buf);
     conf_pair_clear(&g);
+}
+
+static void test_sgd(gconstpointer data)
+{
+    check_sgd(data, FALSE);
+}
+
+static void test_sgd_zero_grad(gconstpointer data)
+{
+    check_sgd(data, TRUE);
 }
 
 typedef struct {
@@ -405,12 +429,17 @@ static const AdamWCase adamw_cases[] = {
     {"lr0.1_b0.8_0.99_wd0", {0.1f, 0.8f, 0.99f, 1e-6f, 0.0f, 0}},
 };
 
-static void test_adamw(gconstpointer data)
+static void check_adamw(gconstpointer data, gboolean zero_grad)
 {
     const ConfData *d = data;
     const AdamWCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    int64_t n = 1003;
+    if (zero_grad && dev->backend->adamw_update_zero_grad == NULL) {
+        g_test_skip("backend has no adamw_update_zero_grad");
+        return;
+    }
+    /* Large enough for the cpu backend's threaded, blocked path. */
+    int64_t n = zero_grad ? 40003 : 1003;
     Pair p = conf_pair_random(dev, 1, &n, -1, 1);
     Pair m = conf_pair_from(dev, TDM_DTYPE_F32, 1, &n, NULL);
     Pair v = conf_pair_from(dev, TDM_DTYPE_F32, 1, &n, NULL);
@@ -421,7 +450,13 @@ static void test_adamw(gconstpointer data)
         conf_pair_clear(&g);
         g = conf_pair_random(dev, 1, &n, -1, 1);
         TRY(conf_ref->backend->adamw_update(conf_ref, &hp, p.r, g.r, m.r, v.r, &err));
-        TRY(dev->backend->adamw_update(dev, &hp, p.t, g.t, m.t, v.t, &err));
+        if (zero_grad) {
+            TRY(conf_ref->backend->fill(conf_ref, g.r, 0.0f, &err));
+            TRY(dev->backend->adamw_update_zero_grad(dev, &hp, p.t, g.t, m.t, v.t, &err));
+            conf_compare("zeroed grad", &g, TOL_EXACT);
+        } else {
+            TRY(dev->backend->adamw_update(dev, &hp, p.t, g.t, m.t, v.t, &err));
+        }
     }
     conf_compare("param after 3 steps", &p, TOL_ELEMENTWISE);
     conf_compare("exp_avg after 3 steps", &m, TOL_ELEMENTWISE);
@@ -431,6 +466,16 @@ out:
     conf_pair_clear(&m);
     conf_pair_clear(&v);
     conf_pair_clear(&g);
+}
+
+static void test_adamw(gconstpointer data)
+{
+    check_adamw(data, FALSE);
+}
+
+static void test_adamw_zero_grad(gconstpointer data)
+{
+    check_adamw(data, TRUE);
 }
 
 #define ADD_CASES(op, cases, fn)                                                                   \
@@ -452,4 +497,6 @@ void conf_add_vector_tests(TdmDevice *dev, const char *suffix)
     ADD_CASES("cast", cast_cases, test_cast);
     ADD_CASES("sgd_update", sgd_cases, test_sgd);
     ADD_CASES("adamw_update", adamw_cases, test_adamw);
+    ADD_CASES("sgd_update_zero_grad", sgd_cases, test_sgd_zero_grad);
+    ADD_CASES("adamw_update_zero_grad", adamw_cases, test_adamw_zero_grad);
 }

@@ -146,7 +146,7 @@ static const ConvCase conv_cases[] = {
     {"n2c16h8o16k1s1p0_bias", 2, 16, 8, 8, 16, 1, 1, 0, 1, 1, TRUE},
 };
 
-enum { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER };
+enum { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER, CONV_RELU_FWD };
 
 static void test_conv(const ConfData *d, int which)
 {
@@ -163,6 +163,11 @@ static void test_conv(const ConfData *d, int which)
     Pair w = conf_pair_random(dev, 4, wshape, -0.5, 0.5);
     Pair dy = conf_pair_random(dev, 4, yshape, -1, 1);
     Pair bias = {NULL, NULL}, out = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair pre = conf_pair_empty(dev, TDM_DTYPE_F32);
+    if (which == CONV_RELU_FWD && dev->backend->conv2d_relu_forward == NULL) {
+        g_test_skip("backend has no conv2d_relu_forward");
+        goto out;
+    }
     if (c->bias) {
         bias = conf_pair_random(dev, 1, &c->o, -1, 1);
     }
@@ -170,6 +175,13 @@ static void test_conv(const ConfData *d, int which)
     case CONV_FWD:
         TRY(conf_ref->backend->conv2d_forward(conf_ref, NULL, &p, x.r, w.r, bias.r, out.r, &err));
         TRY(dev->backend->conv2d_forward(dev, NULL, &p, x.t, w.t, bias.t, out.t, &err));
+        conf_compare("y", &out, TOL_REDUCTION);
+        break;
+    case CONV_RELU_FWD:
+        /* against its definition on the ref: conv2d_forward, then relu_forward */
+        TRY(conf_ref->backend->conv2d_forward(conf_ref, NULL, &p, x.r, w.r, bias.r, pre.r, &err));
+        TRY(conf_ref->backend->relu_forward(conf_ref, NULL, pre.r, out.r, &err));
+        TRY(dev->backend->conv2d_relu_forward(dev, NULL, &p, x.t, w.t, bias.t, out.t, &err));
         conf_compare("y", &out, TOL_REDUCTION);
         break;
     case CONV_BWD_DATA:
@@ -197,11 +209,17 @@ out:
     conf_pair_clear(&dy);
     conf_pair_clear(&bias);
     conf_pair_clear(&out);
+    conf_pair_clear(&pre);
 }
 
 static void test_conv_fwd(gconstpointer d)
 {
     test_conv(d, CONV_FWD);
+}
+
+static void test_conv_relu_fwd(gconstpointer d)
+{
+    test_conv(d, CONV_RELU_FWD);
 }
 
 static void test_conv_bwd_data(gconstpointer d)
@@ -645,6 +663,7 @@ static void conf_add_op_tests(TdmDevice *dev, const char *suffix)
     ADD_CASES("gemm", gemm_cases, test_gemm);
     ADD_CASES("bias_grad", bias_grad_cases, test_bias_grad);
     ADD_CASES("conv2d_forward", conv_cases, test_conv_fwd);
+    ADD_CASES("conv2d_relu_forward", conv_cases, test_conv_relu_fwd);
     ADD_CASES("conv2d_backward_data", conv_cases, test_conv_bwd_data);
     ADD_CASES("conv2d_backward_filter", conv_cases, test_conv_bwd_filter);
     ADD_CASES("batchnorm_forward_train", bn_cases, test_bn_train);

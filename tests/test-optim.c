@@ -3,7 +3,8 @@
  * double, through both the fused whole-arena path (the optimizer covers
  * every parameter) and the per-parameter path (a non-contiguous subset);
  * state tensors under their checkpoint keys; frozen parameters left alone;
- * the learning-rate schedules at chosen steps. Tolerance: 1e-5 relative,
+ * the learning-rate schedules at chosen steps; a step that also zeroes the
+ * gradients, against a step then zero_grad. Tolerance: 1e-5 relative,
  * float32 rounding of two updates.
  */
 #include "config.h"
@@ -272,6 +273,63 @@ static void test_frozen_after_create(void)
     tdm_model_free(model);
 }
 
+/* tdm_optimizer_step_zero_grad is a step then zero_grad, bit for bit: on
+ * the fused whole-arena path (the backend's update-and-zero op) and on the
+ * per-parameter path (a subset: the step, then the usual zero_grad). */
+static void run_step_zero_grad(const char *name, gboolean subset)
+{
+    GError *error = NULL;
+    TdmModel *a = small_model(), *b = small_model();
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    o.momentum = 0.9f;
+    o.weight_decay = 0.01f;
+    GPtrArray *pa = NULL, *pb = NULL;
+    if (subset) {
+        pa = g_ptr_array_new();
+        pb = g_ptr_array_new();
+        g_ptr_array_add(pa, tdm_model_find_param(a, "fc1.weight"));
+        g_ptr_array_add(pb, tdm_model_find_param(b, "fc1.weight"));
+    }
+    TdmOptimizer *oa = tdm_optimizer_new(name, a, pa, &o, &error);
+    g_assert_no_error(error);
+    TdmOptimizer *ob = tdm_optimizer_new(name, b, pb, &o, &error);
+    g_assert_no_error(error);
+    for (int step = 0; step < 3; step++) {
+        g_autofree float *g = g_new(float, a->n_grads);
+        test_fill_uniform(g, (int64_t)a->n_grads, 40 + step, -1.0, 1.0);
+        g_assert_true(tdm_tensor_write(a->grad_arena, g, NULL));
+        g_assert_true(tdm_tensor_write(b->grad_arena, g, NULL));
+        g_assert_true(tdm_optimizer_step(oa, &error) && tdm_model_zero_grad(a, &error));
+        g_assert_true(tdm_optimizer_step_zero_grad(ob, b, &error));
+        g_assert_no_error(error);
+        g_autofree float *va = test_read(a->value_arena);
+        g_autofree float *vb = test_read(b->value_arena);
+        g_assert_cmpmem(va, a->n_values * sizeof(float), vb, b->n_values * sizeof(float));
+        g_autofree float *gb = test_read(b->grad_arena);
+        for (size_t k = 0; k < b->n_grads; k++) {
+            g_assert_cmpfloat(gb[k], ==, 0.0f);
+        }
+    }
+    g_assert_cmpint(ob->step_count, ==, 3);
+    tdm_optimizer_free(oa);
+    tdm_optimizer_free(ob);
+    if (subset) {
+        g_ptr_array_unref(pa);
+        g_ptr_array_unref(pb);
+    }
+    tdm_model_free(a);
+    tdm_model_free(b);
+}
+
+static void test_step_zero_grad(void)
+{
+    run_step_zero_grad("sgd", FALSE);
+    run_step_zero_grad("sgd", TRUE);
+    run_step_zero_grad("adamw", FALSE);
+    run_step_zero_grad("adamw", TRUE);
+}
+
 static void test_bad_optimizers(void)
 {
     GError *error = NULL;
@@ -432,6 +490,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/optim/adamw/per-param", GINT_TO_POINTER(TRUE), run_adamw);
     g_test_add_func("/optim/frozen-after-create", test_frozen_after_create);
     g_test_add_func("/optim/bad", test_bad_optimizers);
+    g_test_add_func("/optim/step-zero-grad", test_step_zero_grad);
     g_test_add_func("/optim/schedules", test_schedules);
     g_test_add_func("/optim/overfit/lenet-sgd", test_overfit_lenet_sgd);
     g_test_add_func("/optim/overfit/resnet8-adamw", test_overfit_resnet8_adamw);

@@ -21,7 +21,16 @@ typedef struct {
     TdmTensor *y, *dx;
     gboolean pass_next; /* the batch norm before applies this ReLU (next forward) */
     gboolean fwd_pass;  /* ... and did so in the last forward */
+    gboolean mask_next; /* the conv before applies this ReLU; backward still masks */
+    TdmTensor *rectified; /* that forward's (already rectified) input, kept */
 } ReluPriv;
+
+void tdm_relu_request_forward_passthrough(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_relu_class);
+    ReluPriv *rp = m->priv;
+    rp->mask_next = TRUE;
+}
 
 void tdm_relu_request_passthrough(TdmModule *m)
 {
@@ -35,10 +44,18 @@ static gboolean relu_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError *
     ReluPriv *rp = m->priv;
     rp->fwd_pass = rp->pass_next;
     rp->pass_next = FALSE;
+    gboolean masked = rp->mask_next;
+    rp->mask_next = FALSE;
     if (rp->fwd_pass) {
         *y = x;
         return TRUE;
     }
+    if (masked) {
+        tdm_module_keep(&rp->rectified, x);
+        *y = x;
+        return TRUE;
+    }
+    tdm_module_keep(&rp->rectified, NULL);
     TdmTensor *out = tdm_module_slot(m, &rp->y, TDM_DTYPE_F32);
     if (!m->device->backend->relu_forward(m->device, &rp->cache_fwd, x, out, error)) {
         return FALSE;
@@ -58,12 +75,13 @@ static gboolean relu_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
         *dx = dy;
         return TRUE;
     }
-    if (rp->y == NULL || rp->y->storage == NULL) {
+    TdmTensor *y = rp->rectified != NULL ? rp->rectified : rp->y;
+    if (y == NULL || y->storage == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "ReLU: backward before forward");
         return FALSE;
     }
-    TdmTensor *g = tdm_module_grad_slot(m, &rp->dx, rp->y);
-    if (!m->device->backend->relu_backward(m->device, &rp->cache_bwd, rp->y, dy, g, error)) {
+    TdmTensor *g = tdm_module_grad_slot(m, &rp->dx, y);
+    if (!m->device->backend->relu_backward(m->device, &rp->cache_bwd, y, dy, g, error)) {
         return FALSE;
     }
     *dx = g;
@@ -87,6 +105,7 @@ static void relu_finalize(TdmModule *m)
     }
     tdm_module_slot_clear(&rp->y);
     tdm_module_slot_clear(&rp->dx);
+    tdm_module_keep(&rp->rectified, NULL);
     g_free(rp);
 }
 

@@ -41,7 +41,9 @@ static void prefix_child_error(GError **error, const TdmModule *child)
 /* ---- Sequential ---- */
 
 /* BatchNorm2d then ReLU: the batch norm applies the ReLU itself when the
- * backend has the fused op, and the ReLU then passes its input through. */
+ * backend has the fused op, and the ReLU then passes its input through.
+ * Conv2d then ReLU: the convolution applies it; the ReLU's forward passes
+ * through, its backward still masks (the conv has no fused backward). */
 static void sequential_fuse(TdmModule *m, guint i)
 {
     TdmModule *c = child_at(m, i);
@@ -52,6 +54,13 @@ static void sequential_fuse(TdmModule *m, guint i)
                child_at(m, i - 1)->klass == &tdm_batchnorm2d_class &&
                tdm_batchnorm_applied_relu(child_at(m, i - 1))) {
         tdm_relu_request_passthrough(c);
+    } else if (c->klass == &tdm_conv2d_class && i + 1 < m->children->len &&
+               child_at(m, i + 1)->klass == &tdm_relu_class) {
+        tdm_conv2d_request_relu(c);
+    } else if (c->klass == &tdm_relu_class && i > 0 &&
+               child_at(m, i - 1)->klass == &tdm_conv2d_class &&
+               tdm_conv2d_applied_relu(child_at(m, i - 1))) {
+        tdm_relu_request_forward_passthrough(c);
     }
 }
 
@@ -160,7 +169,10 @@ static gboolean output_disposable(const TdmModule *m)
     if (m->klass == &tdm_batchnorm2d_class) {
         return !tdm_batchnorm_applied_relu(m);
     }
-    return m->klass == &tdm_conv2d_class || m->klass == &tdm_linear_class;
+    if (m->klass == &tdm_conv2d_class) {
+        return !tdm_conv2d_applied_relu(m);
+    }
+    return m->klass == &tdm_linear_class;
 }
 
 static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)

@@ -16,7 +16,27 @@ typedef struct {
     TdmOpCache *cache_fwd, *cache_bwd_data, *cache_bwd_filter, *cache_db;
     TdmTensor *y, *dx; /* slots */
     TdmTensor *x;      /* forward input kept for backward */
+    gboolean relu_next; /* apply the following ReLU in the next forward */
+    gboolean fwd_relu;  /* the last forward did */
 } Conv2dPriv;
+
+gboolean tdm_conv2d_request_relu(TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
+    Conv2dPriv *cp = m->priv;
+    if (m->device == NULL || m->device->backend->conv2d_relu_forward == NULL) {
+        return FALSE;
+    }
+    cp->relu_next = TRUE;
+    return TRUE;
+}
+
+gboolean tdm_conv2d_applied_relu(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
+    const Conv2dPriv *cp = m->priv;
+    return cp->fwd_relu;
+}
 
 static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
@@ -35,10 +55,14 @@ static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
     TdmParam *w = g_ptr_array_index(m->params, 0);
     TdmParam *b = cp->has_bias ? g_ptr_array_index(m->params, 1) : NULL;
     TdmTensor *out = tdm_module_slot(m, &cp->y, TDM_DTYPE_F32);
-    if (!dev->backend->conv2d_forward(dev, &cp->cache_fwd, &cp->cp, x, w->value,
-                                      b != NULL ? b->value : NULL, out, error)) {
+    gboolean relu = cp->relu_next;
+    cp->relu_next = FALSE;
+    cp->fwd_relu = FALSE;
+    if (!(relu ? dev->backend->conv2d_relu_forward : dev->backend->conv2d_forward)(
+            dev, &cp->cache_fwd, &cp->cp, x, w->value, b != NULL ? b->value : NULL, out, error)) {
         return FALSE;
     }
+    cp->fwd_relu = relu;
     tdm_module_keep(&cp->x, x);
     *y = out;
     return TRUE;

@@ -74,6 +74,17 @@ gboolean tdm_batchnorm_applied_relu(const TdmModule *bn);
  * it), and so is the matching backward. */
 void tdm_relu_request_passthrough(TdmModule *relu);
 
+/* ---- the same for the pair (Conv2d, ReLU) ----
+ * Asks the convolution to apply the ReLU that follows it in its next
+ * forward (conv2d_relu_forward; FALSE when the backend has no such op). */
+gboolean tdm_conv2d_request_relu(TdmModule *conv);
+/* TRUE when conv's last forward applied the ReLU. */
+gboolean tdm_conv2d_applied_relu(const TdmModule *conv);
+/* The ReLU's next forward is the identity (the layer before it applied it)
+ * but its backward still masks the gradient, by that forward's input: a
+ * rectified tensor is positive exactly where its input was. */
+void tdm_relu_request_forward_passthrough(TdmModule *relu);
+
 /* dropout (activation.c): the model gives each Dropout its own seed. */
 void tdm_dropout_set_seed(TdmModule *m, guint64 seed);
 guint64 tdm_dropout_get_seed(const TdmModule *m);

@@ -228,8 +228,22 @@ struct _TdmBackendClass {
      * The residual join of a ResNet block; its backward is relu_backward on y. */
     gboolean (*add_relu)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
                          TdmTensor *y, GError **error);
+    /* Exactly sgd_update / adamw_update followed by fill(grad, 0): the
+     * update zeroes each gradient element once it has read it, sparing the
+     * separate pass of zero_grad when the caller zeroes right after. */
+    gboolean (*sgd_update_zero_grad)(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
+                                     TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
+    gboolean (*adamw_update_zero_grad)(TdmDevice *dev, const TdmAdamWParams *hp,
+                                       TdmTensor *param, TdmTensor *grad, TdmTensor *exp_avg,
+                                       TdmTensor *exp_avg_sq, GError **error);
+    /* Convolution followed by ReLU: exactly conv2d_forward, then
+     * y = max(y, 0). Its backward is relu_backward on y, then the conv2d
+     * backward ops on that gradient. */
+    gboolean (*conv2d_relu_forward)(TdmDevice *dev, TdmOpCache **cache,
+                                    const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
+                                    TdmTensor *bias, TdmTensor *y, GError **error);
 
-    gpointer reserved[13];
+    gpointer reserved[10];
 };
 
 /* The backend class of a device (transfer none). */

@@ -68,6 +68,10 @@ struct _TdmOptimizer {
 TDM_API TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *params,
                                         const TdmOptimizerOptions *opts, GError **error);
 TDM_API gboolean tdm_optimizer_step(TdmOptimizer *opt, GError **error);
+/* tdm_optimizer_step() then tdm_model_zero_grad(model), in one pass over the
+ * gradients where the optimizer and the backend can. */
+TDM_API gboolean tdm_optimizer_step_zero_grad(TdmOptimizer *opt, TdmModel *model,
+                                              GError **error);
 TDM_API void tdm_optimizer_free(TdmOptimizer *opt);
 /* Get or create (zero-filled, shaped like `p`) a state tensor (transfer none). */
 TDM_API TdmTensor *tdm_optimizer_state(TdmOptimizer *opt, TdmParam *p, const char *state_name,

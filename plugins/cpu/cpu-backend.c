@@ -294,7 +294,14 @@ static gboolean op_conv_fwd(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
                             TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
                             GError **error)
 {
-    CPU_OP(CPU_OP_CONV_FWD, cpu_conv2d_forward(dev, cache, p, x, w, bias, y, error));
+    CPU_OP(CPU_OP_CONV_FWD, cpu_conv2d_forward(dev, cache, p, x, w, bias, FALSE, y, error));
+}
+
+static gboolean op_conv_relu_fwd(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                 TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                                 GError **error)
+{
+    CPU_OP(CPU_OP_CONV_FWD, cpu_conv2d_forward(dev, cache, p, x, w, bias, TRUE, y, error));
 }
 
 static gboolean op_conv_bwd_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
@@ -462,13 +469,25 @@ static gboolean op_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean
 static gboolean op_sgd(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
                        TdmTensor *buf, GError **error)
 {
-    CPU_OP(CPU_OP_OPTIM, cpu_sgd_update(dev, hp, param, grad, buf, error));
+    CPU_OP(CPU_OP_OPTIM, cpu_sgd_update(dev, hp, param, grad, buf, FALSE, error));
+}
+
+static gboolean op_sgd_zero(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
+                            TdmTensor *grad, TdmTensor *buf, GError **error)
+{
+    CPU_OP(CPU_OP_OPTIM, cpu_sgd_update(dev, hp, param, grad, buf, TRUE, error));
 }
 
 static gboolean op_adamw(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
                          TdmTensor *grad, TdmTensor *m, TdmTensor *v, GError **error)
 {
-    CPU_OP(CPU_OP_OPTIM, cpu_adamw_update(dev, hp, param, grad, m, v, error));
+    CPU_OP(CPU_OP_OPTIM, cpu_adamw_update(dev, hp, param, grad, m, v, FALSE, error));
+}
+
+static gboolean op_adamw_zero(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                              TdmTensor *grad, TdmTensor *m, TdmTensor *v, GError **error)
+{
+    CPU_OP(CPU_OP_OPTIM, cpu_adamw_update(dev, hp, param, grad, m, v, TRUE, error));
 }
 
 static const TdmBackendClass cpu_backend_class = {
@@ -522,6 +541,9 @@ static const TdmBackendClass cpu_backend_class = {
     .batchnorm_relu_forward = op_bn_relu_fwd,
     .batchnorm_relu_backward = op_bn_relu_bwd,
     .add_relu = op_add_relu,
+    .sgd_update_zero_grad = op_sgd_zero,
+    .adamw_update_zero_grad = op_adamw_zero,
+    .conv2d_relu_forward = op_conv_relu_fwd,
 };
 
 static gboolean cpu_plugin_init(TdmPlugin *plugin, GError **error)

@@ -169,9 +169,11 @@ static gboolean md_any(const dnnl_memory_desc_t *like, dnnl_memory_desc_t *md, G
                      "conv desc", error);
 }
 
-static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
-                       const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
-                       const dnnl_memory_desc_t *dst, dnnl_primitive_desc_t *pd, GError **error)
+/* relu: a ReLU post-op (conv2d_relu_forward); only the forward op asks. */
+static gboolean fwd_pd_ex(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
+                          const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                          const dnnl_memory_desc_t *dst, gboolean relu, dnnl_primitive_desc_t *pd,
+                          GError **error)
 {
     dnnl_convolution_desc_t cd;
     if (!cpu_check(dnnl_dilated_convolution_forward_desc_init(
@@ -181,14 +183,33 @@ static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc
         return FALSE;
     }
     dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-    dnnl_status_t s = dnnl_primitive_desc_create(pd, &cd, attr, CPU_DEV(dev)->engine, NULL);
+    dnnl_post_ops_t po = NULL;
+    dnnl_status_t s = dnnl_success;
+    if (relu && (s = dnnl_post_ops_create(&po)) == dnnl_success &&
+        (s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f)) ==
+            dnnl_success) {
+        s = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    if (po != NULL) {
+        dnnl_post_ops_destroy(po);
+    }
+    if (s == dnnl_success) {
+        s = dnnl_primitive_desc_create(pd, &cd, attr, CPU_DEV(dev)->engine, NULL);
+    }
     dnnl_primitive_attr_destroy(attr);
-    return cpu_check(s, "convolution forward", error);
+    return cpu_check(s, relu ? "convolution forward with ReLU" : "convolution forward", error);
+}
+
+static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
+                       const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                       const dnnl_memory_desc_t *dst, dnnl_primitive_desc_t *pd, GError **error)
+{
+    return fwd_pd_ex(dev, g, src, wei, bias, dst, FALSE, pd, error);
 }
 
 gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                            TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                            GError **error)
+                            TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
+                            TdmTensor *y, GError **error)
 {
     ConvGeom g;
     if (!check_4d(x, "input", error) || !check_4d(w, "weight", error) ||
@@ -201,6 +222,7 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
     cpu_key_add_tensor(&key, x);
     cpu_key_add_tensor(&key, w);
     cpu_key_add_tensor(&key, bias);
+    cpu_key_add(&key, relu);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_FWD, &key);
     if (e == NULL) {
         e = cpu_entry_new(CPU_OP_CONV_FWD, &key);
@@ -210,13 +232,13 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
             !conv_weights_md(w, g.groups, FALSE, &wplain, error) ||
             (bias != NULL && !bias_md(bias, w->shape[0], &bmd, error)) ||
             !conv_dst_md(NULL, g.y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
-            !fwd_pd(dev, &g, &src, &wei, bias ? &bmd : NULL, &dst, &pd, error)) {
+            !fwd_pd_ex(dev, &g, &src, &wei, bias ? &bmd : NULL, &dst, relu, &pd, error)) {
             goto fail;
         }
         if (pd_is_reference(pd) && src.format_kind != dnnl_format_kind_any) {
             dnnl_primitive_desc_t pd2 = NULL;
             if (md_any(&src, &src, error) &&
-                fwd_pd(dev, &g, &src, &wei, bias ? &bmd : NULL, &dst, &pd2, NULL)) {
+                fwd_pd_ex(dev, &g, &src, &wei, bias ? &bmd : NULL, &dst, relu, &pd2, NULL)) {
                 dnnl_primitive_desc_destroy(pd);
                 pd = pd2;
             }

@@ -192,8 +192,8 @@ gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
 gboolean cpu_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
                        GError **error);
 gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                            TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                            GError **error);
+                            TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
+                            TdmTensor *y, GError **error);
 gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                                   TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
                                   TdmTensor *dx, GError **error);
@@ -264,10 +264,11 @@ gboolean cpu_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **
 gboolean cpu_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
                   GError **error);
 gboolean cpu_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
-                        TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
+                        TdmTensor *grad, TdmTensor *momentum_buf, gboolean zero_grad,
+                        GError **error);
 gboolean cpu_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
-                          GError **error);
+                          gboolean zero_grad, GError **error);
 typedef enum { CPU_ELT_RELU, CPU_ELT_RELU_BWD, CPU_ELT_ADD, CPU_ELT_ADD_RELU } CpuEltKind;
 /* Flat loops over n floats of buffers that share one dense layout:
  * relu: out = max(a, 0); relu_bwd: out = a > 0 ? b : 0 (a = y, b = dy);

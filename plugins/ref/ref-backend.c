@@ -435,9 +435,12 @@ static const TdmBackendClass ref_backend_class = {
     .batchnorm_relu_forward = ref_batchnorm_relu_forward,
     .batchnorm_relu_backward = ref_batchnorm_relu_backward,
     .add_relu = ref_add_relu,
+    .sgd_update_zero_grad = ref_sgd_update_zero_grad,
+    .adamw_update_zero_grad = ref_adamw_update_zero_grad,
+    .conv2d_relu_forward = ref_conv2d_relu_forward,
 };
 
-/* The fused ops took three of the reserved slots: the class keeps its size. */
+/* The fused ops took six of the reserved slots: the class keeps its size. */
 G_STATIC_ASSERT(sizeof(TdmBackendClass) ==
                 offsetof(TdmBackendClass, adamw_update) + 17 * sizeof(gpointer));
 

@@ -665,3 +665,18 @@ gboolean ref_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTenso
     }
     return TRUE;
 }
+
+gboolean ref_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                 TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                                 GError **error)
+{
+    if (!ref_conv2d_forward(dev, cache, p, x, w, bias, y, error)) {
+        return FALSE;
+    }
+    float *Y = ref_f32(y);
+    int64_t n = tdm_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+        Y[i] = Y[i] > 0.0f ? Y[i] : 0.0f;
+    }
+    return TRUE;
+}

@@ -534,3 +534,19 @@ gboolean ref_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *p
     }
     return TRUE;
 }
+
+/* The fused update-and-zero ops, as their definition: update, then zero. */
+gboolean ref_sgd_update_zero_grad(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
+                                  TdmTensor *grad, TdmTensor *momentum_buf, GError **error)
+{
+    return ref_sgd_update(dev, hp, param, grad, momentum_buf, error) &&
+           ref_fill(dev, grad, 0.0f, error);
+}
+
+gboolean ref_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                                    TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                                    GError **error)
+{
+    return ref_adamw_update(dev, hp, param, grad, exp_avg, exp_avg_sq, error) &&
+           ref_fill(dev, grad, 0.0f, error);
+}

@@ -52,6 +52,9 @@ gboolean ref_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
                   TdmTensor *bias, GError **error);
 gboolean ref_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
                        GError **error);
+gboolean ref_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                 TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                                 GError **error);
 gboolean ref_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                             TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
                             GError **error);
@@ -126,5 +129,10 @@ gboolean ref_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param
 gboolean ref_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
                           GError **error);
+gboolean ref_sgd_update_zero_grad(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
+                                  TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
+gboolean ref_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                                    TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                                    GError **error);
 
 #endif /* TDM_REF_H */

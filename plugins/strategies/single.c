@@ -46,8 +46,9 @@ static gboolean single_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_u
     if (!tdm_model_backward(model, priv->dlogits, error)) {
         return FALSE;
     }
-    if (do_update && (!tdm_optimizer_step(s->optimizer, error) ||
-                      !tdm_model_zero_grad(model, error))) {
+    /* The gradients are zeroed right after the step, so the step may zero
+     * them as it reads them. */
+    if (do_update && !tdm_optimizer_step_zero_grad(s->optimizer, model, error)) {
         return FALSE;
     }
     result->loss = loss;
