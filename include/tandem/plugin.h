@@ -104,7 +104,7 @@ TDM_API gboolean tdm_feature_is_available(TdmFeature *feature, const char **reas
 
 /* Load the built-in core plugin and scan the plugin path once:
  * TDM_PLUGIN_PATH (colon separated), then TDM_PLUGIN_SYSTEM_PATH if set
- * (it replaces the default), else the installed plugin directory. The first
+ * (it replaces the default), else tdm_registry_default_plugin_dir(). The first
  * file of a given basename wins. Idempotent. A plugin that fails is recorded,
  * never fatal. Returns FALSE only on a programming error. */
 TDM_API gboolean tdm_registry_init(GError **error);
@@ -145,7 +145,9 @@ TDM_API TdmFeature *tdm_registry_select(TdmFeatureKind kind, const char *spec,
  * this sets one override programmatically. */
 TDM_API void tdm_registry_set_priority(const char *feature_name, int priority);
 
-/* The installed plugin directory (transfer none). */
+/* The directory scanned when TDM_PLUGIN_SYSTEM_PATH is unset: the installed
+ * plugin directory, or the build's plugins/.libs when the library itself is
+ * run uninstalled from its build tree (transfer none). */
 TDM_API const char *tdm_registry_default_plugin_dir(void);
 
 G_END_DECLS
