@@ -6,7 +6,8 @@
  * accepts what another op produced. Here outputs feed the next op directly
  * on the device: a small conv net forward and backward (conv, batch norm,
  * relu, max pool, global average pool, linear, loss and back), a residual
- * sum of differently produced tensors, a ResNet basic block on the fused
+ * sum of differently produced tensors, a LeNet-shaped chain (an image
+ * convolution and tiled max pools), a ResNet basic block on the fused
  * ops (batch norm + relu, add + relu), and round trips through reorder,
  * read and write. Every intermediate is compared with the same chain on ref.
  * The conv before the batch norm has no bias (as in ResNets): that bias's
@@ -125,6 +126,94 @@ static void test_chain_convnet(gconstpointer data)
     }
 out:
     for (int i = 0; i < N_CHAIN; i++) {
+        conf_pair_clear(&P[i]);
+    }
+}
+
+/* ---- a LeNet-shaped chain: image conv + relu, tiled max pools ---- */
+
+/* clang-format off */
+enum {
+    L_X, L_W1, L_B1, L_W2, L_B2,                                       /* inputs */
+    L_Y1, L_P1, L_WS1, L_Y2, L_P2, L_WS2, L_DP2,                       /* forward */
+    L_DY2, L_DP1, L_DY1, L_DW1, L_DB1, L_DW2, L_DB2,                   /* backward */
+    N_LENET
+};
+/* clang-format on */
+
+/* A 1-channel image into a conv with bias and fused ReLU (the cpu backend's
+ * stem loops, writing its blocked layout), 2x2 max pools whose windows tile
+ * the plane (own loops on that layout, with a row and column the second
+ * pool's windows leave out), a second conv, and the way back; the first
+ * conv's weight and bias gradients are read from a blocked output
+ * gradient. */
+static void test_chain_lenet(gconstpointer data)
+{
+    const ConfData *d = data;
+    TdmDevice *dev = d->dev;
+    const int64_t N = 3, O1 = 6, O2 = 16;
+    const int64_t xs[4] = {N, 1, 14, 14}, w1s[4] = {O1, 1, 5, 5}, w2s[4] = {O2, O1, 3, 3};
+    const int64_t p2s[4] = {N, O2, 2, 2};
+    const TdmConv2dParams c1 = {1, 1, 2, 2, 1, 1, 1}, c2 = {1, 1, 0, 0, 1, 1, 1};
+    const TdmPool2dParams pool = {2, 2, 2, 2, 0, 0, TRUE};
+    Pair P[N_LENET];
+    memset(P, 0, sizeof(P));
+    P[L_X] = conf_pair_random(dev, 4, xs, 0, 1);
+    P[L_W1] = conf_pair_random(dev, 4, w1s, -0.3, 0.3);
+    P[L_B1] = conf_pair_random(dev, 1, &O1, -0.2, 0.2);
+    P[L_W2] = conf_pair_random(dev, 4, w2s, -0.3, 0.3);
+    P[L_B2] = conf_pair_random(dev, 1, &O2, -0.2, 0.2);
+    P[L_DP2] = conf_pair_random(dev, 4, p2s, -1, 1);
+    for (int i = L_Y1; i < N_LENET; i++) {
+        if (i != L_DP2) {
+            P[i] = conf_pair_empty(dev, i == L_WS1 || i == L_WS2 ? TDM_DTYPE_I32 : TDM_DTYPE_F32);
+        }
+    }
+    const int64_t *grad_shape[] = {w1s, &O1, w2s, &O2};
+    const int grads[] = {L_DW1, L_DB1, L_DW2, L_DB2};
+    for (int i = 0; i < 4; i++) {
+        conf_pair_clear(&P[grads[i]]);
+        P[grads[i]] = conf_pair_random(dev, i % 2 ? 1 : 4, grad_shape[i], -1, 1);
+    }
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(i) (side == 0 ? P[i].r : P[i].t)
+        if (B->conv2d_relu_forward != NULL) {
+            TRY(B->conv2d_relu_forward(dv, NULL, &c1, T_(L_X), T_(L_W1), T_(L_B1), T_(L_Y1), &err));
+        } else {
+            TRY(B->conv2d_forward(dv, NULL, &c1, T_(L_X), T_(L_W1), T_(L_B1), T_(L_Y1), &err));
+            TRY(B->relu_forward(dv, NULL, T_(L_Y1), T_(L_Y1), &err));
+        }
+        TRY(B->maxpool2d_forward(dv, NULL, &pool, T_(L_Y1), T_(L_P1), T_(L_WS1), &err));
+        TRY(B->conv2d_forward(dv, NULL, &c2, T_(L_P1), T_(L_W2), T_(L_B2), T_(L_Y2), &err));
+        TRY(B->maxpool2d_forward(dv, NULL, &pool, T_(L_Y2), T_(L_P2), T_(L_WS2), &err));
+        TRY(B->maxpool2d_backward(dv, NULL, &pool, T_(L_DP2), T_(L_WS2), T_(L_Y2), T_(L_DY2),
+                                  &err));
+        TRY(B->conv2d_backward_filter(dv, NULL, &c2, T_(L_P1), T_(L_DY2), T_(L_DW2), T_(L_DB2),
+                                      &err));
+        TRY(B->conv2d_backward_data(dv, NULL, &c2, T_(L_DY2), T_(L_W2), T_(L_P1), T_(L_DP1), &err));
+        TRY(B->maxpool2d_backward(dv, NULL, &pool, T_(L_DP1), T_(L_WS1), T_(L_Y1), T_(L_DY1),
+                                  &err));
+        TRY(B->relu_backward(dv, NULL, T_(L_Y1), T_(L_DY1), T_(L_DY1), &err));
+        TRY(B->conv2d_backward_filter(dv, NULL, &c1, T_(L_X), T_(L_DY1), T_(L_DW1), T_(L_DB1),
+                                      &err));
+        TRY(tdm_device_synchronize(dv, &err));
+#undef T_
+    }
+    static const struct {
+        int id;
+        const char *name;
+    } checks[] = {
+        {L_Y1, "conv1+relu y"}, {L_P1, "pool1 y"},  {L_Y2, "conv2 y"},   {L_P2, "pool2 y"},
+        {L_DY2, "pool2 dx"},    {L_DP1, "conv2 dx"}, {L_DY1, "relu dx"}, {L_DW2, "conv2 dw"},
+        {L_DB2, "conv2 db"},    {L_DW1, "conv1 dw"}, {L_DB1, "conv1 db"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(checks); i++) {
+        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
+    }
+out:
+    for (int i = 0; i < N_LENET; i++) {
         conf_pair_clear(&P[i]);
     }
 }
@@ -422,6 +511,7 @@ out:
 void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
 {
     conf_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
+    conf_add("chain", "lenet_forward_backward", suffix, dev, test_chain_lenet);
     conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
     conf_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);
     conf_add("reorder", "to_plain", suffix, dev, test_reorder_to_plain);

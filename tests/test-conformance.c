@@ -144,6 +144,13 @@ static const ConvCase conv_cases[] = {
     {"n2c4h9o4k3s1p2_d2", 2, 4, 9, 9, 4, 3, 1, 2, 2, 1, FALSE},
     {"n2c16h8o32k3s2p1", 2, 16, 8, 8, 32, 3, 2, 1, 1, 1, FALSE},
     {"n2c16h8o16k1s1p0_bias", 2, 16, 8, 8, 16, 1, 1, 0, 1, 1, TRUE},
+    /* image inputs (at most 4 channels): the cpu backend's stem loops, with
+     * output channels that fill, pad or span blocks, rows of more and fewer
+     * than 8 pixels, stride 2 and more images than threads */
+    {"n5c1h12o6k5s1p2_bias", 5, 1, 12, 12, 6, 5, 1, 2, 1, 1, TRUE},
+    {"n3c1h10o16k3s1p1", 3, 1, 10, 10, 16, 3, 1, 1, 1, 1, FALSE},
+    {"n3c3h11w17o20k3s2p1_bias", 3, 3, 11, 17, 20, 3, 2, 1, 1, 1, TRUE},
+    {"n2c2h5w19o9k2s1p0", 2, 2, 5, 19, 9, 2, 1, 0, 1, 1, FALSE},
 };
 
 enum { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER, CONV_RELU_FWD };

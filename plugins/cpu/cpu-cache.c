@@ -452,3 +452,42 @@ void *cpu_convert_run(TdmDevice *dev, CpuEntry *e, CpuConvert *c, void *ptr, GEr
     }
     return c->buf;
 }
+
+/* ---- layouts as planes of [h][w][b] floats ---- */
+
+gboolean cpu_planes(const dnnl_memory_desc_t *md, CpuPlanes *o)
+{
+    if (md->ndims != 4 || md->data_type != dnnl_f32 || md->format_kind != dnnl_blocked ||
+        md->offset0 != 0 || md->extra.flags != 0) {
+        return FALSE;
+    }
+    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+    const dnnl_dim_t *s = bd->strides, *d = md->padded_dims;
+    int64_t n = d[0], c = d[1], h = d[2], w = d[3];
+    o->h = h;
+    o->w = w;
+    if (bd->inner_nblks == 0 && s[3] == 1 && s[2] == w && s[1] == h * w && s[0] == c * h * w) {
+        o->planes = n * c;
+        o->b = 1;
+        o->tag = dnnl_nchw;
+        return TRUE;
+    }
+    if (bd->inner_nblks == 0 && s[1] == 1 && s[3] == c && s[2] == w * c && s[0] == h * w * c) {
+        o->planes = n;
+        o->b = c;
+        o->tag = dnnl_nhwc;
+        return TRUE;
+    }
+    if (bd->inner_nblks == 1 && bd->inner_idxs[0] == 1 &&
+        (bd->inner_blks[0] == 8 || bd->inner_blks[0] == 16)) {
+        int64_t b = bd->inner_blks[0];
+        if (c % b == 0 && s[3] == b && s[2] == w * b && s[1] == h * w * b &&
+            s[0] == c * h * w) {
+            o->planes = n * (c / b);
+            o->b = b;
+            o->tag = b == 8 ? dnnl_aBcd8b : dnnl_aBcd16b;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}

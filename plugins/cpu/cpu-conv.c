@@ -17,7 +17,7 @@
 
 #include <string.h>
 
-#include "cpu.h"
+#include "cpu-stem.h"
 
 /* Inputs with at most this many channels are read in plain layout. */
 #define CPU_CONV_PLAIN_MAX_C 4
@@ -155,6 +155,18 @@ static dnnl_alg_kind_t conv_alg(void)
 /* oneDNN falls back to its slow reference kernels when it has no optimised
  * one for a combination of layouts (a padded blocked input with few
  * channels, say); the ops then retry with every activation layout `any`. */
+/* The stem convolution's own loops (cpu-conv-stem.c) unless
+ * TDM_CPU_STEM=0 (to compare with oneDNN's kernels). */
+static gboolean stem_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *s = g_getenv("TDM_CPU_STEM");
+        enabled = s == NULL || strcmp(s, "0") != 0;
+    }
+    return enabled;
+}
+
 static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
 {
     const char *impl = NULL;
@@ -207,6 +219,27 @@ static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc
     return fwd_pd_ex(dev, g, src, wei, bias, dst, FALSE, pd, error);
 }
 
+/* The output-gradient layout the stem's backward weights reads: dy's own
+ * layout, or for a plain dy the layout the forward would have written. */
+static gboolean stem_dy_md(TdmDevice *dev, const ConvGeom *g, const TdmTensor *dy,
+                           const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
+                           dnnl_memory_desc_t *md)
+{
+    if (dy->layout != NULL) {
+        *md = *(const dnnl_memory_desc_t *)dy->layout;
+        return TRUE;
+    }
+    dnnl_memory_desc_t any;
+    dnnl_primitive_desc_t pd = NULL;
+    if (!conv_dst_md(NULL, g->y_shape, &any, NULL) ||
+        !fwd_pd(dev, g, src, wei, NULL, &any, &pd, NULL)) {
+        return FALSE;
+    }
+    *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    dnnl_primitive_desc_destroy(pd);
+    return TRUE;
+}
+
 gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                             TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
                             TdmTensor *y, GError **error)
@@ -246,6 +279,24 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        CpuStemGeom sg;
+        if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
+            /* the own loops, into the layout oneDNN would have written */
+            e->aux[0] = -1;
+            e->work[0] = cpu_entry_buf(e, cpu_stem_work_bytes(&sg, FALSE));
+            e->work[1] = cpu_entry_buf(e, sizeof sg);
+            cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
+            dnnl_primitive_desc_destroy(pd);
+            if (e->work[0] != NULL && e->work[1] != NULL) {
+                memcpy(e->work[1], &sg, sizeof sg);
+            } else {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                            "cpu conv2d: cannot allocate the stem convolution's work buffer");
+                goto fail;
+            }
+            cpu_cache_insert(cache, e);
+            goto run;
+        }
         int prim;
         gboolean ok = cpu_convert_init(dev, e, &e->conv[0], &xmd, psrc, error) &&
                       cpu_convert_init(dev, e, &e->conv[1], &wplain, pwei, error) &&
@@ -263,6 +314,17 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
             goto fail;
         }
         cpu_cache_insert(cache, e);
+    }
+run:
+    if (e->aux[0] < 0) {
+        gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
+        if (ok) {
+            cpu_stem_forward(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
+                             bias != NULL ? tdm_tensor_data(bias) : NULL, relu,
+                             tdm_tensor_data(y), e->work[0]);
+        }
+        cpu_entry_release(cache, e);
+        return ok;
     }
     void *xs = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(x), error);
     void *ws = xs ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(w), error) : NULL;
@@ -428,6 +490,26 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
             !cpu_tensor_md(dy, &dymd, error)) {
             goto fail;
         }
+        CpuStemGeom sg;
+        dnnl_memory_desc_t stem_dy;
+        if (stem_enabled() && stem_dy_md(dev, &g, dy, &src, &wei, &stem_dy) &&
+            cpu_stem_geom(x, dw, p, &stem_dy, &sg)) {
+            /* the own loops, reading dy in its blocked layout */
+            e->aux[0] = -1;
+            e->work[0] = cpu_entry_buf(e, cpu_stem_work_bytes(&sg, TRUE));
+            e->work[1] = cpu_entry_buf(e, sizeof sg);
+            if (e->work[0] == NULL || e->work[1] == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                            "cpu conv2d: cannot allocate the stem convolution's work buffer");
+                goto fail;
+            }
+            memcpy(e->work[1], &sg, sizeof sg);
+            if (!cpu_convert_init(dev, e, &e->conv[1], &dymd, &stem_dy, error)) {
+                goto fail;
+            }
+            cpu_cache_insert(cache, e);
+            goto run;
+        }
         gboolean ok = FALSE;
         GError *first = NULL;
         for (int attempt = 0; attempt < 2 && !ok; attempt++) {
@@ -491,6 +573,16 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
             goto fail;
         }
         cpu_cache_insert(cache, e);
+    }
+run:
+    if (e->aux[0] < 0) {
+        void *dys = cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(dy), error);
+        if (dys != NULL) {
+            cpu_stem_backward_filter(e->work[1], tdm_tensor_data(x), dys, tdm_tensor_data(dw),
+                                     db != NULL ? tdm_tensor_data(db) : NULL, e->work[0]);
+        }
+        cpu_entry_release(cache, e);
+        return dys != NULL;
     }
     void *xs = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(x), error);
     void *dys = xs ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(dy), error) : NULL;

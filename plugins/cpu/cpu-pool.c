@@ -286,60 +286,18 @@ static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind
  * backend's (first maximum, a NaN wins; gradients added in output order).
  */
 
-typedef struct {
-    int64_t planes, h, w, b; /* planes of [h][w][b] floats */
-    dnnl_format_tag_t tag;   /* the layout, to describe the pooled output */
-} OwnPlanes;
-
-static gboolean own_planes(const dnnl_memory_desc_t *md, OwnPlanes *o)
-{
-    if (md->ndims != 4 || md->data_type != dnnl_f32 || md->format_kind != dnnl_blocked ||
-        md->offset0 != 0 || md->extra.flags != 0) {
-        return FALSE;
-    }
-    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
-    const dnnl_dim_t *s = bd->strides, *d = md->padded_dims;
-    int64_t n = d[0], c = d[1], h = d[2], w = d[3];
-    o->h = h;
-    o->w = w;
-    if (bd->inner_nblks == 0 && s[3] == 1 && s[2] == w && s[1] == h * w && s[0] == c * h * w) {
-        o->planes = n * c;
-        o->b = 1;
-        o->tag = dnnl_nchw;
-        return TRUE;
-    }
-    if (bd->inner_nblks == 0 && s[1] == 1 && s[3] == c && s[2] == w * c && s[0] == h * w * c) {
-        o->planes = n;
-        o->b = c;
-        o->tag = dnnl_nhwc;
-        return TRUE;
-    }
-    if (bd->inner_nblks == 1 && bd->inner_idxs[0] == 1 &&
-        (bd->inner_blks[0] == 8 || bd->inner_blks[0] == 16)) {
-        int64_t b = bd->inner_blks[0];
-        if (c % b == 0 && s[3] == b && s[2] == w * b && s[1] == h * w * b &&
-            s[0] == c * h * w) {
-            o->planes = n * (c / b);
-            o->b = b;
-            o->tag = b == 8 ? dnnl_aBcd8b : dnnl_aBcd16b;
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
 /* Whether the own loops pool x (its desc in xmd); *ymd gets the output's
  * desc, the input's layout at the pooled size. */
 static gboolean own_maxpool_usable(const dnnl_memory_desc_t *xmd, const TdmPool2dParams *p,
-                                   const PoolGeom *g, OwnPlanes *xo, dnnl_memory_desc_t *ymd)
+                                   const PoolGeom *g, CpuPlanes *xo, dnnl_memory_desc_t *ymd)
 {
-    OwnPlanes yo;
-    if (p->kernel_h * p->kernel_w > 255 || !own_planes(xmd, xo)) {
+    CpuPlanes yo;
+    if (p->kernel_h * p->kernel_w > 255 || !cpu_planes(xmd, xo)) {
         return FALSE;
     }
     dnnl_dims_t dims = {g->y_shape[0], g->y_shape[1], g->y_shape[2], g->y_shape[3]};
     return dnnl_memory_desc_init_by_tag(ymd, 4, dims, dnnl_f32, xo->tag) == dnnl_success &&
-           own_planes(ymd, &yo) && yo.planes == xo->planes && yo.b == xo->b;
+           cpu_planes(ymd, &yo) && yo.planes == xo->planes && yo.b == xo->b;
 }
 
 /* One plane's loops, written for a block width known at compile time (the
@@ -435,10 +393,93 @@ plane_bwd(const float *restrict dyp, const guint8 *restrict wp, float *restrict 
     }
 }
 
+/* Windows that tile the plane (stride = window, no padding: every pooling
+ * layer of lenet and VGG-style nets) need no bounds checks, and in the
+ * backward each input position belongs to at most one window, so dx is
+ * written once instead of cleared and accumulated. Same choices and sums as
+ * the general loops. */
+/* A float's bits, allowed to alias the float (GCC's may_alias). */
+typedef guint32 __attribute__((may_alias)) PoolBits;
+
+static inline __attribute__((always_inline)) void
+plane_fwd_tiled(const float *restrict xp, float *restrict yp, guint8 *restrict wp,
+                const PlaneGeom *g, const int64_t KH, const int64_t KW, const int64_t B)
+{
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            const float *v0 = xp + (oh * KH * g->w + ow * KW) * B;
+            float *yo = yp + (oh * g->ow + ow) * B;
+            guint8 *wo = wp + (oh * g->ow + ow) * B;
+#pragma omp simd
+            for (int64_t c = 0; c < B; c++) {
+                float best = v0[c];
+                guint8 at = 0;
+                for (int64_t kh = 0; kh < KH; kh++) {
+                    for (int64_t kw = (kh == 0); kw < KW; kw++) {
+                        const float v = v0[(kh * g->w + kw) * B + c];
+                        const gboolean take = (v > best) | (v != v);
+                        best = take ? v : best;
+                        at = take ? (guint8)(kh * KW + kw) : at;
+                    }
+                }
+                yo[c] = best;
+                wo[c] = at;
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+plane_bwd_tiled(const float *restrict dyp, const guint8 *restrict wp, float *restrict dxp,
+                const PlaneGeom *g, const int64_t KH, const int64_t KW, const int64_t B)
+{
+    const int64_t covered_h = g->oh * KH, covered_w = g->ow * KW;
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        for (int64_t kh = 0; kh < KH; kh++) {
+            float *d = dxp + (oh * KH + kh) * g->w * B;
+            for (int64_t ow = 0; ow < g->ow; ow++) {
+                const float *yo = dyp + (oh * g->ow + ow) * B;
+                const guint8 *wo = wp + (oh * g->ow + ow) * B;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    const guint8 k = (guint8)(kh * KW + kw);
+                    /* dy's bits where this position was chosen, else +0: an
+                     * integer mask, which vectorises (a float select on a
+                     * byte compare does not) */
+                    PoolBits *dd = (PoolBits *)(d + (ow * KW + kw) * B);
+                    const PoolBits *yb = (const PoolBits *)yo;
+#pragma omp simd
+                    for (int64_t c = 0; c < B; c++) {
+                        dd[c] = yb[c] & (0u - (guint32)(wo[c] == k));
+                    }
+                }
+            }
+            if (covered_w < g->w) {
+                memset(d + covered_w * B, 0, sizeof(float) * (size_t)((g->w - covered_w) * B));
+            }
+        }
+    }
+    if (covered_h < g->h) {
+        memset(dxp + covered_h * g->w * B, 0, sizeof(float) * (size_t)((g->h - covered_h) * g->w * B));
+    }
+}
+
+static gboolean plane_tiled(const PlaneGeom *g)
+{
+    return g->kh == g->sh && g->kw == g->sw && g->ph == 0 && g->pw == 0;
+}
+
 POOL_KERNEL
 static void k_pool_fwd(const float *xp, float *yp, guint8 *wp, const PlaneGeom *g, int64_t B)
 {
-    if (B == 16) {
+    if (plane_tiled(g) && g->kh == 2 && g->kw == 2 && (B == 8 || B == 16)) {
+        if (B == 8) {
+            plane_fwd_tiled(xp, yp, wp, g, 2, 2, 8);
+        } else {
+            plane_fwd_tiled(xp, yp, wp, g, 2, 2, 16);
+        }
+    } else if (plane_tiled(g)) {
+        plane_fwd_tiled(xp, yp, wp, g, g->kh, g->kw, B);
+    } else if (B == 16) {
         plane_fwd(xp, yp, wp, g, 16);
     } else if (B == 8) {
         plane_fwd(xp, yp, wp, g, 8);
@@ -453,7 +494,15 @@ POOL_KERNEL
 static void k_pool_bwd(const float *dyp, const guint8 *wp, float *dxp, const PlaneGeom *g,
                        int64_t B)
 {
-    if (B == 16) {
+    if (plane_tiled(g) && g->kh == 2 && g->kw == 2 && (B == 8 || B == 16)) {
+        if (B == 8) {
+            plane_bwd_tiled(dyp, wp, dxp, g, 2, 2, 8);
+        } else {
+            plane_bwd_tiled(dyp, wp, dxp, g, 2, 2, 16);
+        }
+    } else if (plane_tiled(g)) {
+        plane_bwd_tiled(dyp, wp, dxp, g, g->kh, g->kw, B);
+    } else if (B == 16) {
         plane_bwd(dyp, wp, dxp, g, 16);
     } else if (B == 8) {
         plane_bwd(dyp, wp, dxp, g, 8);
@@ -464,14 +513,14 @@ static void k_pool_bwd(const float *dyp, const guint8 *wp, float *dxp, const Pla
     }
 }
 
-static PlaneGeom plane_geom(const OwnPlanes *xo, const PoolGeom *g, const TdmPool2dParams *p)
+static PlaneGeom plane_geom(const CpuPlanes *xo, const PoolGeom *g, const TdmPool2dParams *p)
 {
     return (PlaneGeom){.h = xo->h, .w = xo->w, .oh = g->y_shape[2], .ow = g->y_shape[3],
                        .kh = p->kernel_h, .kw = p->kernel_w, .sh = p->stride_h,
                        .sw = p->stride_w, .ph = p->pad_h, .pw = p->pad_w};
 }
 
-static void own_maxpool_fwd(const float *x, float *y, guint8 *ws, const OwnPlanes *xo,
+static void own_maxpool_fwd(const float *x, float *y, guint8 *ws, const CpuPlanes *xo,
                             const PoolGeom *g, const TdmPool2dParams *p)
 {
     const PlaneGeom pg = plane_geom(xo, g, p);
@@ -482,7 +531,7 @@ static void own_maxpool_fwd(const float *x, float *y, guint8 *ws, const OwnPlane
     }
 }
 
-static void own_maxpool_bwd(const float *dy, const guint8 *ws, float *dx, const OwnPlanes *xo,
+static void own_maxpool_bwd(const float *dy, const guint8 *ws, float *dx, const CpuPlanes *xo,
                             const PoolGeom *g, const TdmPool2dParams *p)
 {
     const PlaneGeom pg = plane_geom(xo, g, p);
@@ -508,7 +557,7 @@ static gboolean own_maxpool_forward(TdmDevice *dev, TdmOpCache **cache, const Td
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_FWD, &key);
     if (e == NULL) {
         dnnl_memory_desc_t xmd, ymd;
-        OwnPlanes xo;
+        CpuPlanes xo;
         if (!cpu_tensor_md(x, &xmd, NULL) || !own_maxpool_usable(&xmd, p, g, &xo, &ymd)) {
             return TRUE;
         }
@@ -522,7 +571,7 @@ static gboolean own_maxpool_forward(TdmDevice *dev, TdmOpCache **cache, const Td
         cpu_cache_insert(cache, e);
     }
     *done = TRUE;
-    OwnPlanes xo = {.planes = e->aux[0], .h = e->aux[1], .w = e->aux[2], .b = e->aux[3]};
+    CpuPlanes xo = {.planes = e->aux[0], .h = e->aux[1], .w = e->aux[2], .b = e->aux[3]};
     int64_t ws_len = e->aux[4];
     gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g->y_shape, error);
     guint8 *wsp = NULL;
@@ -558,7 +607,7 @@ static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_BWD, &key);
     if (e == NULL) {
         dnnl_memory_desc_t xmd, ymd, dymd;
-        OwnPlanes xo;
+        CpuPlanes xo;
         if (!cpu_tensor_md(x_like, &xmd, NULL) || !own_maxpool_usable(&xmd, p, g, &xo, &ymd)) {
             return TRUE;
         }
@@ -577,7 +626,7 @@ static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
         cpu_cache_insert(cache, e);
     }
     *done = TRUE;
-    OwnPlanes xo = {.planes = e->aux[0], .h = e->aux[1], .w = e->aux[2], .b = e->aux[3]};
+    CpuPlanes xo = {.planes = e->aux[0], .h = e->aux[1], .w = e->aux[2], .b = e->aux[3]};
     if (ws->dtype != TDM_DTYPE_U8 || tdm_tensor_nbytes(ws) < (size_t)e->aux[4]) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "cpu maxpool backward: workspace of %zu %s bytes, expected %" G_GINT64_FORMAT

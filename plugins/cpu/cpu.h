@@ -179,6 +179,17 @@ gboolean cpu_reorder_prim(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t 
                           const dnnl_memory_desc_t *to, gboolean sum, int *prim, int *msrc,
                           int *mdst, GError **error);
 
+/* A 4-D f32 layout seen as planes of [h][w][b] floats: plain NCHW (b = 1,
+ * one plane per image and channel), NHWC (b = C, one plane per image) or
+ * nChw8c / nChw16c (b = 8 / 16, one plane per image and channel block, C
+ * padded to the block). FALSE for any other layout. The own loops (pooling,
+ * the stem convolution) walk tensors through this view. */
+typedef struct {
+    int64_t planes, h, w, b; /* planes of [h][w][b] floats */
+    dnnl_format_tag_t tag;   /* the layout's tag, to describe a resized tensor */
+} CpuPlanes;
+gboolean cpu_planes(const dnnl_memory_desc_t *md, CpuPlanes *o);
+
 /* cpu-transfer.c */
 gboolean cpu_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
 gboolean cpu_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
