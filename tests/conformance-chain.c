@@ -218,6 +218,73 @@ out:
     }
 }
 
+/* ---- backward weights on activations in the backend's own layout ---- */
+
+typedef struct {
+    const char *name;
+    int64_t n, c, h, o, k;
+    int stride, pad;
+    gboolean bias;
+} BwfCase;
+
+/* Shapes of ResNet layers and odd ones: output channels in an odd number
+ * of 8-blocks, channels that pad a block, 1x1 stride 2, 5x5. */
+static const BwfCase bwf_cases[] = {
+    {"n3c16h9o16k3s1p1", 3, 16, 9, 16, 3, 1, 1, FALSE},
+    {"n2c16h9o32k3s2p1", 2, 16, 9, 32, 3, 2, 1, FALSE},
+    {"n3c32h8o64k1s2p0", 3, 32, 8, 64, 1, 2, 0, FALSE},
+    {"n2c8h7o24k3s1p0_bias", 2, 8, 7, 24, 3, 1, 0, TRUE},
+    {"n3c12h11o20k5s2p2_bias", 3, 12, 11, 20, 5, 2, 2, TRUE},
+    {"n1c16h6o8k3s1p1", 1, 16, 6, 8, 3, 1, 1, FALSE},
+};
+
+/* x and dy are produced on the device by 1x1 convolutions of plain random
+ * tensors, so they arrive in whatever layout the backend keeps between
+ * layers (the single-op tests only give plain inputs); dw and db
+ * accumulate into random values. */
+static void test_chain_conv_bwf(gconstpointer data)
+{
+    const ConfData *d = data;
+    const BwfCase *c = d->tcase;
+    TdmDevice *dev = d->dev;
+    const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
+    const int64_t x0s[4] = {c->n, c->c, c->h, c->h}, ax[4] = {c->c, c->c, 1, 1};
+    const int64_t d0s[4] = {c->n, c->o, oh, oh}, ad[4] = {c->o, c->o, 1, 1};
+    const int64_t ws[4] = {c->o, c->c, c->k, c->k};
+    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
+    const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
+    Pair x0 = conf_pair_random(dev, 4, x0s, -1, 1), wx = conf_pair_random(dev, 4, ax, -0.5, 0.5);
+    Pair d0 = conf_pair_random(dev, 4, d0s, -1, 1), wd = conf_pair_random(dev, 4, ad, -0.5, 0.5);
+    Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair dw = conf_pair_random(dev, 4, ws, -1, 1), db = {NULL, NULL};
+    if (c->bias) {
+        db = conf_pair_random(dev, 1, &c->o, -1, 1);
+    }
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(p) (side == 0 ? (p).r : (p).t)
+        TRY(B->conv2d_forward(dv, NULL, &one, T_(x0), T_(wx), NULL, T_(x), &err));
+        TRY(B->conv2d_forward(dv, NULL, &one, T_(d0), T_(wd), NULL, T_(dy), &err));
+        TRY(B->conv2d_backward_filter(dv, NULL, &conv, T_(x), T_(dy), T_(dw), T_(db), &err));
+        TRY(tdm_device_synchronize(dv, &err));
+#undef T_
+    }
+    conf_compare("dw (accumulated)", &dw, TOL_REDUCTION);
+    if (c->bias) {
+        conf_compare("db (accumulated)", &db, TOL_REDUCTION);
+    }
+out:
+    conf_pair_clear(&x0);
+    conf_pair_clear(&wx);
+    conf_pair_clear(&d0);
+    conf_pair_clear(&wd);
+    conf_pair_clear(&x);
+    conf_pair_clear(&dy);
+    conf_pair_clear(&dw);
+    conf_pair_clear(&db);
+}
+
 /* ---- a residual sum of tensors produced in different ways ---- */
 
 static void test_chain_residual(gconstpointer data)
@@ -512,6 +579,14 @@ void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
 {
     conf_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
     conf_add("chain", "lenet_forward_backward", suffix, dev, test_chain_lenet);
+    for (size_t i = 0; i < G_N_ELEMENTS(bwf_cases); i++) {
+        g_autofree char *path = g_strdup_printf("/conformance/conv2d_backward_filter_layout/%s%s",
+                                                bwf_cases[i].name, suffix);
+        ConfData *cd = g_new0(ConfData, 1);
+        cd->dev = dev;
+        cd->tcase = &bwf_cases[i];
+        g_test_add_data_func_full(path, cd, test_chain_conv_bwf, g_free);
+    }
     conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
     conf_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);
     conf_add("reorder", "to_plain", suffix, dev, test_reorder_to_plain);

@@ -30,7 +30,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "cpu-stem.h"
+#include "cpu-conv-own.h"
 
 /* Each kernel is compiled twice: for AVX2 with FMA (picked at run time when
  * the CPU has both; GCC's "avx2" target alone would not fuse the multiply

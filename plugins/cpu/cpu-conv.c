@@ -17,7 +17,7 @@
 
 #include <string.h>
 
-#include "cpu-stem.h"
+#include "cpu-conv-own.h"
 
 /* Inputs with at most this many channels are read in plain layout. */
 #define CPU_CONV_PLAIN_MAX_C 4
@@ -155,16 +155,27 @@ static dnnl_alg_kind_t conv_alg(void)
 /* oneDNN falls back to its slow reference kernels when it has no optimised
  * one for a combination of layouts (a padded blocked input with few
  * channels, say); the ops then retry with every activation layout `any`. */
-/* The stem convolution's own loops (cpu-conv-stem.c) unless
- * TDM_CPU_STEM=0 (to compare with oneDNN's kernels). */
+/* The own loops (cpu-conv-own.h) are used unless their variable is "0"
+ * (TDM_CPU_STEM, TDM_CPU_BWF8: to compare with oneDNN's kernels). */
+static gboolean own_enabled(const char *var, int *cached)
+{
+    if (*cached < 0) {
+        const char *s = g_getenv(var);
+        *cached = s == NULL || strcmp(s, "0") != 0;
+    }
+    return *cached;
+}
+
 static gboolean stem_enabled(void)
 {
     static int enabled = -1;
-    if (enabled < 0) {
-        const char *s = g_getenv("TDM_CPU_STEM");
-        enabled = s == NULL || strcmp(s, "0") != 0;
-    }
-    return enabled;
+    return own_enabled("TDM_CPU_STEM", &enabled);
+}
+
+static gboolean bwf8_enabled(void)
+{
+    static int enabled = -1;
+    return own_enabled("TDM_CPU_BWF8", &enabled);
 }
 
 static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
@@ -510,6 +521,21 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
             cpu_cache_insert(cache, e);
             goto run;
         }
+        CpuBwf8Geom bg;
+        if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
+            /* the own loops on the nChw8c tensors as they are */
+            e->aux[0] = -2;
+            e->work[0] = cpu_entry_buf(e, cpu_bwf8_work_bytes(&bg));
+            e->work[1] = cpu_entry_buf(e, sizeof bg);
+            if (e->work[0] == NULL || e->work[1] == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                            "cpu conv2d: cannot allocate the backward-weights work buffer");
+                goto fail;
+            }
+            memcpy(e->work[1], &bg, sizeof bg);
+            cpu_cache_insert(cache, e);
+            goto run;
+        }
         gboolean ok = FALSE;
         GError *first = NULL;
         for (int attempt = 0; attempt < 2 && !ok; attempt++) {
@@ -575,6 +601,12 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         cpu_cache_insert(cache, e);
     }
 run:
+    if (e->aux[0] == -2) {
+        cpu_bwf8_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
+                     db != NULL ? tdm_tensor_data(db) : NULL, e->work[0]);
+        cpu_entry_release(cache, e);
+        return TRUE;
+    }
     if (e->aux[0] < 0) {
         void *dys = cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(dy), error);
         if (dys != NULL) {

@@ -1,0 +1,54 @@
+/* plugins/cpu/cpu-conv-own.h - the cpu backend's own convolution loops,
+ * used where oneDNN's kernels are slow: the stem (cpu-conv-stem.c: a plain
+ * NCHW input with at most CPU_STEM_MAX_C channels into a blocked nChw8c /
+ * nChw16c output, forward and backward weights) and backward weights on
+ * nChw8c (cpu-conv-bwf8.c, AVX2 machines). */
+#ifndef TDM_CPU_CONV_OWN_H
+#define TDM_CPU_CONV_OWN_H
+
+#include "cpu.h"
+
+#define CPU_STEM_MAX_C 4
+#define CPU_STEM_MAX_K 11
+
+typedef struct {
+    int64_t n, c, h, w;      /* input, plain NCHW */
+    int64_t oc, ocp, oh, ow; /* output; ocp: channels padded to the block */
+    int64_t kh, kw, sh, sw, ph, pw;
+    int64_t hp, wp; /* the zero-bordered input plane */
+    int64_t b;      /* the output layout's block: 8 or 16 */
+    int threads;
+} CpuStemGeom;
+
+/* Whether the own loops compute this convolution with the output (or
+ * output gradient) in layout ymd; fills g. */
+gboolean cpu_stem_geom(const TdmTensor *x, const TdmTensor *w, const TdmConv2dParams *p,
+                       const dnnl_memory_desc_t *ymd, CpuStemGeom *g);
+/* Size of the work buffer the calls below need. */
+size_t cpu_stem_work_bytes(const CpuStemGeom *g, gboolean backward);
+/* y = conv(x, w) + bias (bias may be NULL), then ReLU when relu. */
+void cpu_stem_forward(const CpuStemGeom *g, const float *x, const float *w, const float *bias,
+                      gboolean relu, float *y, void *work);
+/* dw += dL/dw and db += dL/db (db may be NULL) for output gradient dy. */
+void cpu_stem_backward_filter(const CpuStemGeom *g, const float *x, const float *dy, float *dw,
+                              float *db, void *work);
+
+/* ---- backward weights, input and output gradient in nChw8c ---- */
+
+typedef struct {
+    int64_t n, ic, icp, h, w;  /* input; icp: channels padded to 8 */
+    int64_t oc, ocp, oh, ow;   /* output gradient */
+    int64_t kh, kw, sh, sw, ph, pw;
+    int threads;
+} CpuBwf8Geom;
+
+/* Whether the own loops compute dw for x in layout xmd and dy in dymd
+ * (both nChw8c), weights of shape wshape; fills g. */
+gboolean cpu_bwf8_geom(const dnnl_memory_desc_t *xmd, const dnnl_memory_desc_t *dymd,
+                       const int64_t *wshape, const TdmConv2dParams *p, CpuBwf8Geom *g);
+size_t cpu_bwf8_work_bytes(const CpuBwf8Geom *g);
+/* dw += dL/dw (plain [oc][ic][kh][kw]) and db += dL/db (db may be NULL). */
+void cpu_bwf8_run(const CpuBwf8Geom *g, const float *x, const float *dy, float *dw, float *db,
+                  void *work);
+
+#endif /* TDM_CPU_CONV_OWN_H */
