@@ -267,10 +267,11 @@ static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConf
     return tdm_loader_new(ds, dev, &lo, error);
 }
 
-/* The evaluation pipeline: data.test_transforms when given; else, for a
- * dataset whose images differ in size, torchvision's usual evaluation
- * transform sized like the training pipeline's output ("resize H |
- * center-crop H,W", then the training pipeline's normalize); else none. */
+/* The evaluation pipeline: data.test_transforms when given; else, when the
+ * test images are not all of the size the training pipeline puts out (they
+ * differ in size, or the pipeline crops or resizes), torchvision's usual
+ * evaluation transform sized like that output ("resize H | center-crop
+ * H,W", then the training pipeline's normalize); else none. */
 static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipeline *train_tf,
                                     const TdmDataset *train_ds, const TdmDataset *test_ds,
                                     TdmTransformPipeline **out, GError **error)
@@ -283,7 +284,7 @@ static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipel
         }
         return *out != NULL;
     }
-    if (train_tf == NULL || (test_ds->height > 0 && test_ds->width > 0)) {
+    if (train_tf == NULL) {
         return TRUE;
     }
     int c, h, w;
@@ -291,6 +292,9 @@ static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipel
                                              MAX(train_ds->height, 0), MAX(train_ds->width, 0),
                                              &c, &h, &w, error)) {
         return FALSE;
+    }
+    if (test_ds->height == h && test_ds->width == w) {
+        return TRUE; /* already the size the model was trained on */
     }
     GString *spec = g_string_new(NULL);
     g_string_printf(spec, "resize %d | center-crop %d,%d", MIN(h, w), h, w);
@@ -312,6 +316,30 @@ static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipel
     }
     g_string_free(spec, TRUE);
     return *out != NULL;
+}
+
+TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *test_ds,
+                                        TdmDevice *dev, GPtrArray *keep, GError **error)
+{
+    g_return_val_if_fail(cfg != NULL && test_ds != NULL && dev != NULL && keep != NULL, NULL);
+    TdmTransformPipeline *train_tf = NULL, *eval_tf = NULL;
+    if (cfg->transforms != NULL && cfg->transforms[0] != '\0') {
+        if ((train_tf = tdm_transform_pipeline_parse(cfg->transforms, error)) == NULL) {
+            g_prefix_error(error, "data.transforms: ");
+            return NULL;
+        }
+        g_ptr_array_add(keep, train_tf);
+    }
+    /* Without the training split at hand, the test split gives the input
+     * shape the training pipeline's output size is derived from. */
+    if (!eval_transforms_new(cfg, train_tf, test_ds, test_ds, &eval_tf, error)) {
+        return NULL;
+    }
+    if (eval_tf != NULL) {
+        g_ptr_array_add(keep, eval_tf);
+    }
+    TdmDistEnv env = {.rank = 0, .world_size = 1};
+    return open_loader(test_ds, dev, cfg, FALSE, &env, eval_tf, train_tf, error);
 }
 
 gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GError **error)

@@ -67,6 +67,33 @@ else
     fail "eval --init" "$(cat "$tmp/eval-err")"
 fi
 
+# --- eval reads the test split as the training's evaluation did -------------------
+# A pipeline that crops (the evaluation center-crops to 26x26) and brings its
+# own normalize (used on the test split too): eval given the same pipeline
+# gives the same numbers; without it, a clear error about the input size.
+tf="random-crop 26 | normalize mean=0.5 std=0.5"
+if "$TANDEM" train --model mlp --dataset fashion-mnist --limit 1000 --epochs 1 --quiet \
+        --transforms "$tf" --save "$tmp/crop.safetensors" >"$tmp/crop-out" 2>"$tmp/crop-err" &&
+   crop_sum=$(grep '^summary:' "$tmp/crop-out") &&
+   crop_acc=$(printf '%s\n' "$crop_sum" | sed -n 's/.*test accuracy \([0-9.]*\) (loss \([0-9.]*\)).*/\1 (loss \2)/p') &&
+   [ -n "$crop_acc" ] &&
+   "$TANDEM" eval --model mlp --dataset fashion-mnist --init "$tmp/crop.safetensors" \
+        --transforms "$tf" >"$tmp/crop-eval" 2>"$tmp/crop-eval-err" &&
+   grep -q "test accuracy $crop_acc" "$tmp/crop-eval"; then
+    ok "eval --transforms gives the training's accuracy ($crop_acc)"
+else
+    fail "eval --transforms gives the training's accuracy" \
+        "$(cat "$tmp/crop-out" "$tmp/crop-err" "$tmp/crop-eval" "$tmp/crop-eval-err" 2>/dev/null)"
+fi
+if ! "$TANDEM" eval --model mlp --dataset fashion-mnist --init "$tmp/crop.safetensors" \
+        >/dev/null 2>"$tmp/crop-eval-err" &&
+   grep -q "fc1.weight.*\[512, 676\]" "$tmp/crop-eval-err"; then
+    ok "eval without the pipeline names the weight shape that does not fit"
+else
+    fail "eval without the pipeline names the weight shape that does not fit" \
+        "$(cat "$tmp/crop-eval-err")"
+fi
+
 # --- the example config, with --set applied after it ---------------------------------
 if "$TANDEM" train --config "$TDM_TOP_SRCDIR/examples/fashion-mlp.ini" --device ref \
         --set data.limit=128 --set train.eval=false --quiet >"$tmp/ini-out" 2>"$tmp/ini-err" &&

@@ -79,15 +79,17 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, "Same as --device", "NAME"},
         {"init", 0, 0, G_OPTION_ARG_FILENAME, &a.init,
          "Start from these safetensors weights (model.init)", "FILE"},
-        {NULL},
-    };
-    GOptionEntry train_only[] = {
+        /* eval takes both so that it reads the test split exactly as the
+         * training's own evaluation did (same normalisation, same sizes) */
         {"transforms", 0, 0, G_OPTION_ARG_STRING, &a.transforms,
          "Augmentation pipeline, e.g. \"random-crop 28 pad=2 | hflip\" (data.transforms)",
          "PIPELINE"},
         {"test-transforms", 0, 0, G_OPTION_ARG_STRING, &a.test_transforms,
          "Evaluation pipeline, e.g. \"resize 64 | center-crop 64\" (data.test_transforms)",
          "PIPELINE"},
+        {NULL},
+    };
+    GOptionEntry train_only[] = {
         {"limit", 'n', 0, G_OPTION_ARG_STRING, &a.limit,
          "Use the first N training images (data.limit)", "N"},
         {"epochs", 'e', 0, G_OPTION_ARG_STRING, &a.epochs, "Epochs (train.epochs)", "N"},
@@ -255,25 +257,28 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
     gboolean ok = FALSE;
     TdmLoader *loader = NULL;
     TdmModel *model = NULL;
+    GPtrArray *pipelines = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_transform_pipeline_free);
     TdmDataset *ds = tdm_dataset_open(cfg->dataset, "test", error);
     if (ds == NULL) {
+        g_ptr_array_unref(pipelines);
         return FALSE;
     }
-    TdmLoaderOptions lo;
-    tdm_loader_options_init(&lo);
-    lo.batch_size = cfg->batch_size;
-    lo.shuffle = FALSE;
-    lo.workers = cfg->workers;
-    if (cfg->normalize && !tdm_dataset_get_normalization(ds, &lo.n_mean, lo.mean, lo.std, error)) {
-        goto out;
-    }
-    if ((loader = tdm_loader_new(ds, dev, &lo, error)) == NULL) {
+    if ((loader = tdm_trainer_open_test_loader(cfg, ds, dev, pipelines, error)) == NULL) {
         goto out;
     }
     TdmModelConfig mc = {0};
     mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : ds->channels;
     mc.num_classes = cfg->num_classes > 0 ? cfg->num_classes : ds->num_classes;
     mc.image_size = ds->height;
+    if (cfg->transforms != NULL && cfg->transforms[0] != '\0' && pipelines->len > 0) {
+        /* sized by what the training pipeline made of the images */
+        int c, w;
+        if (!tdm_transform_pipeline_output_shape(g_ptr_array_index(pipelines, 0), ds->channels,
+                                                 MAX(ds->height, 0), MAX(ds->width, 0), &c,
+                                                 &mc.image_size, &w, error)) {
+            goto out;
+        }
+    }
     TdmModule *root = tdm_model_zoo_create(cfg->model, &mc, error);
     if (root == NULL || (model = tdm_model_new(root, dev, cfg->seed, error)) == NULL ||
         !tdm_model_load(model, cfg->init_path, TRUE, error)) {
@@ -290,6 +295,7 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
 out:
     tdm_model_free(model);
     tdm_loader_free(loader);
+    g_ptr_array_unref(pipelines);
     tdm_dataset_close(ds);
     return ok;
 }

@@ -90,6 +90,17 @@ typedef struct {
 TDM_API gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary,
                                  GError **error);
 
+/* The loader tdm_trainer_run evaluates with, over `test_ds`: through
+ * data.test_transforms when given; else, for images of differing sizes,
+ * the evaluation pipeline derived from data.transforms; normalised as the
+ * training data is (by data.transforms' own normalize when it has one).
+ * The loader borrows the pipelines it runs: they are added to `keep` (a
+ * GPtrArray created with tdm_transform_pipeline_free as its free function),
+ * to be freed after the loader. */
+TDM_API TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *test_ds,
+                                                TdmDevice *dev, GPtrArray *keep,
+                                                GError **error);
+
 /* Evaluate `model` on the whole `loader`: accuracy in [0, 1] and mean loss. */
 TDM_API gboolean tdm_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy,
                               double *loss, GError **error);
