@@ -12,6 +12,12 @@
  * weights computes into a cached buffer in its own layout, then reorders it
  * into the plain gradient with a sum post-op (dw += ...). Bias gradients are
  * computed by the same primitive and added with a loop.
+ *
+ * Two cases run on the backend's own loops instead (cpu-conv-own.h), where
+ * oneDNN 2.6's kernels were measured slow: an image input (plain, at most
+ * CPU_STEM_MAX_C channels: forward and backward weights, into and from the
+ * blocked layout oneDNN would have used), and backward weights with input
+ * and output gradient both in nChw8c (AVX2 machines).
  */
 #include "config.h"
 
