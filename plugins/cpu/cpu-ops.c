@@ -15,9 +15,6 @@
 
 #include "cpu.h"
 
-/* Below this many elements a loop stays on the calling thread. */
-#define CPU_PAR_MIN 8192
-
 gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, TdmTensor *t,
                          const float **out, CpuEntry **entry, GError **error)
 {

@@ -19,9 +19,6 @@
 
 #include "cpu.h"
 
-/* Below this many elements a loop stays on the calling thread. */
-#define CPU_PAR_MIN 8192
-
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define CPU_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
 #else

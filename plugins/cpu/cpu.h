@@ -17,6 +17,9 @@
 
 #define CPU_ALIGN 64
 
+/* Below this many elements an OpenMP loop stays on the calling thread. */
+#define CPU_PAR_MIN 8192
+
 /* ---- device state ---- */
 
 typedef struct {
