@@ -285,6 +285,89 @@ out:
     conf_pair_clear(&db);
 }
 
+/* ---- batch norm on tensors in the backend's layout ---- */
+
+typedef struct {
+    const char *name;
+    int64_t n, c, h, w;
+} BnLayoutCase;
+
+/* ResNet-like shapes, channels that pad a block (12, 5), a plane larger than
+ * the own loops' float chunk (23x23 > 256 pixels), a single image. */
+static const BnLayoutCase bn_layout_cases[] = {
+    {"n4c16h7w7", 4, 16, 7, 7},   {"n3c32h5w5", 3, 32, 5, 5}, {"n2c12h9w9", 2, 12, 9, 9},
+    {"n3c5h6w4", 3, 5, 6, 4},     {"n2c8h23w23", 2, 8, 23, 23}, {"n1c24h3w3", 1, 24, 3, 3},
+};
+
+/* x and dy come from 1x1 convolutions (the backend's layout between layers),
+ * with an offset and scale per channel so the statistics are not trivial;
+ * then batch norm forward (training and eval) and backward, plain and with
+ * ReLU fused, against ref. */
+static void test_chain_bn_layout(gconstpointer data)
+{
+    const ConfData *d = data;
+    const BnLayoutCase *c = d->tcase;
+    TdmDevice *dev = d->dev;
+    const int64_t xs[4] = {c->n, c->c, c->h, c->w}, ws[4] = {c->c, c->c, 1, 1};
+    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
+    const float eps = 1e-5f, momentum = 0.1f;
+    Pair x0 = conf_pair_random(dev, 4, xs, -1, 1), wx = conf_pair_random(dev, 4, ws, -0.5, 0.5);
+    Pair d0 = conf_pair_random(dev, 4, xs, -1, 1), wd = conf_pair_random(dev, 4, ws, -0.5, 0.5);
+    Pair xb = conf_pair_random(dev, 1, &c->c, 1, 3), db0 = conf_pair_random(dev, 1, &c->c, -1, 1);
+    Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair gamma = conf_pair_random(dev, 1, &c->c, 0.5, 1.5);
+    Pair beta = conf_pair_random(dev, 1, &c->c, -0.5, 0.5);
+    Pair rm = conf_pair_random(dev, 1, &c->c, -0.5, 0.5), rv = conf_pair_random(dev, 1, &c->c, 0.5, 2);
+    Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), yr = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair ye = conf_pair_empty(dev, TDM_DTYPE_F32), yre = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair sm = conf_pair_empty(dev, TDM_DTYPE_F32), sv = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair wsp = conf_pair_empty(dev, TDM_DTYPE_U8);
+    Pair dx = conf_pair_empty(dev, TDM_DTYPE_F32), dxr = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair dg = conf_pair_random(dev, 1, &c->c, -1, 1), dbt = conf_pair_random(dev, 1, &c->c, -1, 1);
+    Pair dgr = conf_pair_random(dev, 1, &c->c, -1, 1), dbr = conf_pair_random(dev, 1, &c->c, -1, 1);
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(p) (side == 0 ? (p).r : (p).t)
+        TRY(B->conv2d_forward(dv, NULL, &one, T_(x0), T_(wx), T_(xb), T_(x), &err));
+        TRY(B->conv2d_forward(dv, NULL, &one, T_(d0), T_(wd), T_(db0), T_(dy), &err));
+        TRY(B->batchnorm_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv), momentum,
+                                 eps, TRUE, T_(sm), T_(sv), T_(y), &err));
+        TRY(B->batchnorm_backward(dv, NULL, T_(x), T_(dy), T_(gamma), T_(sm), T_(sv), eps, T_(dx),
+                                  T_(dg), T_(dbt), &err));
+        TRY(B->batchnorm_relu_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv),
+                                      momentum, eps, TRUE, T_(sm), T_(sv), T_(wsp), T_(yr), &err));
+        TRY(B->batchnorm_relu_backward(dv, NULL, T_(x), T_(yr), T_(wsp), T_(dy), T_(gamma),
+                                       T_(sm), T_(sv), eps, T_(dxr), T_(dgr), T_(dbr), &err));
+        TRY(B->batchnorm_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv), momentum,
+                                 eps, FALSE, NULL, NULL, T_(ye), &err));
+        TRY(B->batchnorm_relu_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv),
+                                      momentum, eps, FALSE, NULL, NULL, NULL, T_(yre), &err));
+        TRY(tdm_device_synchronize(dv, &err));
+#undef T_
+    }
+    conf_compare("y (training)", &y, TOL_REDUCTION);
+    conf_compare("save_mean", &sm, TOL_REDUCTION);
+    conf_compare("save_var", &sv, TOL_REDUCTION);
+    conf_compare("running_mean (two updates)", &rm, TOL_REDUCTION);
+    conf_compare("running_var (two updates)", &rv, TOL_REDUCTION);
+    conf_compare("dx", &dx, TOL_REDUCTION);
+    conf_compare("dgamma (accumulated)", &dg, TOL_REDUCTION);
+    conf_compare("dbeta (accumulated)", &dbt, TOL_REDUCTION);
+    conf_compare("y (training, relu)", &yr, TOL_REDUCTION);
+    conf_compare("dx (relu)", &dxr, TOL_REDUCTION);
+    conf_compare("dgamma (relu, accumulated)", &dgr, TOL_REDUCTION);
+    conf_compare("dbeta (relu, accumulated)", &dbr, TOL_REDUCTION);
+    conf_compare("y (eval)", &ye, TOL_REDUCTION);
+    conf_compare("y (eval, relu)", &yre, TOL_REDUCTION);
+out:;
+    Pair *all[] = {&x0, &wx, &d0, &wd, &xb, &db0, &x, &dy, &gamma, &beta, &rm, &rv, &y, &yr,
+                   &ye, &yre, &sm, &sv, &wsp, &dx, &dxr, &dg, &dbt, &dgr, &dbr};
+    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
+        conf_pair_clear(all[i]);
+    }
+}
+
 /* ---- a residual sum of tensors produced in different ways ---- */
 
 static void test_chain_residual(gconstpointer data)
@@ -586,6 +669,14 @@ void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
         cd->dev = dev;
         cd->tcase = &bwf_cases[i];
         g_test_add_data_func_full(path, cd, test_chain_conv_bwf, g_free);
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(bn_layout_cases); i++) {
+        g_autofree char *path = g_strdup_printf("/conformance/batchnorm_layout/%s%s",
+                                                bn_layout_cases[i].name, suffix);
+        ConfData *cd = g_new0(ConfData, 1);
+        cd->dev = dev;
+        cd->tcase = &bn_layout_cases[i];
+        g_test_add_data_func_full(path, cd, test_chain_bn_layout, g_free);
     }
     conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
     conf_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);

@@ -1,6 +1,10 @@
 /* plugins/cpu/cpu-norm.c - batch norm, ReLU and add on oneDNN, in their
  * input's layout, and their fused forms (batch norm + ReLU through oneDNN's
  * fuse_norm_relu with its bit-mask workspace, add + ReLU in one flat loop).
+ * Batch norm on a channel-blocked 4-D tensor (what a convolution hands
+ * over) runs the own loops of cpu-norm-own.c instead, which keep their own
+ * bit mask in the same workspace; the oneDNN primitive is still created
+ * (it gives the output's layout) but not run.
  *
  * These ops never change a tensor's layout: their output takes the layout of
  * their (first) input, so a conv -> BN -> ReLU -> add chain stays blocked
@@ -49,6 +53,21 @@ static gboolean vec_md(int64_t c, dnnl_memory_desc_t *md, GError **error)
 static gboolean ensure_vec(TdmTensor *t, int64_t c, GError **error)
 {
     return tdm_tensor_ensure(t, TDM_DTYPE_F32, 1, &c, NULL, 0, error);
+}
+
+/* Whether batch norm on x runs the own loops of cpu-norm-own.c (blocked
+ * 4-D layouts; TDM_CPU_OWN_BN=0 keeps oneDNN's kernels, to compare). The
+ * answer depends only on x's layout, which is part of every cache key, so a
+ * forward and its backward always agree. */
+static gboolean bn_own(const TdmTensor *x, CpuBnGeom *g)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = g_getenv("TDM_CPU_OWN_BN");
+        enabled = v == NULL || strcmp(v, "0") != 0;
+    }
+    return enabled && x->ndim == 4 && x->layout != NULL &&
+           cpu_bn_geom((const dnnl_memory_desc_t *)x->layout, x->shape[1], g);
 }
 
 /* Batch norm forward, followed by ReLU when `relu` (oneDNN's fuse_norm_relu:
@@ -121,6 +140,10 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
             e->aux[6] = cpu_entry_mem(dev, e, &vmd); /* shift */
             e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
             e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+            CpuBnGeom bg;
+            e->work[3] = bn_own(x, &bg) && dnnl_memory_desc_equal(dst, &xmd)
+                             ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
+                             : NULL;
             cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
             const dnnl_memory_desc_t *wmd =
                 relu && training ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0)
@@ -164,6 +187,21 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     if (!cpu_entry_ensure_output(e, 0, y, x->ndim, shape, error)) {
         goto out_fail;
     }
+    CpuBnGeom bg;
+    if (e->work[3] != NULL && bn_own(x, &bg)) {
+        guint8 *mask = NULL;
+        if (relu && training && ws != NULL) {
+            int64_t wn = (int64_t)cpu_bn_mask_bytes(&bg);
+            if (!tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &wn, NULL, 0, error)) {
+                goto out_fail;
+            }
+            mask = tdm_tensor_data(ws);
+        }
+        cpu_bn_forward(&bg, tdm_tensor_data(x), gamma ? tdm_tensor_data(gamma) : NULL,
+                       beta ? tdm_tensor_data(beta) : NULL, eps, training, mean, var, relu,
+                       tdm_tensor_data(y), mask, e->work[3]);
+        goto stats;
+    }
     dnnl_exec_arg_t args[8];
     int n = 0;
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))};
@@ -190,6 +228,7 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     if (!cpu_run(dev, e, (int)e->aux[0], n, args, error)) {
         goto out_fail;
     }
+stats:
     if (training && running_mean != NULL && running_var != NULL) {
         int64_t count = tdm_tensor_numel(x) / c;
         float unbias = count > 1 ? (float)count / (float)(count - 1) : 1.0f;
@@ -227,6 +266,21 @@ gboolean cpu_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
 {
     return bn_forward(dev, cache, x, gamma, beta, running_mean, running_var, momentum, eps,
                       training, save_mean, save_var, TRUE, workspace, y, error);
+}
+
+/* The end of a backward: the parameter gradients (in the entry's work[0]
+ * and work[1]) added into dgamma and dbeta when ok, the entry released. */
+static gboolean bn_backward_finish(TdmOpCache **cache, CpuEntry *e, gboolean ok, int64_t c,
+                                   TdmTensor *dgamma, TdmTensor *dbeta)
+{
+    if (ok && dgamma != NULL) {
+        cpu_accumulate(tdm_tensor_data(dgamma), e->work[0], c);
+    }
+    if (ok && dbeta != NULL) {
+        cpu_accumulate(tdm_tensor_data(dbeta), e->work[1], c);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
 }
 
 /* Batch norm backward; with `relu`, dy is first masked by the bit mask the
@@ -308,6 +362,10 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
             e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff scale */
             e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff shift */
             e->work[2] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* ones or zeros */
+            CpuBnGeom bg;
+            e->work[3] = bn_own(x, &bg) && dnnl_memory_desc_equal(dsrc, &xmd)
+                             ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
+                             : NULL;
             cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
             const dnnl_memory_desc_t *wmd =
                 relu ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
@@ -331,12 +389,16 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
             ones[i] = 1.0f;
         }
     }
-    if (e->aux[10] >= 0 && (ws == NULL || ws->storage == NULL ||
-                            tdm_tensor_nbytes(ws) < (size_t)e->aux[11])) {
+    /* the own loops keep their bit mask in the workspace, oneDNN its own */
+    CpuBnGeom bg;
+    gboolean own = e->work[3] != NULL && bn_own(x, &bg);
+    gboolean need_ws = own ? relu : e->aux[10] >= 0;
+    size_t need = own ? cpu_bn_mask_bytes(&bg) : (size_t)e->aux[11];
+    if (need_ws && (ws == NULL || ws->storage == NULL || tdm_tensor_nbytes(ws) < need)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "cpu batchnorm_relu_backward: the workspace is missing or smaller than the "
-                    "%" G_GINT64_FORMAT " bytes the training-mode forward leaves in it",
-                    e->aux[11]);
+                    "%zu bytes the training-mode forward leaves in it",
+                    need);
         cpu_entry_release(cache, e);
         return FALSE;
     }
@@ -344,6 +406,13 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
     int64_t shape[4];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, x->ndim, shape, error);
+    if (ok && own) {
+        cpu_bn_backward(&bg, tdm_tensor_data(x), dys, relu ? tdm_tensor_data(ws) : NULL,
+                        gamma ? tdm_tensor_data(gamma) : NULL, tdm_tensor_data(save_mean),
+                        tdm_tensor_data(save_var), eps, tdm_tensor_data(dx), e->work[0],
+                        e->work[1], e->work[3]);
+        return bn_backward_finish(cache, e, ok, c, dgamma, dbeta);
+    }
     if (ok) {
         dnnl_exec_arg_t args[12] = {
             {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))},
@@ -363,14 +432,7 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
         }
         ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
     }
-    if (ok && dgamma != NULL) {
-        cpu_accumulate(tdm_tensor_data(dgamma), e->work[0], c);
-    }
-    if (ok && dbeta != NULL) {
-        cpu_accumulate(tdm_tensor_data(dbeta), e->work[1], c);
-    }
-    cpu_entry_release(cache, e);
-    return ok;
+    return bn_backward_finish(cache, e, ok, c, dgamma, dbeta);
 fail:
     cpu_entry_free(e);
     return FALSE;

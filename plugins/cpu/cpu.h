@@ -245,6 +245,24 @@ gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
 gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
                       GError **error);
 
+/* cpu-norm-own.c: batch norm's own loops on channel-blocked layouts */
+typedef struct {
+    int64_t n, cb, s, b; /* images, channel blocks, pixels per plane, block (8/16) */
+    int64_t c;           /* channels (the last block may be padded) */
+} CpuBnGeom;
+/* Whether the own loops handle a tensor of layout md with c channels (4-D,
+ * nChw8c or nChw16c); fills g. */
+gboolean cpu_bn_geom(const dnnl_memory_desc_t *md, int64_t c, CpuBnGeom *g);
+size_t cpu_bn_work_bytes(const CpuBnGeom *g);
+/* the ReLU mask the fused forward leaves: one byte per (padded) element */
+size_t cpu_bn_mask_bytes(const CpuBnGeom *g);
+void cpu_bn_forward(const CpuBnGeom *g, const float *x, const float *gamma, const float *beta,
+                    float eps, gboolean training, float *mean, float *var, gboolean relu,
+                    float *y, guint8 *mask, void *work);
+void cpu_bn_backward(const CpuBnGeom *g, const float *x, const float *dy, const guint8 *mask,
+                     const float *gamma, const float *mean, const float *var, float eps,
+                     float *dx, float *dgamma, float *dbeta, void *work);
+
 /* cpu-pool.c */
 gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
