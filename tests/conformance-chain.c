@@ -285,6 +285,78 @@ out:
     conf_pair_clear(&db);
 }
 
+/* ---- forward and backward data on tensors in the backend's layout ---- */
+
+/* Stride-1 shapes the own nChw8c loops take (odd counts of 8-channel
+ * blocks, padded blocks, widths that leave every tile remainder, k 3 and 5,
+ * padding 0 to k - 1) and strided ones they leave to oneDNN. */
+static const BwfCase fwd_cases[] = {
+    {"n2c16h9o16k3s1p1", 2, 16, 9, 16, 3, 1, 1, TRUE},
+    {"n3c16h7o32k3s1p1", 3, 16, 7, 32, 3, 1, 1, FALSE},
+    {"n2c8h13o24k3s1p1", 2, 8, 13, 24, 3, 1, 1, TRUE},
+    {"n2c12h11o20k3s1p0", 2, 12, 11, 20, 3, 1, 0, TRUE},
+    {"n1c16h10o8k5s1p2", 1, 16, 10, 8, 5, 1, 2, FALSE},
+    {"n2c24h8o16k3s1p2", 2, 24, 8, 16, 3, 1, 2, TRUE},
+    {"n2c16h9o32k3s2p1", 2, 16, 9, 32, 3, 2, 1, TRUE},
+};
+
+/* x and dy are produced by 1x1 convolutions (the backend's layout between
+ * layers); then the forward (bias when the case has one), the forward with
+ * ReLU fused and the backward data, against ref. */
+static void test_chain_conv_fwd(gconstpointer data)
+{
+    const ConfData *d = data;
+    const BwfCase *c = d->tcase;
+    TdmDevice *dev = d->dev;
+    const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
+    const int64_t x0s[4] = {c->n, c->c, c->h, c->h}, ax[4] = {c->c, c->c, 1, 1};
+    const int64_t d0s[4] = {c->n, c->o, oh, oh}, ad[4] = {c->o, c->o, 1, 1};
+    const int64_t ws[4] = {c->o, c->c, c->k, c->k};
+    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
+    const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
+    Pair x0 = conf_pair_random(dev, 4, x0s, -1, 1), wx = conf_pair_random(dev, 4, ax, -0.5, 0.5);
+    Pair d0 = conf_pair_random(dev, 4, d0s, -1, 1), wd = conf_pair_random(dev, 4, ad, -0.5, 0.5);
+    Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair w = conf_pair_random(dev, 4, ws, -0.3, 0.3), b = {NULL, NULL};
+    Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), yr = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair dx = conf_pair_empty(dev, TDM_DTYPE_F32);
+    if (c->bias) {
+        b = conf_pair_random(dev, 1, &c->o, -0.5, 0.5);
+    }
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+        const TdmBackendClass *B = dv->backend;
+#define T_(p) (side == 0 ? (p).r : (p).t)
+        TRY(B->conv2d_forward(dv, NULL, &one, T_(x0), T_(wx), NULL, T_(x), &err));
+        TRY(B->conv2d_forward(dv, NULL, &one, T_(d0), T_(wd), NULL, T_(dy), &err));
+        TRY(B->conv2d_forward(dv, NULL, &conv, T_(x), T_(w), c->bias ? T_(b) : NULL, T_(y), &err));
+        if (B->conv2d_relu_forward != NULL) {
+            TRY(B->conv2d_relu_forward(dv, NULL, &conv, T_(x), T_(w), c->bias ? T_(b) : NULL,
+                                       T_(yr), &err));
+        }
+        TRY(B->conv2d_backward_data(dv, NULL, &conv, T_(dy), T_(w), T_(x), T_(dx), &err));
+        TRY(tdm_device_synchronize(dv, &err));
+#undef T_
+    }
+    conf_compare("y", &y, TOL_REDUCTION);
+    if (yr.r != NULL && yr.r->storage != NULL) {
+        conf_compare("y (relu)", &yr, TOL_REDUCTION);
+    }
+    conf_compare("dx", &dx, TOL_REDUCTION);
+out:
+    conf_pair_clear(&x0);
+    conf_pair_clear(&wx);
+    conf_pair_clear(&d0);
+    conf_pair_clear(&wd);
+    conf_pair_clear(&x);
+    conf_pair_clear(&dy);
+    conf_pair_clear(&w);
+    conf_pair_clear(&b);
+    conf_pair_clear(&y);
+    conf_pair_clear(&yr);
+    conf_pair_clear(&dx);
+}
+
 /* ---- batch norm on tensors in the backend's layout ---- */
 
 typedef struct {
@@ -669,6 +741,14 @@ void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
         cd->dev = dev;
         cd->tcase = &bwf_cases[i];
         g_test_add_data_func_full(path, cd, test_chain_conv_bwf, g_free);
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(fwd_cases); i++) {
+        g_autofree char *path = g_strdup_printf("/conformance/conv2d_layout/%s%s",
+                                                fwd_cases[i].name, suffix);
+        ConfData *cd = g_new0(ConfData, 1);
+        cd->dev = dev;
+        cd->tcase = &fwd_cases[i];
+        g_test_add_data_func_full(path, cd, test_chain_conv_fwd, g_free);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(bn_layout_cases); i++) {
         g_autofree char *path = g_strdup_printf("/conformance/batchnorm_layout/%s%s",
