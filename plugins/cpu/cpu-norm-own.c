@@ -1,11 +1,12 @@
 /* plugins/cpu/cpu-norm-own.c - batch norm's own loops on nChw8c / nChw16c.
  *
- * Batch norm is memory-bound: per step it reads the activation a few times
- * and writes one tensor. oneDNN 2.6's bnorm_jit:avx2 ran at 6-8 GB/s here
- * (0.5 ms forward for a 3.2 MB 64x16x28x28 activation that sits in L3),
- * while plain vector loops stream such a tensor at well over 50 GB/s. These
- * loops take its place for 4-D tensors in a channel-blocked layout (the
- * layout the convolutions hand over); everything else stays on oneDNN.
+ * Batch norm is memory-bound: it reads the activation a few times and
+ * writes one tensor, and in training a step's activations do not fit in
+ * the cache. These loops keep the sweeps over memory to the minimum (two
+ * forward, two backward) and take about 13% less time than oneDNN 2.6's
+ * bnorm_jit:avx2 over a resnet8 step (TDM_CPU_OWN_BN=0 to compare). They
+ * run for 4-D tensors in a channel-blocked layout (what the convolutions
+ * hand over); everything else stays on oneDNN.
  *
  * A blocked tensor is a run of planes (one per image and channel block) of
  * [pixels][b] floats, b = 8 or 16 channels side by side. Each loop walks
@@ -19,9 +20,10 @@
  * parallel formula, in double); a second sweep writes y = x a + s, and with
  * ReLU fused max(y, 0) plus a bit mask of y > 0 in the workspace (one byte
  * per 8 lanes of a pixel). Backward: one sweep for the per-plane sums of dy
- * and dy (x - mean) (dy masked by the workspace when ReLU was fused), combined per channel in
- * double, and one sweep writing dx = k dy + p x + q. Padded lanes (C not a
- * multiple of b) get zero coefficients, so they stay zero. */
+ * and dy (x - mean) (dy masked by the workspace when ReLU was fused),
+ * combined per channel in double, and one sweep writing dx = k dy + p x + q.
+ * Padded lanes (C not a multiple of b) get zero coefficients, so they stay
+ * zero. */
 #include "config.h"
 
 #include <math.h>
