@@ -389,7 +389,8 @@ static void test_chain_bn_layout(gconstpointer data)
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair gamma = conf_pair_random(dev, 1, &c->c, 0.5, 1.5);
     Pair beta = conf_pair_random(dev, 1, &c->c, -0.5, 0.5);
-    Pair rm = conf_pair_random(dev, 1, &c->c, -0.5, 0.5), rv = conf_pair_random(dev, 1, &c->c, 0.5, 2);
+    Pair rm = conf_pair_random(dev, 1, &c->c, -0.5, 0.5);
+    Pair rv = conf_pair_random(dev, 1, &c->c, 0.5, 2);
     Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), yr = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair ye = conf_pair_empty(dev, TDM_DTYPE_F32), yre = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair sm = conf_pair_empty(dev, TDM_DTYPE_F32), sv = conf_pair_empty(dev, TDM_DTYPE_F32);

@@ -124,8 +124,8 @@ static inline float masked(float g, const guint8 *mask, int64_t i, int64_t st, i
 }
 
 /* per-lane sums of g and g (x - mean), g = dy masked */
-static void grad_sums8_c(const float *x, const float *dy, const guint8 *mask, int64_t s,
-                         int64_t st, const float *mean, float *sdy, float *sdx)
+static void grad_sums8_c(const float *x, const float *dy, const guint8 *mask, int64_t s, int64_t st,
+                         const float *mean, float *sdy, float *sdx)
 {
     double t0[8] = {0}, t1[8] = {0};
     for (int64_t i = 0; i < s; i++) {
@@ -276,8 +276,7 @@ BN_AVX2 void grad_sums8_avx2(const float *x, const float *dy, const guint8 *mask
 }
 
 BN_AVX2 void grad_apply8_avx2(const float *x, const float *dy, const guint8 *mask, int64_t s,
-                              int64_t st, const float *k, const float *p, const float *q,
-                              float *dx)
+                              int64_t st, const float *k, const float *p, const float *q, float *dx)
 {
     __m256 vk = _mm256_loadu_ps(k), vp = _mm256_loadu_ps(p), vq = _mm256_loadu_ps(q);
     for (int64_t i = 0; i < s; i++) {
@@ -293,10 +292,10 @@ BN_AVX2 void grad_apply8_avx2(const float *x, const float *dy, const guint8 *mas
 
 typedef struct {
     void (*moments)(const float *, int64_t, int64_t, float *, float *);
-    void (*affine)(const float *, int64_t, int64_t, const float *, const float *, gboolean,
-                   float *, guint8 *);
-    void (*grad_sums)(const float *, const float *, const guint8 *, int64_t, int64_t,
-                      const float *, float *, float *);
+    void (*affine)(const float *, int64_t, int64_t, const float *, const float *, gboolean, float *,
+                   guint8 *);
+    void (*grad_sums)(const float *, const float *, const guint8 *, int64_t, int64_t, const float *,
+                      float *, float *);
     void (*grad_apply)(const float *, const float *, const guint8 *, int64_t, int64_t,
                        const float *, const float *, const float *, float *);
 } BnKernels;
@@ -305,8 +304,7 @@ static const BnKernels *bn_kernels(void)
 {
     static const BnKernels plain = {moments8_c, affine8_c, grad_sums8_c, grad_apply8_c};
 #ifdef BN_HAVE_AVX2
-    static const BnKernels avx2 = {moments8_avx2, affine8_avx2, grad_sums8_avx2,
-                                   grad_apply8_avx2};
+    static const BnKernels avx2 = {moments8_avx2, affine8_avx2, grad_sums8_avx2, grad_apply8_avx2};
     static int have = -1;
     if (have < 0) {
         have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -320,8 +318,8 @@ static const BnKernels *bn_kernels(void)
 
 /* Lane vectors of the work buffer. */
 typedef struct {
-    float *pa, *pb;         /* per plane and lane */
-    float *ca, *cb, *cc;    /* per channel (padded) */
+    float *pa, *pb;      /* per plane and lane */
+    float *ca, *cb, *cc; /* per channel (padded) */
 } BnWork;
 
 static BnWork bn_work(const CpuBnGeom *g, void *work)
@@ -335,8 +333,8 @@ static BnWork bn_work(const CpuBnGeom *g, void *work)
  * variance), inference reads them; gamma/beta may be NULL (1 and 0). With
  * relu, y = max(y, 0) and, when mask is given, its bit mask (training). */
 void cpu_bn_forward(const CpuBnGeom *g, const float *x, const float *gamma, const float *beta,
-                    float eps, gboolean training, float *mean, float *var, gboolean relu,
-                    float *y, guint8 *mask, void *work)
+                    float eps, gboolean training, float *mean, float *var, gboolean relu, float *y,
+                    guint8 *mask, void *work)
 {
     const BnKernels *k = bn_kernels();
     BnWork w = bn_work(g, work);
@@ -389,8 +387,8 @@ void cpu_bn_forward(const CpuBnGeom *g, const float *x, const float *gamma, cons
 /* dx = BN backward of dy (masked by the forward's bit mask when mask is
  * given); dgamma/dbeta are written (not accumulated). */
 void cpu_bn_backward(const CpuBnGeom *g, const float *x, const float *dy, const guint8 *mask,
-                     const float *gamma, const float *mean, const float *var, float eps,
-                     float *dx, float *dgamma, float *dbeta, void *work)
+                     const float *gamma, const float *mean, const float *var, float eps, float *dx,
+                     float *dgamma, float *dbeta, void *work)
 {
     const BnKernels *k = bn_kernels();
     BnWork w = bn_work(g, work);
