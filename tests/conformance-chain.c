@@ -238,34 +238,59 @@ static const BwfCase bwf_cases[] = {
     {"n1c16h6o8k3s1p1", 1, 16, 6, 8, 3, 1, 1, FALSE},
 };
 
-/* x and dy are produced on the device by 1x1 convolutions of plain random
- * tensors, so they arrive in whatever layout the backend keeps between
- * layers (the single-op tests only give plain inputs); dw and db
- * accumulate into random values. */
+/* out (an empty pair) = a 1x1 convolution of a random plain tensor of
+ * shape s, plus a random per-channel bias in [bias_lo, bias_hi] when
+ * bias_hi > bias_lo, on ref and on the device: each side's tensor arrives in
+ * the layout its backend keeps between layers, which the single-op tests
+ * (plain inputs) never give. */
+static gboolean conf_pair_produced(TdmDevice *dev, const int64_t *s, double bias_lo,
+                                   double bias_hi, Pair *out)
+{
+    const int64_t ws[4] = {s[1], s[1], 1, 1};
+    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
+    Pair x0 = conf_pair_random(dev, 4, s, -1, 1), w = conf_pair_random(dev, 4, ws, -0.5, 0.5);
+    Pair b = {NULL, NULL};
+    gboolean ok = FALSE;
+    if (bias_hi > bias_lo) {
+        b = conf_pair_random(dev, 1, &s[1], bias_lo, bias_hi);
+    }
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+#define T_(p) (side == 0 ? (p).r : (p).t)
+        TRY(dv->backend->conv2d_forward(dv, NULL, &one, T_(x0), T_(w), T_(b), T_(*out), &err));
+#undef T_
+    }
+    ok = TRUE;
+out:
+    conf_pair_clear(&x0);
+    conf_pair_clear(&w);
+    conf_pair_clear(&b);
+    return ok;
+}
+
+/* x and dy arrive in the backend's own layout (conf_pair_produced); dw and
+ * db accumulate into random values. */
 static void test_chain_conv_bwf(gconstpointer data)
 {
     const ConfData *d = data;
     const BwfCase *c = d->tcase;
     TdmDevice *dev = d->dev;
     const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t x0s[4] = {c->n, c->c, c->h, c->h}, ax[4] = {c->c, c->c, 1, 1};
-    const int64_t d0s[4] = {c->n, c->o, oh, oh}, ad[4] = {c->o, c->o, 1, 1};
+    const int64_t xs[4] = {c->n, c->c, c->h, c->h}, dys[4] = {c->n, c->o, oh, oh};
     const int64_t ws[4] = {c->o, c->c, c->k, c->k};
-    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
     const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
-    Pair x0 = conf_pair_random(dev, 4, x0s, -1, 1), wx = conf_pair_random(dev, 4, ax, -0.5, 0.5);
-    Pair d0 = conf_pair_random(dev, 4, d0s, -1, 1), wd = conf_pair_random(dev, 4, ad, -0.5, 0.5);
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair dw = conf_pair_random(dev, 4, ws, -1, 1), db = {NULL, NULL};
     if (c->bias) {
         db = conf_pair_random(dev, 1, &c->o, -1, 1);
     }
+    if (!conf_pair_produced(dev, xs, 0, 0, &x) || !conf_pair_produced(dev, dys, 0, 0, &dy)) {
+        goto out;
+    }
     for (int side = 0; side < 2; side++) {
         TdmDevice *dv = side == 0 ? conf_ref : dev;
         const TdmBackendClass *B = dv->backend;
 #define T_(p) (side == 0 ? (p).r : (p).t)
-        TRY(B->conv2d_forward(dv, NULL, &one, T_(x0), T_(wx), NULL, T_(x), &err));
-        TRY(B->conv2d_forward(dv, NULL, &one, T_(d0), T_(wd), NULL, T_(dy), &err));
         TRY(B->conv2d_backward_filter(dv, NULL, &conv, T_(x), T_(dy), T_(dw), T_(db), &err));
         TRY(tdm_device_synchronize(dv, &err));
 #undef T_
@@ -275,10 +300,6 @@ static void test_chain_conv_bwf(gconstpointer data)
         conf_compare("db (accumulated)", &db, TOL_REDUCTION);
     }
 out:
-    conf_pair_clear(&x0);
-    conf_pair_clear(&wx);
-    conf_pair_clear(&d0);
-    conf_pair_clear(&wd);
     conf_pair_clear(&x);
     conf_pair_clear(&dy);
     conf_pair_clear(&dw);
@@ -287,9 +308,8 @@ out:
 
 /* ---- forward and backward data on tensors in the backend's layout ---- */
 
-/* Stride-1 shapes the own nChw8c loops take (odd counts of 8-channel
- * blocks, padded blocks, widths that leave every tile remainder, k 3 and 5,
- * padding 0 to k - 1) and strided ones they leave to oneDNN. */
+/* Stride 1 and 2, odd counts of 8-channel blocks, padded blocks, widths
+ * from 7 to 13, k 3 and 5, padding 0 to k - 1. */
 static const BwfCase fwd_cases[] = {
     {"n2c16h9o16k3s1p1", 2, 16, 9, 16, 3, 1, 1, TRUE},
     {"n3c16h7o32k3s1p1", 3, 16, 7, 32, 3, 1, 1, FALSE},
@@ -300,22 +320,18 @@ static const BwfCase fwd_cases[] = {
     {"n2c16h9o32k3s2p1", 2, 16, 9, 32, 3, 2, 1, TRUE},
 };
 
-/* x and dy are produced by 1x1 convolutions (the backend's layout between
- * layers); then the forward (bias when the case has one), the forward with
- * ReLU fused and the backward data, against ref. */
+/* x and dy arrive in the backend's own layout (conf_pair_produced); then
+ * the forward (bias when the case has one), the forward with ReLU fused and
+ * the backward data, against ref. */
 static void test_chain_conv_fwd(gconstpointer data)
 {
     const ConfData *d = data;
     const BwfCase *c = d->tcase;
     TdmDevice *dev = d->dev;
     const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t x0s[4] = {c->n, c->c, c->h, c->h}, ax[4] = {c->c, c->c, 1, 1};
-    const int64_t d0s[4] = {c->n, c->o, oh, oh}, ad[4] = {c->o, c->o, 1, 1};
+    const int64_t xs[4] = {c->n, c->c, c->h, c->h}, dys[4] = {c->n, c->o, oh, oh};
     const int64_t ws[4] = {c->o, c->c, c->k, c->k};
-    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
     const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
-    Pair x0 = conf_pair_random(dev, 4, x0s, -1, 1), wx = conf_pair_random(dev, 4, ax, -0.5, 0.5);
-    Pair d0 = conf_pair_random(dev, 4, d0s, -1, 1), wd = conf_pair_random(dev, 4, ad, -0.5, 0.5);
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair w = conf_pair_random(dev, 4, ws, -0.3, 0.3), b = {NULL, NULL};
     Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), yr = conf_pair_empty(dev, TDM_DTYPE_F32);
@@ -323,12 +339,13 @@ static void test_chain_conv_fwd(gconstpointer data)
     if (c->bias) {
         b = conf_pair_random(dev, 1, &c->o, -0.5, 0.5);
     }
+    if (!conf_pair_produced(dev, xs, 0, 0, &x) || !conf_pair_produced(dev, dys, 0, 0, &dy)) {
+        goto out;
+    }
     for (int side = 0; side < 2; side++) {
         TdmDevice *dv = side == 0 ? conf_ref : dev;
         const TdmBackendClass *B = dv->backend;
 #define T_(p) (side == 0 ? (p).r : (p).t)
-        TRY(B->conv2d_forward(dv, NULL, &one, T_(x0), T_(wx), NULL, T_(x), &err));
-        TRY(B->conv2d_forward(dv, NULL, &one, T_(d0), T_(wd), NULL, T_(dy), &err));
         TRY(B->conv2d_forward(dv, NULL, &conv, T_(x), T_(w), c->bias ? T_(b) : NULL, T_(y), &err));
         if (B->conv2d_relu_forward != NULL) {
             TRY(B->conv2d_relu_forward(dv, NULL, &conv, T_(x), T_(w), c->bias ? T_(b) : NULL,
@@ -344,10 +361,6 @@ static void test_chain_conv_fwd(gconstpointer data)
     }
     conf_compare("dx", &dx, TOL_REDUCTION);
 out:
-    conf_pair_clear(&x0);
-    conf_pair_clear(&wx);
-    conf_pair_clear(&d0);
-    conf_pair_clear(&wd);
     conf_pair_clear(&x);
     conf_pair_clear(&dy);
     conf_pair_clear(&w);
@@ -371,21 +384,17 @@ static const BnLayoutCase bn_layout_cases[] = {
     {"n3c5h6w4", 3, 5, 6, 4},     {"n2c8h23w23", 2, 8, 23, 23}, {"n1c24h3w3", 1, 24, 3, 3},
 };
 
-/* x and dy come from 1x1 convolutions (the backend's layout between layers),
- * with an offset and scale per channel so the statistics are not trivial;
- * then batch norm forward (training and eval) and backward, plain and with
- * ReLU fused, against ref. */
+/* x and dy arrive in the backend's own layout (conf_pair_produced), with an
+ * offset per channel so the statistics are not trivial; then batch norm
+ * forward (training and eval) and backward, plain and with ReLU fused,
+ * against ref. */
 static void test_chain_bn_layout(gconstpointer data)
 {
     const ConfData *d = data;
     const BnLayoutCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    const int64_t xs[4] = {c->n, c->c, c->h, c->w}, ws[4] = {c->c, c->c, 1, 1};
-    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
+    const int64_t xs[4] = {c->n, c->c, c->h, c->w};
     const float eps = 1e-5f, momentum = 0.1f;
-    Pair x0 = conf_pair_random(dev, 4, xs, -1, 1), wx = conf_pair_random(dev, 4, ws, -0.5, 0.5);
-    Pair d0 = conf_pair_random(dev, 4, xs, -1, 1), wd = conf_pair_random(dev, 4, ws, -0.5, 0.5);
-    Pair xb = conf_pair_random(dev, 1, &c->c, 1, 3), db0 = conf_pair_random(dev, 1, &c->c, -1, 1);
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair gamma = conf_pair_random(dev, 1, &c->c, 0.5, 1.5);
     Pair beta = conf_pair_random(dev, 1, &c->c, -0.5, 0.5);
@@ -398,12 +407,13 @@ static void test_chain_bn_layout(gconstpointer data)
     Pair dx = conf_pair_empty(dev, TDM_DTYPE_F32), dxr = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair dg = conf_pair_random(dev, 1, &c->c, -1, 1), dbt = conf_pair_random(dev, 1, &c->c, -1, 1);
     Pair dgr = conf_pair_random(dev, 1, &c->c, -1, 1), dbr = conf_pair_random(dev, 1, &c->c, -1, 1);
+    if (!conf_pair_produced(dev, xs, 1, 3, &x) || !conf_pair_produced(dev, xs, -1, 1, &dy)) {
+        goto out;
+    }
     for (int side = 0; side < 2; side++) {
         TdmDevice *dv = side == 0 ? conf_ref : dev;
         const TdmBackendClass *B = dv->backend;
 #define T_(p) (side == 0 ? (p).r : (p).t)
-        TRY(B->conv2d_forward(dv, NULL, &one, T_(x0), T_(wx), T_(xb), T_(x), &err));
-        TRY(B->conv2d_forward(dv, NULL, &one, T_(d0), T_(wd), T_(db0), T_(dy), &err));
         TRY(B->batchnorm_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv), momentum,
                                  eps, TRUE, T_(sm), T_(sv), T_(y), &err));
         TRY(B->batchnorm_backward(dv, NULL, T_(x), T_(dy), T_(gamma), T_(sm), T_(sv), eps, T_(dx),
@@ -434,8 +444,8 @@ static void test_chain_bn_layout(gconstpointer data)
     conf_compare("y (eval)", &ye, TOL_REDUCTION);
     conf_compare("y (eval, relu)", &yre, TOL_REDUCTION);
 out:;
-    Pair *all[] = {&x0, &wx, &d0, &wd, &xb, &db0, &x, &dy, &gamma, &beta, &rm, &rv, &y, &yr,
-                   &ye, &yre, &sm, &sv, &wsp, &dx, &dxr, &dg, &dbt, &dgr, &dbr};
+    Pair *all[] = {&x,  &dy, &gamma, &beta, &rm, &rv,  &y,  &yr, &ye,  &yre, &sm,
+                   &sv, &wsp, &dx,   &dxr,  &dg, &dbt, &dgr, &dbr};
     for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
         conf_pair_clear(all[i]);
     }
