@@ -124,4 +124,18 @@ expect_fail "weights of another model" "conv1.weight" "missing" -- \
     "$TANDEM" eval --device ref --model lenet --init "$tmp/good.safetensors"
 expect_fail "eval without --init" "--init" -- "$TANDEM" eval --device ref
 
+# --- early errors with the cpu device open ----------------------------------
+# The default device (cpu when its plugin is built): these errors come a few
+# milliseconds after the device opens, and the process must still exit
+# cleanly, not crash tearing down a backend that is still busy.
+cpu_common="--quiet --limit 128 --batch-size 64"
+expect_fail "unknown optimizer (default device)" "foo" "sgd" -- \
+    "$TANDEM" train $cpu_common --optimizer foo
+expect_fail "unknown dataset kind (default device)" "nosuchkind" -- \
+    "$TANDEM" train $cpu_common --dataset "nosuchkind:$tmp"
+expect_fail "missing --init file (default device)" "$tmp/absent.safetensors" -- \
+    "$TANDEM" train $cpu_common --init "$tmp/absent.safetensors"
+expect_fail "log file in a missing directory (default device)" "$tmp/no-dir/log.json" -- \
+    "$TANDEM" train $cpu_common --log-file "$tmp/no-dir/log.json"
+
 done_testing

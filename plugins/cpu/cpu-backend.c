@@ -88,27 +88,6 @@ static gboolean cpu_probe(gconstpointer klass, char **reason)
     return TRUE;
 }
 
-/* oneDNN generates its GEMM kernels (every matmul and inner product runs
- * on them) on the first GEMM call of the process: about 15 ms on a 2-core
- * machine, which used to land in the first training step. A thread started
- * when the device opens makes those first calls, on one thread (its own
- * OpenMP setting, so no second pool), while the caller goes on opening the
- * dataset and building the model; a GEMM issued meanwhile waits for the
- * kernels inside oneDNN (they are generated once, under its own lock). */
-static gpointer gemm_warmup(gpointer data)
-{
-    (void)data;
-    omp_set_num_threads(1);
-    float a[8 * 8] = {0}, b[8 * 8] = {0}, c[8 * 8];
-    static const char trans[4][2] = {{'N', 'N'}, {'N', 'T'}, {'T', 'N'}, {'T', 'T'}};
-    for (int t = 0; t < 4; t++) {
-        for (int beta = 0; beta < 2; beta++) {
-            dnnl_sgemm(trans[t][0], trans[t][1], 8, 8, 8, 1.0f, a, 8, b, 8, (float)beta, c, 8);
-        }
-    }
-    return NULL;
-}
-
 static gboolean cpu_device_open(TdmDevice *dev, GError **error)
 {
     CpuDevice *d = g_new0(CpuDevice, 1);
@@ -126,7 +105,6 @@ static gboolean cpu_device_open(TdmDevice *dev, GError **error)
     g_mutex_init(&d->alloc_lock);
     d->layouts = g_ptr_array_new();
     d->free_blocks = g_hash_table_new(g_direct_hash, g_direct_equal);
-    d->warmup = g_thread_try_new("tdm-cpu-warmup", gemm_warmup, NULL, NULL);
     dev->priv = d;
     return TRUE;
 }
@@ -144,9 +122,6 @@ static void cpu_device_close(TdmDevice *dev)
     CpuDevice *d = CPU_DEV(dev);
     if (d == NULL) {
         return;
-    }
-    if (d->warmup != NULL) {
-        g_thread_join(d->warmup);
     }
     for (guint i = 0; i < d->layouts->len; i++) {
         CpuLayout *l = g_ptr_array_index(d->layouts, i);

@@ -40,7 +40,6 @@ typedef struct {
     GMutex alloc_lock;
     GHashTable *free_blocks; /* rounded size -> GSList of cached blocks */
     size_t cached_bytes;
-    GThread *warmup; /* generates oneDNN's GEMM kernels early (or NULL) */
 } CpuDevice;
 
 #define CPU_DEV(dev) ((CpuDevice *)(dev)->priv)
