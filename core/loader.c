@@ -65,6 +65,7 @@ struct _TdmLoader {
     TdmSampler *sampler;
     int64_t n;              /* samples used: min(length, limit) */
     int64_t per_epoch;      /* this rank's samples in a whole epoch */
+    int64_t rows;           /* rows of the batch buffers: the batch size, or an epoch if less */
     int c, h, w;            /* shape of a sample in the batch */
     size_t sample_floats;
     size_t sample_bytes;    /* u8 bytes of a fixed-size dataset sample */
@@ -367,7 +368,7 @@ static gboolean sample_shape(TdmLoader *l, GError **error)
 
 static gboolean make_buffers(TdmLoader *l, GError **error)
 {
-    const int64_t B = l->opts.batch_size;
+    const int64_t B = l->rows;
     const size_t img_bytes = (size_t)B * l->sample_floats * sizeof(float);
     TdmDevice *dev = l->dev;
     l->n_slots = l->opts.workers == 0 ? 1 : l->opts.workers * MAX(l->opts.prefetch, 1);
@@ -438,6 +439,9 @@ TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions
     l->sampler = tdm_sampler_new(kind, l->n, opts->seed, opts->rank, opts->world,
                                  opts->drop_last);
     l->per_epoch = l->sampler->order_len;
+    /* No batch holds more than an epoch's samples: --batch-size 1000000
+     * over 256 images needs buffers of 256. */
+    l->rows = MAX(1, MIN((int64_t)opts->batch_size, l->per_epoch));
     const char *jitter = g_getenv("TDM_LOADER_JITTER_US");
     l->jitter_us = jitter != NULL ? (guint)g_ascii_strtoull(jitter, NULL, 10) : 0;
 
@@ -560,7 +564,7 @@ static gboolean device_target(TdmLoader *l, int64_t k, int64_t count, TdmTensor 
                               TdmTensor **labels, GError **error)
 {
     int d = (int)(k % 2);
-    if (count == l->opts.batch_size) {
+    if (count == l->rows) {
         *images = l->images[d];
         *labels = l->labels[d];
         return TRUE;

@@ -3,7 +3,8 @@
 # Fashion-MNIST subset: mlp reaches 80% test accuracy after one epoch on
 # 10,000 images with the default settings; the same seed gives the same loss
 # curve twice on the ref backend (and another seed another curve); weights
-# saved by train give the same accuracy and loss under `tandem eval`.
+# saved by train give the same accuracy and loss under `tandem eval`; a
+# batch size above the number of images trains in one step.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-train-smoke-XXXXXX")
@@ -126,6 +127,17 @@ if ! cmp -s "$tmp/a.loss" "$tmp/c.loss"; then
     ok "another seed, another loss curve"
 else
     fail "another seed, another loss curve"
+fi
+
+# --- a batch larger than the data -------------------------------------------------
+# One step of all 256 images; the loader's buffers are sized by the data, not
+# by the 2^20 asked for (3 GiB each), so this fits in 1.5 GB of address space.
+if (ulimit -v 1500000 && "$TANDEM" train --device ref --model mlp --limit 256 \
+        --batch-size 1048576 --no-eval --quiet) >"$tmp/big-out" 2>"$tmp/big-err" &&
+   grep -q '^summary: model mlp, 1 epoch, 256 images' "$tmp/big-out"; then
+    ok "batch size above the number of images"
+else
+    fail "batch size above the number of images" "$(cat "$tmp/big-out" "$tmp/big-err")"
 fi
 
 done_testing
