@@ -20,3 +20,13 @@ tests_test_optim_LDADD = $(TDMTEST_LIBS)
 tests_zoo_dump_SOURCES = tests/zoo-dump.c
 tests_zoo_dump_CFLAGS = $(TDMTEST_CFLAGS)
 tests_zoo_dump_LDADD = $(TDMTEST_LIBS)
+
+# A steady-state training step allocates nothing (cpu and ref): the program
+# counts allocator calls by defining malloc & co., so its symbols must be
+# visible to the plugins it loads.
+check_PROGRAMS += tests/test-steady-alloc
+TESTS += tests/test-steady-alloc
+tests_test_steady_alloc_SOURCES = tests/test-steady-alloc.c tests/core-test-util.h
+tests_test_steady_alloc_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_steady_alloc_LDFLAGS = -export-dynamic
+tests_test_steady_alloc_LDADD = $(TDMTEST_LIBS)
