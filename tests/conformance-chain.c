@@ -18,13 +18,21 @@
 
 #include "conformance-util.h"
 
-static void conf_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
-                     GTestDataFunc fn)
+/* Registers /conformance/GROUP/NAME+suffix, which gets dev and tcase. */
+static void conf_add_case(const char *group, const char *name, const char *suffix, TdmDevice *dev,
+                          gconstpointer tcase, GTestDataFunc fn)
 {
     g_autofree char *path = g_strdup_printf("/conformance/%s/%s%s", group, name, suffix);
     ConfData *d = g_new0(ConfData, 1);
     d->dev = dev;
+    d->tcase = tcase;
     g_test_add_data_func_full(path, d, fn, g_free);
+}
+
+static void conf_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
+                     GTestDataFunc fn)
+{
+    conf_add_case(group, name, suffix, dev, NULL, fn);
 }
 
 /* ---- a small conv net, forward and backward ---- */
@@ -746,28 +754,16 @@ void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
     conf_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
     conf_add("chain", "lenet_forward_backward", suffix, dev, test_chain_lenet);
     for (size_t i = 0; i < G_N_ELEMENTS(bwf_cases); i++) {
-        g_autofree char *path = g_strdup_printf("/conformance/conv2d_backward_filter_layout/%s%s",
-                                                bwf_cases[i].name, suffix);
-        ConfData *cd = g_new0(ConfData, 1);
-        cd->dev = dev;
-        cd->tcase = &bwf_cases[i];
-        g_test_add_data_func_full(path, cd, test_chain_conv_bwf, g_free);
+        conf_add_case("conv2d_backward_filter_layout", bwf_cases[i].name, suffix, dev,
+                      &bwf_cases[i], test_chain_conv_bwf);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(fwd_cases); i++) {
-        g_autofree char *path = g_strdup_printf("/conformance/conv2d_layout/%s%s",
-                                                fwd_cases[i].name, suffix);
-        ConfData *cd = g_new0(ConfData, 1);
-        cd->dev = dev;
-        cd->tcase = &fwd_cases[i];
-        g_test_add_data_func_full(path, cd, test_chain_conv_fwd, g_free);
+        conf_add_case("conv2d_layout", fwd_cases[i].name, suffix, dev, &fwd_cases[i],
+                      test_chain_conv_fwd);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(bn_layout_cases); i++) {
-        g_autofree char *path = g_strdup_printf("/conformance/batchnorm_layout/%s%s",
-                                                bn_layout_cases[i].name, suffix);
-        ConfData *cd = g_new0(ConfData, 1);
-        cd->dev = dev;
-        cd->tcase = &bn_layout_cases[i];
-        g_test_add_data_func_full(path, cd, test_chain_bn_layout, g_free);
+        conf_add_case("batchnorm_layout", bn_layout_cases[i].name, suffix, dev,
+                      &bn_layout_cases[i], test_chain_bn_layout);
     }
     conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
     conf_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);

@@ -41,11 +41,6 @@ static gint ours;            /* allocations by Tandem's code (GLib included) */
 static gint runtime;         /* made inside oneDNN, libgomp or libstdc++ themselves */
 static gint runtime_largest; /* the largest of those, in bytes */
 
-static inline gboolean is_counting(void)
-{
-    return __atomic_load_n(&counting, __ATOMIC_RELAXED) != 0;
-}
-
 /* Whether the code that called the allocator lies in one of the runtimes
  * Tandem drives: oneDNN (its sgemm driver mallocs its packing buffers on
  * every call, its execute builds an argument map with C++ new), libgomp
@@ -65,7 +60,7 @@ static gboolean from_runtime(const void *caller)
 
 static void count(const void *caller, size_t n)
 {
-    if (!is_counting()) {
+    if (!__atomic_load_n(&counting, __ATOMIC_RELAXED)) {
         return;
     }
     if (!from_runtime(caller)) {
@@ -127,9 +122,9 @@ INTERPOSE int posix_memalign(void **out, size_t align, size_t n)
     return 0;
 }
 
-/* operator new(size_t) and new[](size_t), by their Itanium ABI names,
- * counted like the rest; a failure aborts (C cannot throw std::bad_alloc;
- * this is a test). */
+/* operator new(size_t), by its Itanium ABI name, counted like the rest,
+ * and new[](size_t) as the same function; a failure aborts (C cannot throw
+ * std::bad_alloc; this is a test). */
 INTERPOSE void *_Znwm(size_t n)
 {
     COUNT(n);
@@ -140,15 +135,7 @@ INTERPOSE void *_Znwm(size_t n)
     return p;
 }
 
-INTERPOSE void *_Znam(size_t n)
-{
-    COUNT(n);
-    void *p = __libc_malloc(n != 0 ? n : 1);
-    if (p == NULL) {
-        abort();
-    }
-    return p;
-}
+INTERPOSE void *_Znam(size_t n) __attribute__((alias("_Znwm")));
 #endif
 
 typedef struct {
