@@ -326,6 +326,12 @@ static const BwfCase fwd_cases[] = {
     {"n1c16h10o8k5s1p2", 1, 16, 10, 8, 5, 1, 2, FALSE},
     {"n2c24h8o16k3s1p2", 2, 24, 8, 16, 3, 1, 2, TRUE},
     {"n2c16h9o32k3s2p1", 2, 16, 9, 32, 3, 2, 1, TRUE},
+    /* the Winograd loops' edges on AVX2 (3x3, stride 1, padding 1, nChw8c):
+     * one tile per image at the largest channel count, a partial tile and
+     * 8 output channels, and more channels than they take */
+    {"n1c64h4o64k3s1p1", 1, 64, 4, 64, 3, 1, 1, TRUE},
+    {"n2c32h5o8k3s1p1", 2, 32, 5, 8, 3, 1, 1, FALSE},
+    {"n1c72h6o16k3s1p1", 1, 72, 6, 16, 3, 1, 1, TRUE},
 };
 
 /* x and dy arrive in the backend's own layout (conf_pair_produced); then

@@ -1,8 +1,10 @@
 /* plugins/cpu/cpu-conv-own.h - the cpu backend's own convolution loops,
  * used where oneDNN's kernels are slow: the stem (cpu-conv-stem.c: a plain
  * NCHW input with at most CPU_STEM_MAX_C channels into a blocked nChw8c /
- * nChw16c output, forward and backward weights) and backward weights on
- * nChw8c (cpu-conv-bwf8.c, AVX2 machines). */
+ * nChw16c output, forward and backward weights), backward weights on
+ * nChw8c (cpu-conv-bwf8.c, AVX2 machines) and Winograd F(4x4, 3x3) for the
+ * forward and backward data of 3x3 stride-1 convolutions on nChw8c
+ * (cpu-conv-wino.c). */
 #ifndef TDM_CPU_CONV_OWN_H
 #define TDM_CPU_CONV_OWN_H
 
@@ -50,5 +52,29 @@ size_t cpu_bwf8_work_bytes(const CpuBwf8Geom *g);
 /* dw += dL/dw (plain [oc][ic][kh][kw]) and db += dL/db (db may be NULL). */
 void cpu_bwf8_run(const CpuBwf8Geom *g, const float *x, const float *dy, float *dw, float *db,
                   void *work);
+
+/* ---- Winograd F(4x4, 3x3): 3x3, stride 1, padding 1, nChw8c in and out ---- */
+
+#define CPU_WINO_MAX_C 64
+
+typedef struct {
+    int64_t n, ci, co, h, w; /* ci channels in, co out; planes h x w, the same in and out */
+    int64_t th, tw;          /* 4x4 output tiles down and across */
+    int64_t chunk, stride;   /* tiles per chunk; rows of V and M per position */
+    int threads;
+    gboolean flip; /* backward data: weights [ci][co] turned by 180 degrees */
+} CpuWinoGeom;
+
+/* Whether the own loops compute this convolution from layout inmd into
+ * outmd: the forward (input x, output y; weights [co][ci]) or, when
+ * backward_data, the input gradient (input dy, output dx; weights
+ * [ci][co]); fills g. */
+gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
+                       const int64_t *wshape, const TdmConv2dParams *p, gboolean backward_data,
+                       CpuWinoGeom *g);
+size_t cpu_wino_work_bytes(const CpuWinoGeom *g);
+/* out = conv(in, w) + bias (bias may be NULL), then ReLU when relu. */
+void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const float *bias,
+                  gboolean relu, float *out, void *work);
 
 #endif /* TDM_CPU_CONV_OWN_H */

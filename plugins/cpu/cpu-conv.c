@@ -13,11 +13,14 @@
  * into the plain gradient with a sum post-op (dw += ...). Bias gradients are
  * computed by the same primitive and added with a loop.
  *
- * Two cases run on the backend's own loops instead (cpu-conv-own.h), where
- * oneDNN 2.6's kernels were measured slow: an image input (plain, at most
- * CPU_STEM_MAX_C channels: forward and backward weights, into and from the
- * blocked layout oneDNN would have used), and backward weights with input
- * and output gradient both in nChw8c (AVX2 machines).
+ * Three cases run on the backend's own loops instead (cpu-conv-own.h),
+ * where oneDNN 2.6's kernels were measured slow: an image input (plain, at
+ * most CPU_STEM_MAX_C channels: forward and backward weights, into and from
+ * the blocked layout oneDNN would have used), backward weights with input
+ * and output gradient both in nChw8c (AVX2 machines), and the forward and
+ * backward data of 3x3 stride-1 convolutions between nChw8c tensors
+ * (Winograd F(4x4, 3x3)). In each case oneDNN's primitive descriptor is
+ * still made first: it names the layout the output is to have.
  */
 #include "config.h"
 
@@ -184,6 +187,39 @@ static gboolean bwf8_enabled(void)
     return own_enabled("TDM_CPU_BWF8", &enabled);
 }
 
+static gboolean wino_enabled(void)
+{
+    static int enabled = -1;
+    return own_enabled("TDM_CPU_WINO", &enabled);
+}
+
+/* Hands the op to the Winograd loops (cpu-conv-wino.c) when they compute it
+ * from layout inmd into outmd: marks the entry (aux[0] = mark), keeps the
+ * geometry and the work buffer, and gives the output layout outmd. The
+ * weights must be plain (as the model keeps them). */
+static gboolean wino_take(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *inmd,
+                          const dnnl_memory_desc_t *outmd, const TdmTensor *w,
+                          const TdmConv2dParams *p, gboolean backward_data, int64_t mark,
+                          GError **error)
+{
+    CpuWinoGeom wg;
+    if (!wino_enabled() || w->layout != NULL || !tdm_tensor_is_contiguous(w) ||
+        !cpu_wino_geom(inmd, outmd, w->shape, p, backward_data, &wg)) {
+        return FALSE;
+    }
+    e->aux[0] = mark;
+    e->work[0] = cpu_entry_buf(e, cpu_wino_work_bytes(&wg));
+    e->work[1] = cpu_entry_buf(e, sizeof wg);
+    if (e->work[0] == NULL || e->work[1] == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                    "cpu conv2d: cannot allocate the Winograd convolution's work buffer");
+        return FALSE;
+    }
+    memcpy(e->work[1], &wg, sizeof wg);
+    cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
+    return TRUE;
+}
+
 static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
 {
     const char *impl = NULL;
@@ -296,6 +332,17 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        GError *werr = NULL;
+        if (wino_take(dev, e, &xmd, pdst, w, p, FALSE, -2, &werr)) {
+            dnnl_primitive_desc_destroy(pd);
+            cpu_cache_insert(cache, e);
+            goto run;
+        }
+        if (werr != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+            g_propagate_error(error, werr);
+            goto fail;
+        }
         CpuStemGeom sg;
         if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
             /* the own loops, into the layout oneDNN would have written */
@@ -333,6 +380,16 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         cpu_cache_insert(cache, e);
     }
 run:
+    if (e->aux[0] == -2) {
+        gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
+        if (ok) {
+            cpu_wino_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
+                         bias != NULL ? tdm_tensor_data(bias) : NULL, relu, tdm_tensor_data(y),
+                         e->work[0]);
+        }
+        cpu_entry_release(cache, e);
+        return ok;
+    }
     if (e->aux[0] < 0) {
         gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
         if (ok) {
@@ -438,6 +495,17 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+        GError *werr = NULL;
+        if (wino_take(dev, e, &dymd, pdsrc, w, p, TRUE, -1, &werr)) {
+            dnnl_primitive_desc_destroy(pd);
+            cpu_cache_insert(cache, e);
+            goto run;
+        }
+        if (werr != NULL) {
+            dnnl_primitive_desc_destroy(pd);
+            g_propagate_error(error, werr);
+            goto fail;
+        }
         int prim;
         ok = cpu_convert_init(dev, e, &e->conv[0], &dymd, pddst, error) &&
              cpu_convert_init(dev, e, &e->conv[1], &wplain, pwei, error) &&
@@ -454,6 +522,16 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
             goto fail;
         }
         cpu_cache_insert(cache, e);
+    }
+run:
+    if (e->aux[0] == -1) {
+        gboolean ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
+        if (ok) {
+            cpu_wino_run(e->work[1], tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
+                         tdm_tensor_data(dx), e->work[0]);
+        }
+        cpu_entry_release(cache, e);
+        return ok;
     }
     void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
     void *ws = dys ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(w), error) : NULL;
