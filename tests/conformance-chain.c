@@ -244,6 +244,12 @@ static const BwfCase bwf_cases[] = {
     {"n2c8h7o24k3s1p0_bias", 2, 8, 7, 24, 3, 1, 0, TRUE},
     {"n3c12h11o20k5s2p2_bias", 3, 12, 11, 20, 5, 2, 2, TRUE},
     {"n1c16h6o8k3s1p1", 1, 16, 6, 8, 3, 1, 1, FALSE},
+    /* the Winograd loops' edges on AVX2 (3x3, stride 1, padding 1, nChw8c):
+     * the largest channel counts with partial tiles, input channels not a
+     * multiple of the register tile's 6, a single tile */
+    {"n2c64h5o64k3s1p1_bias", 2, 64, 5, 64, 3, 1, 1, TRUE},
+    {"n2c24h7o16k3s1p1_bias", 2, 24, 7, 16, 3, 1, 1, TRUE},
+    {"n1c8h4o8k3s1p1", 1, 8, 4, 8, 3, 1, 1, FALSE},
 };
 
 /* out (an empty pair) = a 1x1 convolution of a random plain tensor of

@@ -53,7 +53,8 @@ size_t cpu_bwf8_work_bytes(const CpuBwf8Geom *g);
 void cpu_bwf8_run(const CpuBwf8Geom *g, const float *x, const float *dy, float *dw, float *db,
                   void *work);
 
-/* ---- Winograd F(4x4, 3x3): 3x3, stride 1, padding 1, nChw8c in and out ---- */
+/* ---- Winograd F(4x4, 3x3): 3x3, stride 1, padding 1, nChw8c in and out:
+ * forward, backward data and backward weights ---- */
 
 #define CPU_WINO_MAX_C 64
 
@@ -76,5 +77,10 @@ size_t cpu_wino_work_bytes(const CpuWinoGeom *g);
 /* out = conv(in, w) + bias (bias may be NULL), then ReLU when relu. */
 void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const float *bias,
                   gboolean relu, float *out, void *work);
+/* The weight gradient, for g made for the forward (x: ci channels, dy: co):
+ * dw += dL/dw (plain [co][ci][3][3]) and db += dL/db (db may be NULL). */
+size_t cpu_wino_grad_work_bytes(const CpuWinoGeom *g);
+void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float *dy, float *dw,
+                              float *db, void *work);
 
 #endif /* TDM_CPU_CONV_OWN_H */

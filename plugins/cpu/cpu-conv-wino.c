@@ -161,22 +161,33 @@ WINO_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t
     const int64_t ci = g->ci, co = g->co;
     for (int64_t i = i0; i < i1; i++) {
         for (int64_t o = 0; o < co; o += 8) {
-            v8 f[3][3];
+            float taps[9][8];
+#pragma GCC unroll 8
             for (int l = 0; l < 8; l++) {
                 const float *src = g->flip ? w + (i * co + o + l) * 9 : w + ((o + l) * ci + i) * 9;
+#pragma GCC unroll 9
                 for (int k = 0; k < 9; k++) {
-                    f[k / 3][k % 3][l] = g->flip ? src[8 - k] : src[k];
+                    taps[k][l] = g->flip ? src[8 - k] : src[k];
                 }
             }
+            v8 f[3][3];
+#pragma GCC unroll 9
+            for (int k = 0; k < 9; k++) {
+                f[k / 3][k % 3] = ld8(taps[k]);
+            }
             v8 t[6][3], r[6];
+#pragma GCC unroll 3
             for (int j = 0; j < 3; j++) {
                 g3(f[0][j], f[1][j], f[2][j], r);
+#pragma GCC unroll 6
                 for (int a = 0; a < 6; a++) {
                     t[a][j] = r[a];
                 }
             }
+#pragma GCC unroll 6
             for (int a = 0; a < 6; a++) {
                 g3(t[a][0], t[a][1], t[a][2], r);
+#pragma GCC unroll 6
                 for (int b = 0; b < 6; b++) {
                     st8(u + ((size_t)(a * 6 + b) * (size_t)ci + (size_t)i) * (size_t)co +
                             (size_t)o,
@@ -200,6 +211,7 @@ WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, int64_t t, fl
     const size_t ps = (size_t)g->stride * (size_t)g->ci;
     int64_t col[6];
     v8i mask[6];
+#pragma GCC unroll 6
     for (int j = 0; j < 6; j++) {
         const int ok = w0 + j >= 0 && w0 + j < g->w;
         col[j] = ok ? (w0 + j) * 8 : 0;
@@ -208,9 +220,11 @@ WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, int64_t t, fl
     for (int64_t cb = 0; cb < cb_n; cb++) {
         const float *x = in + (n * cb_n + cb) * plane;
         v8 e[6][6];
+#pragma GCC unroll 6
         for (int i = 0; i < 6; i++) {
             const int64_t hh = h0 + i;
             if (hh < 0 || hh >= g->h) {
+#pragma GCC unroll 6
                 for (int j = 0; j < 6; j++) {
                     e[i][j] = (v8){0};
                 }
@@ -218,15 +232,18 @@ WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, int64_t t, fl
             }
             const float *row = x + hh * g->w * 8;
             v8 d[6];
+#pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
                 d[j] = (v8)((v8i)ld8(row + col[j]) & mask[j]);
             }
             bt6(d[0], d[1], d[2], d[3], d[4], d[5], e[i]);
         }
         float *vp = v + (size_t)s * (size_t)g->ci + (size_t)cb * 8;
+#pragma GCC unroll 6
         for (int j = 0; j < 6; j++) {
             v8 o[6];
             bt6(e[0][j], e[1][j], e[2][j], e[3][j], e[4][j], e[5][j], o);
+#pragma GCC unroll 6
             for (int a = 0; a < 6; a++) {
                 st8(vp + (size_t)(a * 6 + j) * ps, o[a]);
             }
@@ -248,11 +265,13 @@ WINO_INLINE void output_tile(const CpuWinoGeom *g, const float *m, int64_t t, in
         float *y = out + (n * ob_n + ob) * plane;
         const v8 b = bias != NULL ? ld8(bias + ob * 8) : (v8){0};
         v8 e[4][6];
+#pragma GCC unroll 6
         for (int j = 0; j < 6; j++) {
             v8 o[4];
             at6(ld8(mp + (size_t)j * ps), ld8(mp + (size_t)(6 + j) * ps),
                 ld8(mp + (size_t)(12 + j) * ps), ld8(mp + (size_t)(18 + j) * ps),
                 ld8(mp + (size_t)(24 + j) * ps), ld8(mp + (size_t)(30 + j) * ps), o);
+#pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 e[i][j] = o[i];
             }
@@ -306,19 +325,147 @@ WINO_INLINE void product_tile(const float *v, const float *u, float *m, int64_t 
     }
 }
 
-/* Tiles [t0, t0 + nt) through V and M. Rows of the last register tile past
- * nt compute on stale (finite) rows of V and are never read. */
-WINO_INLINE void chunk(const CpuWinoGeom *g, const float *in, const float *u, const float *bias,
-                       gboolean relu, float *out, float *v, float *m, int64_t t0, int64_t nt)
+/* dy's tile t (4x4, zero outside the plane) into row slot s of D:
+ * [36][stride][co], as A dy A^T; its sum per channel into db when db. */
+WINO_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, int64_t t, float *d,
+                              int64_t s, float *db)
 {
+    const int64_t per = g->th * g->tw, n = t / per, r = t % per;
+    const int64_t h0 = r / g->tw * 4, w0 = r % g->tw * 4;
+    const int64_t nh = MIN(4, g->h - h0), nw = MIN(4, g->w - w0);
+    const int64_t plane = g->h * g->w * 8, ob_n = g->co / 8;
+    const size_t ps = (size_t)g->stride * (size_t)g->co;
+    for (int64_t ob = 0; ob < ob_n; ob++) {
+        const float *y = dy + (n * ob_n + ob) * plane;
+        v8 e[6][4], sum = {0};
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            v8 c[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                c[i] = i < nh && j < nw ? ld8(y + ((h0 + i) * g->w + w0 + j) * 8) : (v8){0};
+                sum += c[i];
+            }
+            const v8 s02 = c[0] + c[2], s13 = c[1] + c[3];
+            const v8 t02 = c[0] + 4.0f * c[2], t13 = 2.0f * c[1] + 8.0f * c[3];
+            e[0][j] = c[0];
+            e[1][j] = s02 + s13;
+            e[2][j] = s02 - s13;
+            e[3][j] = t02 + t13;
+            e[4][j] = t02 - t13;
+            e[5][j] = c[3];
+        }
+        if (db != NULL) {
+            st8(db + ob * 8, ld8(db + ob * 8) + sum);
+        }
+        float *dp = d + (size_t)s * (size_t)g->co + (size_t)ob * 8;
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            const v8 *c = e[i];
+            const v8 s02 = c[0] + c[2], s13 = c[1] + c[3];
+            const v8 t02 = c[0] + 4.0f * c[2], t13 = 2.0f * c[1] + 8.0f * c[3];
+            st8(dp + (size_t)(i * 6 + 0) * ps, c[0]);
+            st8(dp + (size_t)(i * 6 + 1) * ps, s02 + s13);
+            st8(dp + (size_t)(i * 6 + 2) * ps, s02 - s13);
+            st8(dp + (size_t)(i * 6 + 3) * ps, t02 + t13);
+            st8(dp + (size_t)(i * 6 + 4) * ps, t02 - t13);
+            st8(dp + (size_t)(i * 6 + 5) * ps, c[3]);
+        }
+    }
+}
+
+/* du[r][o .. o + 8 NO] += sum over t < nt of v[t][r] d[t][o ..], r <
+ * WINO_ROWS (v's rows are ci floats apart; rows r past ci read the next
+ * ones, summed into du rows that are never used). */
+WINO_INLINE void grad_product_tile(const float *v, const float *d, float *du, int64_t ci,
+                                   int64_t co, int64_t nt, const int NO)
+{
+    v8 acc[WINO_ROWS][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < WINO_ROWS; r++) {
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; o++) {
+            acc[r][o] = ld8(du + r * co + o * 8);
+        }
+    }
+    for (int64_t t = 0; t < nt; t++) {
+        v8 b[2];
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; o++) {
+            b[o] = ld8(d + t * co + o * 8);
+        }
+#pragma GCC unroll 6
+        for (int r = 0; r < WINO_ROWS; r++) {
+            const float a = v[t * ci + r];
+#pragma GCC unroll 2
+            for (int o = 0; o < NO; o++) {
+                acc[r][o] += a * b[o];
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < WINO_ROWS; r++) {
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; o++) {
+            st8(du + r * co + o * 8, acc[r][o]);
+        }
+    }
+}
+
+/* What a thread's share of one call does. */
+typedef enum { JOB_WEIGHTS, JOB_CONV, JOB_GRAD } JobKind;
+
+typedef struct {
+    const CpuWinoGeom *g;
+    JobKind kind;
+    const float *in, *w, *u, *bias, *dy;
+    gboolean relu;
+    float *out, *uw; /* JOB_CONV's output; JOB_WEIGHTS' U */
+    float *v, *m;    /* the thread's V and M (JOB_GRAD: D) */
+    float *du, *db;  /* JOB_GRAD: the thread's partial gradients (U's shape; co) */
+} Job;
+
+/* Rows of a JOB_GRAD partial: ci rounded up to the register tile. */
+static int64_t grad_rows(const CpuWinoGeom *g)
+{
+    return (g->ci + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS;
+}
+
+/* Tiles [t0, t0 + nt): the forward through V and M, or the weight gradient
+ * through V and D. In the forward, rows of the last register tile past nt
+ * compute on stale (finite) rows of V and are never read. */
+WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
+{
+    const CpuWinoGeom *g = j->g;
     const int64_t ci = g->ci, co = g->co, st = g->stride;
     for (int64_t s = 0; s < nt; s++) {
-        input_tile(g, in, t0 + s, v, s);
+        input_tile(g, j->in, t0 + s, j->v, s);
+    }
+    if (j->kind == JOB_GRAD) {
+        for (int64_t s = 0; s < nt; s++) {
+            grad_tile_in(g, j->dy, t0 + s, j->m, s, j->db);
+        }
+        const int64_t rows = grad_rows(g);
+        for (int p = 0; p < WINO_P; p++) {
+            const float *vp = j->v + (size_t)p * (size_t)(st * ci);
+            const float *dp = j->m + (size_t)p * (size_t)(st * co);
+            float *up = j->du + (size_t)p * (size_t)(rows * co);
+            for (int64_t r = 0; r < ci; r += WINO_ROWS) {
+                int64_t o = 0;
+                for (; o + 16 <= co; o += 16) {
+                    grad_product_tile(vp + r, dp + o, up + r * co + o, ci, co, nt, 2);
+                }
+                if (o < co) {
+                    grad_product_tile(vp + r, dp + o, up + r * co + o, ci, co, nt, 1);
+                }
+            }
+        }
+        return;
     }
     for (int p = 0; p < WINO_P; p++) {
-        const float *vp = v + (size_t)p * (size_t)(st * ci);
-        const float *up = u + (size_t)p * (size_t)(ci * co);
-        float *mp = m + (size_t)p * (size_t)(st * co);
+        const float *vp = j->v + (size_t)p * (size_t)(st * ci);
+        const float *up = j->u + (size_t)p * (size_t)(ci * co);
+        float *mp = j->m + (size_t)p * (size_t)(st * co);
         for (int64_t r = 0; r < nt; r += WINO_ROWS) {
             int64_t o = 0;
             for (; o + 16 <= co; o += 16) {
@@ -330,35 +477,19 @@ WINO_INLINE void chunk(const CpuWinoGeom *g, const float *in, const float *u, co
         }
     }
     for (int64_t s = 0; s < nt; s++) {
-        output_tile(g, m, t0 + s, s, bias, relu, out);
+        output_tile(g, j->m, t0 + s, s, j->bias, j->relu, j->out);
     }
 }
 
-#define WINO_ARGS                                                                           \
-    (const CpuWinoGeom *g, const float *in, const float *w, const float *u_in, float *u,    \
-     const float *bias, gboolean relu, float *out, float *v, float *m, int64_t a0, int64_t a1)
-/* Weights for input channels [a0, a1) when u != NULL, else chunks [a0, a1). */
-#define WINO_BODY                                                                           \
-    {                                                                                       \
-        if (u != NULL) {                                                                    \
-            weights(g, w, u, a0, a1);                                                       \
-            return;                                                                         \
-        }                                                                                   \
-        const int64_t tiles = g->n * g->th * g->tw;                                         \
-        for (int64_t c = a0; c < a1; c++) {                                                 \
-            const int64_t t0 = c * g->chunk;                                                \
-            chunk(g, in, u_in, bias, relu, out, v, m, t0, MIN(g->chunk, tiles - t0));       \
-        }                                                                                   \
-    }
+/* JOB_WEIGHTS: input channels [a0, a1); else chunks [a0, a1). */
+#define WINO_BODY                                                                               {                                                                                               if (j->kind == JOB_WEIGHTS) {                                                                   weights(j->g, j->w, j->uw, a0, a1);                                                         return;                                                                                 }                                                                                           const int64_t tiles = j->g->n * j->g->th * j->g->tw;                                        for (int64_t c = a0; c < a1; c++) {                                                             const int64_t t0 = c * j->g->chunk;                                                         chunk(j, t0, MIN(j->g->chunk, tiles - t0));                                             }                                                                                       }
 
-WINO_BASE static void k_wino_base WINO_ARGS WINO_BODY
+WINO_BASE static void k_job_base(const Job *j, int64_t a0, int64_t a1) WINO_BODY
 #ifdef WINO_HAVE_FMA_CLONE
-WINO_FMA static void k_wino_fma WINO_ARGS WINO_BODY
+WINO_FMA static void k_job_fma(const Job *j, int64_t a0, int64_t a1) WINO_BODY
 #endif
 
-static void k_wino(const CpuWinoGeom *g, const float *in, const float *w, const float *u_in,
-                   float *u, const float *bias, gboolean relu, float *out, float *v, float *m,
-                   int64_t a0, int64_t a1)
+static void k_job(const Job *j, int64_t a0, int64_t a1)
 {
 #ifdef WINO_HAVE_FMA_CLONE
     static int have = -1;
@@ -367,11 +498,19 @@ static void k_wino(const CpuWinoGeom *g, const float *in, const float *w, const 
         have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }
     if (have) {
-        k_wino_fma(g, in, w, u_in, u, bias, relu, out, v, m, a0, a1);
+        k_job_fma(j, a0, a1);
         return;
     }
 #endif
-    k_wino_base(g, in, w, u_in, u, bias, relu, out, v, m, a0, a1);
+    k_job_base(j, a0, a1);
+}
+
+/* Thread t's share [a0, a1) of count items. */
+static void share(int64_t count, int t, int tn, int64_t *a0, int64_t *a1)
+{
+    const int64_t per = count / tn, extra = count % tn;
+    *a0 = t * per + MIN(t, extra);
+    *a1 = *a0 + per + (t < extra);
 }
 
 void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const float *bias,
@@ -383,18 +522,112 @@ void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const f
     {
         const int t = omp_get_thread_num(), tn = omp_get_num_threads();
         float *v = u + u_floats(g) + vm_floats(g) * (size_t)t;
-        float *m = v + (size_t)WINO_P * (size_t)(g->stride * g->ci);
+        Job j = {.g = g, .kind = JOB_WEIGHTS, .in = in, .w = w, .u = u, .bias = bias,
+                 .relu = relu, .out = out, .uw = u, .v = v,
+                 .m = v + (size_t)WINO_P * (size_t)(g->stride * g->ci)};
+        int64_t a0, a1;
         /* the weights' transform, input channels split over the threads */
-        int64_t per = g->ci / tn, extra = g->ci % tn;
-        int64_t a0 = t * per + MIN(t, extra), a1 = a0 + per + (t < extra);
+        share(g->ci, t, tn, &a0, &a1);
         if (a1 > a0) {
-            k_wino(g, in, w, NULL, u, NULL, FALSE, out, v, m, a0, a1);
+            k_job(&j, a0, a1);
         }
 #pragma omp barrier
-        per = chunks / tn;
-        extra = chunks % tn;
-        a0 = t * per + MIN(t, extra);
-        a1 = a0 + per + (t < extra);
-        k_wino(g, in, w, u, NULL, bias, relu, out, v, m, a0, a1);
+        j.kind = JOB_CONV;
+        share(chunks, t, tn, &a0, &a1);
+        k_job(&j, a0, a1);
+    }
+}
+
+/* G^T x: 6 values to the 3 taps. */
+WINO_INLINE void g3t(v8 x0, v8 x1, v8 x2, v8 x3, v8 x4, v8 x5, v8 *a, v8 *b, v8 *c, float q,
+                     float s6, float s12, float s24)
+{
+    *a = q * x0 - s6 * (x1 + x2) + s24 * (x3 + x4);
+    *b = s6 * (x2 - x1) + s12 * (x3 - x4);
+    *c = s6 * (x3 + x4 - x1 - x2) + x5;
+}
+
+/* ---- the weight gradient ----
+ *
+ * With M = U . V for a tile, y = A^T M A gives dL/dM = A dy A^T, and
+ * dL/dU = sum over tiles of V . dL/dM: per position, a product [ci x
+ * tiles] x [tiles x co] that each thread sums over its chunks; then
+ * dL/dg = G^T dL/dU G. */
+
+/* A thread's part of the work: V and D, then the partials. */
+static size_t grad_thread_floats(const CpuWinoGeom *g)
+{
+    /* V's last rows are read up to WINO_ROWS - 1 floats past its end */
+    return vm_floats(g) + WINO_ROWS + (size_t)WINO_P * (size_t)(grad_rows(g) * g->co) +
+           (size_t)g->co;
+}
+
+size_t cpu_wino_grad_work_bytes(const CpuWinoGeom *g)
+{
+    return sizeof(float) * grad_thread_floats(g) * (size_t)g->threads;
+}
+
+void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float *dy, float *dw,
+                              float *db, void *work)
+{
+    const int64_t tiles = g->n * g->th * g->tw, chunks = (tiles + g->chunk - 1) / g->chunk;
+    const int64_t rows = grad_rows(g), co = g->co, ci = g->ci;
+    const size_t tf = grad_thread_floats(g);
+    const size_t uf = (size_t)WINO_P * (size_t)(rows * co) + (size_t)co;
+    int used = 1;
+#pragma omp parallel num_threads(g->threads)
+    {
+        const int t = omp_get_thread_num(), tn = omp_get_num_threads();
+        float *v = (float *)work + tf * (size_t)t;
+        float *d = v + (size_t)WINO_P * (size_t)(g->stride * ci) + WINO_ROWS;
+        float *du = d + (size_t)WINO_P * (size_t)(g->stride * co);
+        memset(du, 0, sizeof(float) * uf);
+        Job j = {.g = g, .kind = JOB_GRAD, .in = x, .dy = dy, .v = v, .m = d, .du = du,
+                 .db = db != NULL ? du + uf - co : NULL};
+        int64_t a0, a1;
+        share(chunks, t, tn, &a0, &a1);
+        k_job(&j, a0, a1);
+        if (t == 0) {
+            used = tn;
+        }
+    }
+    /* the partials summed in thread order: the same bits for a thread count */
+    float *sum = (float *)work + (tf - uf);
+    for (int t = 1; t < used; t++) {
+        const float *part = (const float *)work + tf * (size_t)t + (tf - uf);
+        for (size_t i = 0; i < uf; i++) {
+            sum[i] += part[i];
+        }
+    }
+    /* dw[o][i] += G^T dU[.][i][o] G, 8 output channels at a time */
+    const float q = 1.0f / 4, s6 = 1.0f / 6, s12 = 1.0f / 12, s24 = 1.0f / 24;
+    for (int64_t i = 0; i < ci; i++) {
+        for (int64_t o = 0; o < co; o += 8) {
+            v8 m[WINO_P], t6[3][6];
+            for (int k = 0; k < WINO_P; k++) {
+                m[k] = ld8(sum + ((size_t)k * (size_t)rows + (size_t)i) * (size_t)co + (size_t)o);
+            }
+            for (int b = 0; b < 6; b++) {
+                g3t(m[b], m[6 + b], m[12 + b], m[18 + b], m[24 + b], m[30 + b], t6[0] + b,
+                    t6[1] + b, t6[2] + b, q, s6, s12, s24);
+            }
+            for (int a = 0; a < 3; a++) {
+                v8 r[3];
+                g3t(t6[a][0], t6[a][1], t6[a][2], t6[a][3], t6[a][4], t6[a][5], r, r + 1, r + 2,
+                    q, s6, s12, s24);
+                for (int l = 0; l < 8; l++) {
+                    float *out = dw + ((o + l) * ci + i) * 9 + a * 3;
+                    out[0] += r[0][l];
+                    out[1] += r[1][l];
+                    out[2] += r[2][l];
+                }
+            }
+        }
+    }
+    if (db != NULL) {
+        const float *sb = sum + uf - co;
+        for (int64_t o = 0; o < co; o++) {
+            db[o] += sb[o];
+        }
     }
 }

@@ -17,9 +17,9 @@
  * where oneDNN 2.6's kernels were measured slow: an image input (plain, at
  * most CPU_STEM_MAX_C channels: forward and backward weights, into and from
  * the blocked layout oneDNN would have used), backward weights with input
- * and output gradient both in nChw8c (AVX2 machines), and the forward and
- * backward data of 3x3 stride-1 convolutions between nChw8c tensors
- * (Winograd F(4x4, 3x3)). In each case oneDNN's primitive descriptor is
+ * and output gradient both in nChw8c (AVX2 machines), and 3x3 stride-1
+ * convolutions between nChw8c tensors (Winograd F(4x4, 3x3): forward,
+ * backward data and backward weights). In each case oneDNN's primitive descriptor is
  * still made first: it names the layout the output is to have.
  */
 #include "config.h"
@@ -605,6 +605,22 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
             cpu_cache_insert(cache, e);
             goto run;
         }
+        CpuWinoGeom wg;
+        if (wino_enabled() && tdm_tensor_is_contiguous(dw) &&
+            cpu_wino_geom(&xmd, &dymd, dw->shape, p, FALSE, &wg)) {
+            /* Winograd on the nChw8c tensors as they are */
+            e->aux[0] = -3;
+            e->work[0] = cpu_entry_buf(e, cpu_wino_grad_work_bytes(&wg));
+            e->work[1] = cpu_entry_buf(e, sizeof wg);
+            if (e->work[0] == NULL || e->work[1] == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                            "cpu conv2d: cannot allocate the Winograd convolution's work buffer");
+                goto fail;
+            }
+            memcpy(e->work[1], &wg, sizeof wg);
+            cpu_cache_insert(cache, e);
+            goto run;
+        }
         CpuBwf8Geom bg;
         if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
             /* the own loops on the nChw8c tensors as they are */
@@ -685,6 +701,13 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         cpu_cache_insert(cache, e);
     }
 run:
+    if (e->aux[0] == -3) {
+        cpu_wino_backward_filter(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy),
+                                 tdm_tensor_data(dw), db != NULL ? tdm_tensor_data(db) : NULL,
+                                 e->work[0]);
+        cpu_entry_release(cache, e);
+        return TRUE;
+    }
     if (e->aux[0] == -2) {
         cpu_bwf8_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
                      db != NULL ? tdm_tensor_data(db) : NULL, e->work[0]);
