@@ -352,10 +352,28 @@ dnnl_memory_t cpu_mem(CpuEntry *e, int index, void *ptr)
     return m;
 }
 
+gboolean cpu_scratch_reserve(TdmDevice *dev, size_t bytes, GError **error)
+{
+    CpuDevice *d = CPU_DEV(dev);
+    if (bytes <= d->scratch_size) {
+        return TRUE;
+    }
+    free(d->scratch);
+    size_t n = (bytes + 4095) / 4096 * 4096;
+    d->scratch = aligned_alloc(4096, n);
+    if (d->scratch == NULL) {
+        d->scratch_size = 0;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                    "cpu backend: cannot allocate a %zu-byte scratchpad", n);
+        return FALSE;
+    }
+    d->scratch_size = n;
+    return TRUE;
+}
+
 gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_t pd, int *index,
                          GError **error)
 {
-    CpuDevice *d = CPU_DEV(dev);
     g_assert(e->nprims < CPU_MAX_PRIMS);
     dnnl_primitive_t prim = NULL;
     if (!cpu_check(dnnl_primitive_create(&prim, pd), "primitive creation", error)) {
@@ -367,17 +385,8 @@ gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t ssize = smd != NULL ? dnnl_memory_desc_get_size(smd) : 0;
     if (ssize > 0) {
-        if (ssize > d->scratch_size) {
-            free(d->scratch);
-            size_t n = (ssize + 4095) / 4096 * 4096;
-            d->scratch = aligned_alloc(4096, n);
-            if (d->scratch == NULL) {
-                d->scratch_size = 0;
-                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                            "cpu backend: cannot allocate a %zu-byte scratchpad", n);
-                return FALSE;
-            }
-            d->scratch_size = n;
+        if (!cpu_scratch_reserve(dev, ssize, error)) {
+            return FALSE;
         }
         e->scratch[i] = cpu_entry_mem(dev, e, smd);
     }

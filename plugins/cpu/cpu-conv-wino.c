@@ -21,7 +21,8 @@
  * Tiles are processed in chunks (about 24): a chunk's input transforms
  * (V: [36][tile][ci]), 36 matrix products with the transformed weights
  * (U: [36][ci][co], made once per call) into M: [36][tile][co], and the
- * output transforms; V and M stay in L2. Chunks are split over the OpenMP
+ * output transforms; V and M stay in L2 and live in the device's shared
+ * scratchpad, like oneDNN's primitives' work. Chunks are split over the OpenMP
  * pool in contiguous ranges, each output written by one thread, so the
  * result does not depend on the thread count.
  *
@@ -376,7 +377,8 @@ WINO_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, int64_t t, 
 
 /* du[r][o .. o + 8 NO] += sum over t < nt of v[t][r] d[t][o ..], r <
  * WINO_ROWS (v's rows are ci floats apart; rows r past ci read the next
- * ones, summed into du rows that are never used). */
+ * ones, or past V's end a zeroed slack, summed into du rows that are never
+ * used). */
 WINO_INLINE void grad_product_tile(const float *v, const float *d, float *du, int64_t ci,
                                    int64_t co, int64_t nt, const int NO)
 {
@@ -432,8 +434,8 @@ static int64_t grad_rows(const CpuWinoGeom *g)
 }
 
 /* Tiles [t0, t0 + nt): the forward through V and M, or the weight gradient
- * through V and D. In the forward, rows of the last register tile past nt
- * compute on stale (finite) rows of V and are never read. */
+ * through V and D. In the forward, the rows of the last register tile past
+ * nt are zeroed in V and never read from M. */
 WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
 {
     const CpuWinoGeom *g = j->g;
@@ -461,6 +463,13 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
             }
         }
         return;
+    }
+    const int64_t nr = (nt + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS;
+    if (nr > nt) {
+        for (int p = 0; p < WINO_P; p++) {
+            memset(j->v + (size_t)p * (size_t)(st * ci) + (size_t)(nt * ci), 0,
+                   sizeof(float) * (size_t)((nr - nt) * ci));
+        }
     }
     for (int p = 0; p < WINO_P; p++) {
         const float *vp = j->v + (size_t)p * (size_t)(st * ci);
@@ -582,6 +591,7 @@ void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float 
         float *d = v + (size_t)WINO_P * (size_t)(g->stride * ci) + WINO_ROWS;
         float *du = d + (size_t)WINO_P * (size_t)(g->stride * co);
         memset(du, 0, sizeof(float) * uf);
+        memset(d - WINO_ROWS, 0, sizeof(float) * WINO_ROWS);
         Job j = {.g = g, .kind = JOB_GRAD, .in = x, .dy = dy, .v = v, .m = d, .du = du,
                  .db = db != NULL ? du + uf - co : NULL};
         int64_t a0, a1;

@@ -195,8 +195,8 @@ static gboolean wino_enabled(void)
 
 /* Hands the op to the Winograd loops (cpu-conv-wino.c) when they compute it
  * from layout inmd into outmd: marks the entry (aux[0] = mark), keeps the
- * geometry and the work buffer, and gives the output layout outmd. The
- * weights must be plain (as the model keeps them). */
+ * geometry, grows the device's scratchpad for their work and gives the
+ * output layout outmd. The weights must be plain (as the model keeps them). */
 static gboolean wino_take(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *inmd,
                           const dnnl_memory_desc_t *outmd, const TdmTensor *w,
                           const TdmConv2dParams *p, gboolean backward_data, int64_t mark,
@@ -208,14 +208,15 @@ static gboolean wino_take(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t 
         return FALSE;
     }
     e->aux[0] = mark;
-    e->work[0] = cpu_entry_buf(e, cpu_wino_work_bytes(&wg));
     e->work[1] = cpu_entry_buf(e, sizeof wg);
-    if (e->work[0] == NULL || e->work[1] == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                    "cpu conv2d: cannot allocate the Winograd convolution's work buffer");
+    if (e->work[1] == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: out of memory");
         return FALSE;
     }
     memcpy(e->work[1], &wg, sizeof wg);
+    if (!cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error)) {
+        return FALSE;
+    }
     cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
     return TRUE;
 }
@@ -385,7 +386,7 @@ run:
         if (ok) {
             cpu_wino_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
                          bias != NULL ? tdm_tensor_data(bias) : NULL, relu, tdm_tensor_data(y),
-                         e->work[0]);
+                         CPU_DEV(dev)->scratch);
         }
         cpu_entry_release(cache, e);
         return ok;
@@ -528,7 +529,7 @@ run:
         gboolean ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
         if (ok) {
             cpu_wino_run(e->work[1], tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
-                         tdm_tensor_data(dx), e->work[0]);
+                         tdm_tensor_data(dx), CPU_DEV(dev)->scratch);
         }
         cpu_entry_release(cache, e);
         return ok;
@@ -610,14 +611,15 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
             cpu_wino_geom(&xmd, &dymd, dw->shape, p, FALSE, &wg)) {
             /* Winograd on the nChw8c tensors as they are */
             e->aux[0] = -3;
-            e->work[0] = cpu_entry_buf(e, cpu_wino_grad_work_bytes(&wg));
             e->work[1] = cpu_entry_buf(e, sizeof wg);
-            if (e->work[0] == NULL || e->work[1] == NULL) {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                            "cpu conv2d: cannot allocate the Winograd convolution's work buffer");
+            if (e->work[1] == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: out of memory");
                 goto fail;
             }
             memcpy(e->work[1], &wg, sizeof wg);
+            if (!cpu_scratch_reserve(dev, cpu_wino_grad_work_bytes(&wg), error)) {
+                goto fail;
+            }
             cpu_cache_insert(cache, e);
             goto run;
         }
@@ -704,7 +706,7 @@ run:
     if (e->aux[0] == -3) {
         cpu_wino_backward_filter(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy),
                                  tdm_tensor_data(dw), db != NULL ? tdm_tensor_data(db) : NULL,
-                                 e->work[0]);
+                                 CPU_DEV(dev)->scratch);
         cpu_entry_release(cache, e);
         return TRUE;
     }

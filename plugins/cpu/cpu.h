@@ -165,6 +165,10 @@ void cpu_cache_free(TdmDevice *dev, TdmOpCache *cache);
 dnnl_primitive_attr_t cpu_attr_new(float sum_scale, float out_scale);
 gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_t pd, int *index,
                          GError **error);
+/* Grows the device's scratchpad to at least bytes (when an op's cache
+ * entry is made, never in a steady step). An op may use it while it holds
+ * the device lock; its contents do not last from one op to the next. */
+gboolean cpu_scratch_reserve(TdmDevice *dev, size_t bytes, GError **error);
 int cpu_entry_mem(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *md);
 void *cpu_entry_buf(CpuEntry *e, size_t nbytes);
 dnnl_memory_t cpu_mem(CpuEntry *e, int index, void *ptr);
