@@ -66,19 +66,23 @@ typedef struct {
     gboolean flip; /* backward data: weights [ci][co] turned by 180 degrees */
 } CpuWinoGeom;
 
-/* Whether the own loops compute this convolution from layout inmd into
- * outmd: the forward (input x, output y; weights [co][ci]) or, when
- * backward_data, the input gradient (input dy, output dx; weights
- * [ci][co]); fills g. */
+typedef enum {
+    CPU_WINO_FORWARD,          /* in x (ci channels), out y (co); weights [co][ci] */
+    CPU_WINO_BACKWARD_DATA,    /* in dy (ci), out dx (co); weights [ci][co] */
+    CPU_WINO_BACKWARD_WEIGHTS, /* x (ci) and dy (co) into dw [co][ci] */
+} CpuWinoPass;
+
+/* Whether the own loops compute this pass from layout inmd into (or, for
+ * the weights, with) outmd; fills g. */
 gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
-                       const int64_t *wshape, const TdmConv2dParams *p, gboolean backward_data,
+                       const int64_t *wshape, const TdmConv2dParams *p, CpuWinoPass pass,
                        CpuWinoGeom *g);
 size_t cpu_wino_work_bytes(const CpuWinoGeom *g);
 /* out = conv(in, w) + bias (bias may be NULL), then ReLU when relu. */
 void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const float *bias,
                   gboolean relu, float *out, void *work);
-/* The weight gradient, for g made for the forward (x: ci channels, dy: co):
- * dw += dL/dw (plain [co][ci][3][3]) and db += dL/db (db may be NULL). */
+/* The weight gradient: dw += dL/dw (plain [co][ci][3][3]) and db += dL/db
+ * (db may be NULL). */
 size_t cpu_wino_grad_work_bytes(const CpuWinoGeom *g);
 void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float *dy, float *dw,
                               float *db, void *work);

@@ -18,7 +18,7 @@
  * for each of the 36 tile positions, a matrix product [tiles x ci] x
  * [ci x co]. Error against a direct convolution: about 1e-6 relative.
  *
- * Tiles are processed in chunks (about 24): a chunk's input transforms
+ * Tiles are processed in chunks (12 to 24 tiles): a chunk's input transforms
  * (V: [36][tile][ci]), 36 matrix products with the transformed weights
  * (U: [36][ci][co], made once per call) into M: [36][tile][co], and the
  * output transforms; V and M stay in L2 and live in the device's shared
@@ -51,7 +51,8 @@
 typedef float v8 __attribute__((vector_size(32)));
 typedef int v8i __attribute__((vector_size(32)));
 
-#define WINO_CHUNK 24 /* tiles per chunk, before balancing over threads */
+#define WINO_CHUNK_BYTES 114688 /* V and M of a forward chunk: about 112 KiB */
+#define WINO_CHUNK_GRAD 64      /* tiles per chunk of the weight gradient */
 #define WINO_ROWS 6   /* tiles per register tile of the matrix product */
 #define WINO_P 36     /* positions of a 6x6 transformed tile */
 
@@ -68,7 +69,7 @@ WINO_INLINE void st8(float *p, v8 v)
 }
 
 gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
-                       const int64_t *wshape, const TdmConv2dParams *p, gboolean backward_data,
+                       const int64_t *wshape, const TdmConv2dParams *p, CpuWinoPass pass,
                        CpuWinoGeom *g)
 {
     CpuPlanes io, oo;
@@ -85,19 +86,27 @@ gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t 
      * of at least 4x4: on smaller ones most of a tile is border. */
     if (ci % 8 != 0 || co % 8 != 0 || ci > CPU_WINO_MAX_C || co > CPU_WINO_MAX_C || h < 4 ||
         w < 4 || outmd->dims[0] != n || outmd->dims[2] != h || outmd->dims[3] != w ||
-        wshape[0] != (backward_data ? ci : co) || wshape[1] != (backward_data ? co : ci)) {
+        wshape[0] != (pass == CPU_WINO_BACKWARD_DATA ? ci : co) ||
+        wshape[1] != (pass == CPU_WINO_BACKWARD_DATA ? co : ci)) {
         return FALSE;
     }
     const int threads = MAX(1, omp_get_max_threads());
     const int64_t th = (h + 3) / 4, tw = (w + 3) / 4, tiles = n * th * tw;
-    /* a whole number of chunks per thread, each of about WINO_CHUNK tiles */
-    int64_t chunks = (tiles + WINO_CHUNK - 1) / WINO_CHUNK;
+    /* Tiles per chunk, measured on ResNet-8's layers: the forward's V and M
+     * about WINO_CHUNK_BYTES, 12 to 24 tiles; the weight gradient's larger
+     * chunks spread loading and storing its partial sums over more tiles.
+     * Then a whole number of chunks per thread. */
+    const int64_t tile_bytes = WINO_P * (ci + co) * (int64_t)sizeof(float);
+    const int64_t want = pass == CPU_WINO_BACKWARD_WEIGHTS
+                             ? WINO_CHUNK_GRAD
+                             : CLAMP(WINO_CHUNK_BYTES / tile_bytes, 12, 24);
+    int64_t chunks = (tiles + want - 1) / want;
     chunks = (chunks + threads - 1) / threads * threads;
     const int64_t per = (tiles + chunks - 1) / chunks;
     *g = (CpuWinoGeom){
         .n = n, .ci = ci, .co = co, .h = h, .w = w, .th = th, .tw = tw,
         .chunk = per, .stride = (per + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS,
-        .threads = threads, .flip = backward_data,
+        .threads = threads, .flip = pass == CPU_WINO_BACKWARD_DATA,
     };
     return TRUE;
 }

@@ -199,12 +199,12 @@ static gboolean wino_enabled(void)
  * output layout outmd. The weights must be plain (as the model keeps them). */
 static gboolean wino_take(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *inmd,
                           const dnnl_memory_desc_t *outmd, const TdmTensor *w,
-                          const TdmConv2dParams *p, gboolean backward_data, int64_t mark,
+                          const TdmConv2dParams *p, CpuWinoPass pass, int64_t mark,
                           GError **error)
 {
     CpuWinoGeom wg;
     if (!wino_enabled() || w->layout != NULL || !tdm_tensor_is_contiguous(w) ||
-        !cpu_wino_geom(inmd, outmd, w->shape, p, backward_data, &wg)) {
+        !cpu_wino_geom(inmd, outmd, w->shape, p, pass, &wg)) {
         return FALSE;
     }
     e->aux[0] = mark;
@@ -334,7 +334,7 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
         GError *werr = NULL;
-        if (wino_take(dev, e, &xmd, pdst, w, p, FALSE, -2, &werr)) {
+        if (wino_take(dev, e, &xmd, pdst, w, p, CPU_WINO_FORWARD, -2, &werr)) {
             dnnl_primitive_desc_destroy(pd);
             cpu_cache_insert(cache, e);
             goto run;
@@ -497,7 +497,7 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
         GError *werr = NULL;
-        if (wino_take(dev, e, &dymd, pdsrc, w, p, TRUE, -1, &werr)) {
+        if (wino_take(dev, e, &dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, -1, &werr)) {
             dnnl_primitive_desc_destroy(pd);
             cpu_cache_insert(cache, e);
             goto run;
@@ -608,7 +608,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         }
         CpuWinoGeom wg;
         if (wino_enabled() && tdm_tensor_is_contiguous(dw) &&
-            cpu_wino_geom(&xmd, &dymd, dw->shape, p, FALSE, &wg)) {
+            cpu_wino_geom(&xmd, &dymd, dw->shape, p, CPU_WINO_BACKWARD_WEIGHTS, &wg)) {
             /* Winograd on the nChw8c tensors as they are */
             e->aux[0] = -3;
             e->work[1] = cpu_entry_buf(e, sizeof wg);
