@@ -56,6 +56,31 @@ typedef int v8i __attribute__((vector_size(32)));
 #define WINO_ROWS 6   /* tiles per register tile of the matrix product */
 #define WINO_P 36     /* positions of a 6x6 transformed tile */
 
+/* A tile: its image and the top-left pixel of its 4x4 outputs. The tiles
+ * of a chunk are walked in order (image, row, column), without divisions. */
+typedef struct {
+    int64_t n, h0, w0;
+} Tile;
+
+WINO_INLINE Tile tile_at(const CpuWinoGeom *g, int64_t t)
+{
+    const int64_t per = g->th * g->tw, r = t % per;
+    return (Tile){t / per, r / g->tw * 4, r % g->tw * 4};
+}
+
+WINO_INLINE void tile_next(const CpuWinoGeom *g, Tile *t)
+{
+    t->w0 += 4;
+    if (t->w0 >= g->w) {
+        t->w0 = 0;
+        t->h0 += 4;
+        if (t->h0 >= g->h) {
+            t->h0 = 0;
+            t->n++;
+        }
+    }
+}
+
 WINO_INLINE v8 ld8(const float *p)
 {
     v8 v;
@@ -213,10 +238,9 @@ WINO_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t
 /* Tile t of the input into row slot s of V: [36][stride][ci]. Pixels
  * outside the plane read as zero (a row test, and for columns a load from
  * a valid column masked to zero). */
-WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, int64_t t, float *v, int64_t s)
+WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, Tile t, float *v, int64_t s)
 {
-    const int64_t per = g->th * g->tw, n = t / per, r = t % per;
-    const int64_t h0 = r / g->tw * 4 - 1, w0 = r % g->tw * 4 - 1;
+    const int64_t n = t.n, h0 = t.h0 - 1, w0 = t.w0 - 1;
     const int64_t plane = g->h * g->w * 8, cb_n = g->ci / 8;
     const size_t ps = (size_t)g->stride * (size_t)g->ci;
     int64_t col[6];
@@ -261,12 +285,29 @@ WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, int64_t t, fl
     }
 }
 
-/* Row slot s of M into output tile t, plus bias, then ReLU when relu. */
-WINO_INLINE void output_tile(const CpuWinoGeom *g, const float *m, int64_t t, int64_t s,
-                             const float *bias, gboolean relu, float *out)
+/* One row of an output tile: A^T e, plus b, then ReLU when RELU; the
+ * first nw pixels stored at row. */
+WINO_INLINE void output_row(const v8 *e, v8 b, const int RELU, float *row, int64_t nw)
 {
-    const int64_t per = g->th * g->tw, n = t / per, r = t % per;
-    const int64_t h0 = r / g->tw * 4, w0 = r % g->tw * 4;
+    v8 o[4];
+    at6(e[0], e[1], e[2], e[3], e[4], e[5], o);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        if (j < nw) {
+            v8 x = o[j] + b;
+            if (RELU) {
+                x = (v8)((v8i)x & (x > 0.0f));
+            }
+            st8(row + j * 8, x);
+        }
+    }
+}
+
+/* Row slot s of M into output tile t, plus bias, then ReLU when RELU. */
+WINO_INLINE void output_tile(const CpuWinoGeom *g, const float *m, Tile t, int64_t s,
+                             const float *bias, const int RELU, float *out)
+{
+    const int64_t n = t.n, h0 = t.h0, w0 = t.w0;
     const int64_t nh = MIN(4, g->h - h0), nw = MIN(4, g->w - w0);
     const int64_t plane = g->h * g->w * 8, ob_n = g->co / 8;
     const size_t ps = (size_t)g->stride * (size_t)g->co;
@@ -286,16 +327,14 @@ WINO_INLINE void output_tile(const CpuWinoGeom *g, const float *m, int64_t t, in
                 e[i][j] = o[i];
             }
         }
-        for (int64_t i = 0; i < nh; i++) {
-            v8 o[4];
-            at6(e[i][0], e[i][1], e[i][2], e[i][3], e[i][4], e[i][5], o);
-            float *row = y + ((h0 + i) * g->w + w0) * 8;
-            for (int64_t j = 0; j < nw; j++) {
-                v8 x = o[j] + b;
-                if (relu) {
-                    x = (v8)((v8i)x & (x > 0.0f));
-                }
-                st8(row + j * 8, x);
+        if (nh == 4 && nw == 4) {
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                output_row(e[i], b, RELU, y + ((h0 + i) * g->w + w0) * 8, 4);
+            }
+        } else {
+            for (int64_t i = 0; i < nh; i++) {
+                output_row(e[i], b, RELU, y + ((h0 + i) * g->w + w0) * 8, nw);
             }
         }
     }
@@ -337,11 +376,10 @@ WINO_INLINE void product_tile(const float *v, const float *u, float *m, int64_t 
 
 /* dy's tile t (4x4, zero outside the plane) into row slot s of D:
  * [36][stride][co], as A dy A^T; its sum per channel into db when db. */
-WINO_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, int64_t t, float *d,
-                              int64_t s, float *db)
+WINO_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, Tile t, float *d, int64_t s,
+                              float *db)
 {
-    const int64_t per = g->th * g->tw, n = t / per, r = t % per;
-    const int64_t h0 = r / g->tw * 4, w0 = r % g->tw * 4;
+    const int64_t n = t.n, h0 = t.h0, w0 = t.w0;
     const int64_t nh = MIN(4, g->h - h0), nw = MIN(4, g->w - w0);
     const int64_t plane = g->h * g->w * 8, ob_n = g->co / 8;
     const size_t ps = (size_t)g->stride * (size_t)g->co;
@@ -449,12 +487,15 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
 {
     const CpuWinoGeom *g = j->g;
     const int64_t ci = g->ci, co = g->co, st = g->stride;
-    for (int64_t s = 0; s < nt; s++) {
-        input_tile(g, j->in, t0 + s, j->v, s);
+    const Tile first = tile_at(g, t0);
+    Tile t = first;
+    for (int64_t s = 0; s < nt; s++, tile_next(g, &t)) {
+        input_tile(g, j->in, t, j->v, s);
     }
     if (j->kind == JOB_GRAD) {
-        for (int64_t s = 0; s < nt; s++) {
-            grad_tile_in(g, j->dy, t0 + s, j->m, s, j->db);
+        t = first;
+        for (int64_t s = 0; s < nt; s++, tile_next(g, &t)) {
+            grad_tile_in(g, j->dy, t, j->m, s, j->db);
         }
         const int64_t rows = grad_rows(g);
         for (int p = 0; p < WINO_P; p++) {
@@ -494,8 +535,13 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
             }
         }
     }
-    for (int64_t s = 0; s < nt; s++) {
-        output_tile(g, j->m, t0 + s, s, j->bias, j->relu, j->out);
+    t = first;
+    for (int64_t s = 0; s < nt; s++, tile_next(g, &t)) {
+        if (j->relu) {
+            output_tile(g, j->m, t, s, j->bias, 1, j->out);
+        } else {
+            output_tile(g, j->m, t, s, j->bias, 0, j->out);
+        }
     }
 }
 
