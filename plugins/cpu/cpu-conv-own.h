@@ -2,9 +2,9 @@
  * used where oneDNN's kernels are slow: the stem (cpu-conv-stem.c: a plain
  * NCHW input with at most CPU_STEM_MAX_C channels into a blocked nChw8c /
  * nChw16c output, forward and backward weights), backward weights on
- * nChw8c (cpu-conv-bwf8.c, AVX2 machines) and Winograd F(4x4, 3x3) for the
- * forward and backward data of 3x3 stride-1 convolutions on nChw8c
- * (cpu-conv-wino.c). */
+ * nChw8c (cpu-conv-bwf8.c, AVX2 machines) and Winograd F(4x4, 3x3) for 3x3
+ * stride-1 convolutions on nChw8c: forward, backward data and backward
+ * weights (cpu-conv-wino.c). */
 #ifndef TDM_CPU_CONV_OWN_H
 #define TDM_CPU_CONV_OWN_H
 

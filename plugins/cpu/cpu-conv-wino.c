@@ -1,9 +1,9 @@
 /* plugins/cpu/cpu-conv-wino.c - the cpu backend's own Winograd loops for
  * 3x3 convolutions of stride 1 and padding 1 whose input and output are both
  * in the nChw8c layout (what oneDNN picks on AVX2 machines): the forward
- * (bias and ReLU fused) and the backward data, which is the same
- * convolution of the output gradient with the weights transposed and
- * turned by 180 degrees.
+ * (bias and ReLU fused); the backward data, which is the same convolution
+ * of the output gradient with the weights transposed and turned by 180
+ * degrees; and the backward weights.
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; its AVX2 direct kernels
  * spend 9 multiply-adds per output and input channel. F(4x4, 3x3) spends
@@ -18,17 +18,20 @@
  * for each of the 36 tile positions, a matrix product [tiles x ci] x
  * [ci x co]. Error against a direct convolution: about 1e-6 relative.
  *
- * Tiles are processed in chunks (12 to 24 tiles): a chunk's input transforms
- * (V: [36][tile][ci]), 36 matrix products with the transformed weights
- * (U: [36][ci][co], made once per call) into M: [36][tile][co], and the
- * output transforms; V and M stay in L2 and live in the device's shared
- * scratchpad, like oneDNN's primitives' work. Chunks are split over the OpenMP
- * pool in contiguous ranges, each output written by one thread, so the
- * result does not depend on the thread count.
+ * Tiles are processed in chunks (12 to 24 tiles; 64 for the weights): a
+ * chunk's input transforms (V: [36][tile][ci]), 36 matrix products with the
+ * transformed weights (U: [36][ci][co], made once per call) into M:
+ * [36][tile][co], and the output transforms. V and M stay in L2; they live
+ * in the device's shared scratchpad, like oneDNN's primitives' work. Chunks
+ * are split over the OpenMP pool in contiguous ranges, each output written
+ * by one thread, so the result does not depend on the thread count (the
+ * weight gradient's per-thread partial sums are added in thread order).
  *
  * The matrix product's register tile is 6 tiles x 16 output channels (12
  * vector accumulators; 2 vector loads and 6 broadcasts per 12 FMAs), like
- * cpu-conv-bwf8.c's.
+ * cpu-conv-bwf8.c's. On 2 threads of an AVX2 machine, ResNet-8's layers
+ * (16 to 64 channels, 7x7 to 28x28) take about half of oneDNN's time; see
+ * bench/RESULTS.md.
  */
 #include "config.h"
 
@@ -53,8 +56,8 @@ typedef int v8i __attribute__((vector_size(32)));
 
 #define WINO_CHUNK_BYTES 114688 /* V and M of a forward chunk: about 112 KiB */
 #define WINO_CHUNK_GRAD 64      /* tiles per chunk of the weight gradient */
-#define WINO_ROWS 6   /* tiles per register tile of the matrix product */
-#define WINO_P 36     /* positions of a 6x6 transformed tile */
+#define WINO_ROWS 6             /* tiles per register tile of the matrix product */
+#define WINO_P 36               /* positions of a 6x6 transformed tile */
 
 /* A tile: its image and the top-left pixel of its 4x4 outputs. The tiles
  * of a chunk are walked in order (image, row, column), without divisions. */
@@ -129,9 +132,17 @@ gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t 
     chunks = (chunks + threads - 1) / threads * threads;
     const int64_t per = (tiles + chunks - 1) / chunks;
     *g = (CpuWinoGeom){
-        .n = n, .ci = ci, .co = co, .h = h, .w = w, .th = th, .tw = tw,
-        .chunk = per, .stride = (per + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS,
-        .threads = threads, .flip = pass == CPU_WINO_BACKWARD_DATA,
+        .n = n,
+        .ci = ci,
+        .co = co,
+        .h = h,
+        .w = w,
+        .th = th,
+        .tw = tw,
+        .chunk = per,
+        .stride = (per + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS,
+        .threads = threads,
+        .flip = pass == CPU_WINO_BACKWARD_DATA,
     };
     return TRUE;
 }
@@ -224,8 +235,7 @@ WINO_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t
                 g3(t[a][0], t[a][1], t[a][2], r);
 #pragma GCC unroll 6
                 for (int b = 0; b < 6; b++) {
-                    st8(u + ((size_t)(a * 6 + b) * (size_t)ci + (size_t)i) * (size_t)co +
-                            (size_t)o,
+                    st8(u + ((size_t)(a * 6 + b) * (size_t)ci + (size_t)i) * (size_t)co + (size_t)o,
                         r[b]);
                 }
             }
@@ -546,14 +556,25 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
 }
 
 /* JOB_WEIGHTS: input channels [a0, a1); else chunks [a0, a1). */
-#define WINO_BODY                                                                               {                                                                                               if (j->kind == JOB_WEIGHTS) {                                                                   weights(j->g, j->w, j->uw, a0, a1);                                                         return;                                                                                 }                                                                                           const int64_t tiles = j->g->n * j->g->th * j->g->tw;                                        for (int64_t c = a0; c < a1; c++) {                                                             const int64_t t0 = c * j->g->chunk;                                                         chunk(j, t0, MIN(j->g->chunk, tiles - t0));                                             }                                                                                       }
+#define WINO_BODY                                                                                  \
+    {                                                                                              \
+        if (j->kind == JOB_WEIGHTS) {                                                              \
+            weights(j->g, j->w, j->uw, a0, a1);                                                    \
+            return;                                                                                \
+        }                                                                                          \
+        const int64_t tiles = j->g->n * j->g->th * j->g->tw;                                       \
+        for (int64_t c = a0; c < a1; c++) {                                                        \
+            const int64_t t0 = c * j->g->chunk;                                                    \
+            chunk(j, t0, MIN(j->g->chunk, tiles - t0));                                            \
+        }                                                                                          \
+    }
 
 WINO_BASE static void k_job_base(const Job *j, int64_t a0, int64_t a1) WINO_BODY
 #ifdef WINO_HAVE_FMA_CLONE
-WINO_FMA static void k_job_fma(const Job *j, int64_t a0, int64_t a1) WINO_BODY
+    WINO_FMA static void k_job_fma(const Job *j, int64_t a0, int64_t a1) WINO_BODY
 #endif
 
-static void k_job(const Job *j, int64_t a0, int64_t a1)
+    static void k_job(const Job *j, int64_t a0, int64_t a1)
 {
 #ifdef WINO_HAVE_FMA_CLONE
     static int have = -1;
@@ -586,8 +607,16 @@ void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const f
     {
         const int t = omp_get_thread_num(), tn = omp_get_num_threads();
         float *v = u + u_floats(g) + vm_floats(g) * (size_t)t;
-        Job j = {.g = g, .kind = JOB_WEIGHTS, .in = in, .w = w, .u = u, .bias = bias,
-                 .relu = relu, .out = out, .uw = u, .v = v,
+        Job j = {.g = g,
+                 .kind = JOB_WEIGHTS,
+                 .in = in,
+                 .w = w,
+                 .u = u,
+                 .bias = bias,
+                 .relu = relu,
+                 .out = out,
+                 .uw = u,
+                 .v = v,
                  .m = v + (size_t)WINO_P * (size_t)(g->stride * g->ci)};
         int64_t a0, a1;
         /* the weights' transform, input channels split over the threads */
@@ -647,7 +676,13 @@ void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float 
         float *du = d + (size_t)WINO_P * (size_t)(g->stride * co);
         memset(du, 0, sizeof(float) * uf);
         memset(d - WINO_ROWS, 0, sizeof(float) * WINO_ROWS);
-        Job j = {.g = g, .kind = JOB_GRAD, .in = x, .dy = dy, .v = v, .m = d, .du = du,
+        Job j = {.g = g,
+                 .kind = JOB_GRAD,
+                 .in = x,
+                 .dy = dy,
+                 .v = v,
+                 .m = d,
+                 .du = du,
                  .db = db != NULL ? du + uf - co : NULL};
         int64_t a0, a1;
         share(chunks, t, tn, &a0, &a1);
@@ -678,8 +713,8 @@ void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float 
             }
             for (int a = 0; a < 3; a++) {
                 v8 r[3];
-                g3t(t6[a][0], t6[a][1], t6[a][2], t6[a][3], t6[a][4], t6[a][5], r, r + 1, r + 2,
-                    q, s6, s12, s24);
+                g3t(t6[a][0], t6[a][1], t6[a][2], t6[a][3], t6[a][4], t6[a][5], r, r + 1, r + 2, q,
+                    s6, s12, s24);
                 for (int l = 0; l < 8; l++) {
                     float *out = dw + ((o + l) * ci + i) * 9 + a * 3;
                     out[0] += r[0][l];

@@ -19,8 +19,8 @@
  * the blocked layout oneDNN would have used), backward weights with input
  * and output gradient both in nChw8c (AVX2 machines), and 3x3 stride-1
  * convolutions between nChw8c tensors (Winograd F(4x4, 3x3): forward,
- * backward data and backward weights). In each case oneDNN's primitive descriptor is
- * still made first: it names the layout the output is to have.
+ * backward data and backward weights). Where an op has an output, oneDNN's
+ * primitive descriptor is still made first: it names the output's layout.
  */
 #include "config.h"
 
