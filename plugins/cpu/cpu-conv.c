@@ -165,7 +165,7 @@ static dnnl_alg_kind_t conv_alg(void)
  * one for a combination of layouts (a padded blocked input with few
  * channels, say); the ops then retry with every activation layout `any`. */
 /* The own loops (cpu-conv-own.h) are used unless their variable is "0"
- * (TDM_CPU_STEM, TDM_CPU_BWF8: to compare with oneDNN's kernels). */
+ * (TDM_CPU_STEM, TDM_CPU_BWF8, TDM_CPU_WINO: to compare with oneDNN's kernels). */
 static gboolean own_enabled(const char *var, int *cached)
 {
     if (*cached < 0) {
