@@ -28,31 +28,7 @@
 #include <string.h>
 
 #include "cpu-conv-own.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define BWF8_HAVE_FMA_CLONE 1
-#define BWF8_FMA __attribute__((target("avx2,fma"), noinline))
-#endif
-#define BWF8_BASE __attribute__((noinline))
-#define BWF8_INLINE static inline __attribute__((always_inline))
-
-/* The helpers pass 32-byte vectors by value; always inlined, so no call
- * ever uses the vector ABI. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-typedef float v8 __attribute__((vector_size(32)));
-
-BWF8_INLINE v8 ld8(const float *p)
-{
-    v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-BWF8_INLINE void st8(float *p, v8 v)
-{
-    memcpy(p, &v, sizeof v);
-}
+#include "cpu-simd.h"
 
 #define ROUND16(n) (((n) + 15) / 16 * 16)
 
@@ -104,7 +80,7 @@ static void valid_range(int64_t out, int64_t size, int64_t s, int64_t k, int64_t
  * output rows [oh0, oh1) of one image: acc[o][i] += dy[o](pixel) *
  * x[i](tapped pixel), starting from and stored back to part[i][oc 8*o ..]
  * (rows of ocp floats). */
-BWF8_INLINE void tile(const CpuBwf8Geom *g, const float *dyo, const float *xi, int64_t oh0,
+CPU_INLINE void tile(const CpuBwf8Geom *g, const float *dyo, const float *xi, int64_t oh0,
                       int64_t oh1, int64_t kh, int64_t kw, float *part, const int NO,
                       const int NI, const int64_t sw)
 {
@@ -163,7 +139,7 @@ static int64_t rows_per_pass(const CpuBwf8Geom *g)
     return MAX(1, MIN(g->oh, 12288 / MAX(1, row_bytes)));
 }
 
-BWF8_INLINE void bwf8_image(const CpuBwf8Geom *g, const float *x, const float *dy, float *part,
+CPU_INLINE void bwf8_image(const CpuBwf8Geom *g, const float *x, const float *dy, float *part,
                             int64_t n, const int64_t sw)
 {
     const int64_t ob_n = g->ocp / 8, ib_n = g->icp / 8, rows = rows_per_pass(g);
@@ -203,20 +179,15 @@ BWF8_INLINE void bwf8_image(const CpuBwf8Geom *g, const float *x, const float *d
     }
 #define BWF8_ARGS (const CpuBwf8Geom *g, const float *x, const float *dy, float *part, int64_t n)
 
-BWF8_BASE static void k_bwf8_base BWF8_ARGS BWF8_BODY
-#ifdef BWF8_HAVE_FMA_CLONE
-BWF8_FMA static void k_bwf8_fma BWF8_ARGS BWF8_BODY
+CPU_BASE_CLONE static void k_bwf8_base BWF8_ARGS BWF8_BODY
+#ifdef CPU_HAVE_FMA_CLONE
+CPU_FMA_CLONE static void k_bwf8_fma BWF8_ARGS BWF8_BODY
 #endif
 
 static void k_bwf8(const CpuBwf8Geom *g, const float *x, const float *dy, float *part, int64_t n)
 {
-#ifdef BWF8_HAVE_FMA_CLONE
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    if (have) {
+#ifdef CPU_HAVE_FMA_CLONE
+    if (cpu_have_avx2_fma()) {
         k_bwf8_fma(g, x, dy, part, n);
         return;
     }

@@ -31,52 +31,9 @@
 #include <string.h>
 
 #include "cpu-conv-own.h"
+#include "cpu-simd.h"
 
-/* Each kernel is compiled twice: for AVX2 with FMA (picked at run time when
- * the CPU has both; GCC's "avx2" target alone would not fuse the multiply
- * and add) and for the baseline x86-64 the plugin is built for. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define STEM_HAVE_FMA_CLONE 1
-#define STEM_FMA __attribute__((target("avx2,fma"), noinline))
-#endif
-#define STEM_BASE __attribute__((noinline))
-#define STEM_INLINE static inline __attribute__((always_inline))
-
-static gboolean use_fma(void)
-{
-#ifdef STEM_HAVE_FMA_CLONE
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return have;
-#else
-    return FALSE;
-#endif
-}
-
-/* The helpers below pass 32-byte vectors by value; they are always inlined
- * into the target clones, so no call ever uses the vector ABI. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-/* Eight floats: one pixel's group of eight output channels. */
-typedef float v8 __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
-
-STEM_INLINE v8 ld8(const float *p)
-{
-    v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-STEM_INLINE void st8(float *p, v8 v)
-{
-    memcpy(p, &v, sizeof v);
-}
-
-STEM_INLINE v8 relu8(v8 v)
+CPU_INLINE v8 relu8(v8 v)
 {
     v8i keep = v > (v8){0};
     return (v8)((v8i)v & keep);
@@ -155,7 +112,7 @@ static int64_t group_offset(const CpuStemGeom *g, int64_t n, int64_t gi)
 
 /* ---- forward ---- */
 
-STEM_INLINE void fwd_row8(const CpuStemGeom *g, const float *xrow, const float *wg, v8 bias,
+CPU_INLINE void fwd_row8(const CpuStemGeom *g, const float *xrow, const float *wg, v8 bias,
                           int relu, float *yrow, const int64_t sw)
 {
     v8 acc[8];
@@ -182,7 +139,7 @@ STEM_INLINE void fwd_row8(const CpuStemGeom *g, const float *xrow, const float *
     }
 }
 
-STEM_INLINE void fwd_pixel(const CpuStemGeom *g, const float *xrow, const float *wg, v8 bias,
+CPU_INLINE void fwd_pixel(const CpuStemGeom *g, const float *xrow, const float *wg, v8 bias,
                            int relu, float *yp)
 {
     v8 acc = bias;
@@ -198,7 +155,7 @@ STEM_INLINE void fwd_pixel(const CpuStemGeom *g, const float *xrow, const float 
     st8(yp, relu ? relu8(acc) : acc);
 }
 
-STEM_INLINE void fwd_image(const CpuStemGeom *g, const float *xp, const float *wt,
+CPU_INLINE void fwd_image(const CpuStemGeom *g, const float *xp, const float *wt,
                            const float *bias, int relu, float *y, int64_t n, const int64_t sw)
 {
     for (int64_t gi = 0; gi < g->ocp / 8; gi++) {
@@ -233,16 +190,16 @@ STEM_INLINE void fwd_image(const CpuStemGeom *g, const float *xp, const float *w
     (const CpuStemGeom *g, const float *xp, const float *wt, const float *bias, int relu,   \
      float *y, int64_t n)
 
-STEM_BASE static void k_stem_fwd_base STEM_FWD_ARGS STEM_FWD_BODY
-#ifdef STEM_HAVE_FMA_CLONE
-STEM_FMA static void k_stem_fwd_fma STEM_FWD_ARGS STEM_FWD_BODY
+CPU_BASE_CLONE static void k_stem_fwd_base STEM_FWD_ARGS STEM_FWD_BODY
+#ifdef CPU_HAVE_FMA_CLONE
+CPU_FMA_CLONE static void k_stem_fwd_fma STEM_FWD_ARGS STEM_FWD_BODY
 #endif
 
 static void k_stem_fwd(const CpuStemGeom *g, const float *xp, const float *wt, const float *bias,
                        int relu, float *y, int64_t n)
 {
-#ifdef STEM_HAVE_FMA_CLONE
-    if (use_fma()) {
+#ifdef CPU_HAVE_FMA_CLONE
+    if (cpu_have_avx2_fma()) {
         k_stem_fwd_fma(g, xp, wt, bias, relu, y, n);
         return;
     }
@@ -299,7 +256,7 @@ void cpu_stem_forward(const CpuStemGeom *g, const float *x, const float *w, cons
 
 /* acc_out[k][8] += sum over output pixels of dy(pixel) * x(window tap k),
  * for KN taps kw0 .. kw0+KN-1 of one input row offset. */
-STEM_INLINE void bwf_taps(const CpuStemGeom *g, const float *dyg, const float *xr, float *acc_out,
+CPU_INLINE void bwf_taps(const CpuStemGeom *g, const float *dyg, const float *xr, float *acc_out,
                           const int KN, const int64_t sw)
 {
     v8 acc[8];
@@ -325,7 +282,7 @@ STEM_INLINE void bwf_taps(const CpuStemGeom *g, const float *dyg, const float *x
     }
 }
 
-STEM_INLINE void bwf_image(const CpuStemGeom *g, const float *xp, const float *dy, float *pw,
+CPU_INLINE void bwf_image(const CpuStemGeom *g, const float *xp, const float *dy, float *pw,
                            float *pb, int64_t n, const int64_t sw)
 {
     for (int64_t gi = 0; gi < g->ocp / 8; gi++) {
@@ -369,16 +326,16 @@ STEM_INLINE void bwf_image(const CpuStemGeom *g, const float *xp, const float *d
 #define STEM_BWF_ARGS                                                                       \
     (const CpuStemGeom *g, const float *xp, const float *dy, float *pw, float *pb, int64_t n)
 
-STEM_BASE static void k_stem_bwf_base STEM_BWF_ARGS STEM_BWF_BODY
-#ifdef STEM_HAVE_FMA_CLONE
-STEM_FMA static void k_stem_bwf_fma STEM_BWF_ARGS STEM_BWF_BODY
+CPU_BASE_CLONE static void k_stem_bwf_base STEM_BWF_ARGS STEM_BWF_BODY
+#ifdef CPU_HAVE_FMA_CLONE
+CPU_FMA_CLONE static void k_stem_bwf_fma STEM_BWF_ARGS STEM_BWF_BODY
 #endif
 
 static void k_stem_bwf(const CpuStemGeom *g, const float *xp, const float *dy, float *pw,
                        float *pb, int64_t n)
 {
-#ifdef STEM_HAVE_FMA_CLONE
-    if (use_fma()) {
+#ifdef CPU_HAVE_FMA_CLONE
+    if (cpu_have_avx2_fma()) {
         k_stem_bwf_fma(g, xp, dy, pw, pb, n);
         return;
     }

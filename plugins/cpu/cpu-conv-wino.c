@@ -39,20 +39,7 @@
 #include <string.h>
 
 #include "cpu-conv-own.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define WINO_HAVE_FMA_CLONE 1
-#define WINO_FMA __attribute__((target("avx2,fma"), noinline))
-#endif
-#define WINO_BASE __attribute__((noinline))
-#define WINO_INLINE static inline __attribute__((always_inline))
-
-/* The helpers pass 32-byte vectors by value; always inlined, so no call
- * ever uses the vector ABI. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-typedef float v8 __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
+#include "cpu-simd.h"
 
 #define WINO_CHUNK_BYTES 114688 /* V and M of a forward chunk: about 112 KiB */
 #define WINO_CHUNK_GRAD 64      /* tiles per chunk of the weight gradient */
@@ -65,13 +52,13 @@ typedef struct {
     int64_t n, h0, w0;
 } Tile;
 
-WINO_INLINE Tile tile_at(const CpuWinoGeom *g, int64_t t)
+CPU_INLINE Tile tile_at(const CpuWinoGeom *g, int64_t t)
 {
     const int64_t per = g->th * g->tw, r = t % per;
     return (Tile){t / per, r / g->tw * 4, r % g->tw * 4};
 }
 
-WINO_INLINE void tile_next(const CpuWinoGeom *g, Tile *t)
+CPU_INLINE void tile_next(const CpuWinoGeom *g, Tile *t)
 {
     t->w0 += 4;
     if (t->w0 >= g->w) {
@@ -82,18 +69,6 @@ WINO_INLINE void tile_next(const CpuWinoGeom *g, Tile *t)
             t->n++;
         }
     }
-}
-
-WINO_INLINE v8 ld8(const float *p)
-{
-    v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-WINO_INLINE void st8(float *p, v8 v)
-{
-    memcpy(p, &v, sizeof v);
 }
 
 gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
@@ -166,7 +141,7 @@ size_t cpu_wino_work_bytes(const CpuWinoGeom *g)
 /* ---- the three 1-D transforms ---- */
 
 /* B^T d: 6 values of an input tile's row or column. */
-WINO_INLINE void bt6(v8 d0, v8 d1, v8 d2, v8 d3, v8 d4, v8 d5, v8 *r)
+CPU_INLINE void bt6(v8 d0, v8 d1, v8 d2, v8 d3, v8 d4, v8 d5, v8 *r)
 {
     const v8 t1 = d4 - 4.0f * d2, t2 = d3 - 4.0f * d1;
     const v8 t3 = d4 - d2, t4 = 2.0f * (d3 - d1);
@@ -179,7 +154,7 @@ WINO_INLINE void bt6(v8 d0, v8 d1, v8 d2, v8 d3, v8 d4, v8 d5, v8 *r)
 }
 
 /* A^T m: 6 values to 4 outputs. */
-WINO_INLINE void at6(v8 m0, v8 m1, v8 m2, v8 m3, v8 m4, v8 m5, v8 *o)
+CPU_INLINE void at6(v8 m0, v8 m1, v8 m2, v8 m3, v8 m4, v8 m5, v8 *o)
 {
     const v8 s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
     o[0] = m0 + s12 + s34;
@@ -189,7 +164,7 @@ WINO_INLINE void at6(v8 m0, v8 m1, v8 m2, v8 m3, v8 m4, v8 m5, v8 *o)
 }
 
 /* G g: 3 filter taps to 6. */
-WINO_INLINE void g3(v8 a, v8 b, v8 c, v8 *u)
+CPU_INLINE void g3(v8 a, v8 b, v8 c, v8 *u)
 {
     const float q = 1.0f / 4, s = 1.0f / 6, t = 1.0f / 12, e = 1.0f / 24;
     u[0] = q * a;
@@ -202,7 +177,7 @@ WINO_INLINE void g3(v8 a, v8 b, v8 c, v8 *u)
 
 /* U[p][i][o .. o+8] for input channels [i0, i1): the 3x3 filter of (i, o)
  * is w[o][i] (forward) or w[i][o] turned by 180 degrees (backward data). */
-WINO_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t i0, int64_t i1)
+CPU_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t i0, int64_t i1)
 {
     const int64_t ci = g->ci, co = g->co;
     for (int64_t i = i0; i < i1; i++) {
@@ -248,7 +223,7 @@ WINO_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t
 /* Tile t of the input into row slot s of V: [36][stride][ci]. Pixels
  * outside the plane read as zero (a row test, and for columns a load from
  * a valid column masked to zero). */
-WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, Tile t, float *v, int64_t s)
+CPU_INLINE void input_tile(const CpuWinoGeom *g, const float *in, Tile t, float *v, int64_t s)
 {
     const int64_t n = t.n, h0 = t.h0 - 1, w0 = t.w0 - 1;
     const int64_t plane = g->h * g->w * 8, cb_n = g->ci / 8;
@@ -297,7 +272,7 @@ WINO_INLINE void input_tile(const CpuWinoGeom *g, const float *in, Tile t, float
 
 /* One row of an output tile: A^T e, plus b, then ReLU when RELU; the
  * first nw pixels stored at row. */
-WINO_INLINE void output_row(const v8 *e, v8 b, const int RELU, float *row, int64_t nw)
+CPU_INLINE void output_row(const v8 *e, v8 b, const int RELU, float *row, int64_t nw)
 {
     v8 o[4];
     at6(e[0], e[1], e[2], e[3], e[4], e[5], o);
@@ -314,8 +289,8 @@ WINO_INLINE void output_row(const v8 *e, v8 b, const int RELU, float *row, int64
 }
 
 /* Row slot s of M into output tile t, plus bias, then ReLU when RELU. */
-WINO_INLINE void output_tile(const CpuWinoGeom *g, const float *m, Tile t, int64_t s,
-                             const float *bias, const int RELU, float *out)
+CPU_INLINE void output_tile(const CpuWinoGeom *g, const float *m, Tile t, int64_t s,
+                            const float *bias, const int RELU, float *out)
 {
     const int64_t n = t.n, h0 = t.h0, w0 = t.w0;
     const int64_t nh = MIN(4, g->h - h0), nw = MIN(4, g->w - w0);
@@ -350,28 +325,35 @@ WINO_INLINE void output_tile(const CpuWinoGeom *g, const float *m, Tile t, int64
     }
 }
 
-/* m[r][o .. o + 8 NO] = sum over c of v[r][c] u[c][o ..], r < WINO_ROWS. */
-WINO_INLINE void product_tile(const float *v, const float *u, float *m, int64_t ci, int64_t co,
-                              const int NO)
+/* The register tile of both matrix products: for rows r < WINO_ROWS,
+ *   c[r][o .. o + 8 NO] (=, or += when ACC) sum over k < nk of
+ *   a[r * ar + k * ak] * b[k * ldb + o ..]
+ * (c's rows ldc floats apart). The forward's product reads a row of V per
+ * tile (ak = 1); the weight gradient's reads a column of V (ar = 1) and
+ * sums over the chunk's tiles into the partial dL/dU. */
+CPU_INLINE void tile_product(const float *a, int64_t ar, int64_t ak, const float *b, int64_t ldb,
+                             float *c, int64_t ldc, int64_t nk, const int ACC, const int NO)
 {
     v8 acc[WINO_ROWS][2];
 #pragma GCC unroll 6
     for (int r = 0; r < WINO_ROWS; r++) {
-        acc[r][0] = (v8){0};
-        acc[r][1] = (v8){0};
-    }
-    for (int64_t c = 0; c < ci; c++) {
-        v8 b[2];
 #pragma GCC unroll 2
         for (int o = 0; o < NO; o++) {
-            b[o] = ld8(u + c * co + o * 8);
+            acc[r][o] = ACC ? ld8(c + r * ldc + o * 8) : (v8){0};
+        }
+    }
+    for (int64_t k = 0; k < nk; k++) {
+        v8 bv[2];
+#pragma GCC unroll 2
+        for (int o = 0; o < NO; o++) {
+            bv[o] = ld8(b + k * ldb + o * 8);
         }
 #pragma GCC unroll 6
         for (int r = 0; r < WINO_ROWS; r++) {
-            const float a = v[r * ci + c];
+            const float x = a[r * ar + k * ak];
 #pragma GCC unroll 2
             for (int o = 0; o < NO; o++) {
-                acc[r][o] += a * b[o];
+                acc[r][o] += x * bv[o];
             }
         }
     }
@@ -379,15 +361,15 @@ WINO_INLINE void product_tile(const float *v, const float *u, float *m, int64_t 
     for (int r = 0; r < WINO_ROWS; r++) {
 #pragma GCC unroll 2
         for (int o = 0; o < NO; o++) {
-            st8(m + r * co + o * 8, acc[r][o]);
+            st8(c + r * ldc + o * 8, acc[r][o]);
         }
     }
 }
 
 /* dy's tile t (4x4, zero outside the plane) into row slot s of D:
  * [36][stride][co], as A dy A^T; its sum per channel into db when db. */
-WINO_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, Tile t, float *d, int64_t s,
-                              float *db)
+CPU_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, Tile t, float *d, int64_t s,
+                             float *db)
 {
     const int64_t n = t.n, h0 = t.h0, w0 = t.w0;
     const int64_t nh = MIN(4, g->h - h0), nw = MIN(4, g->w - w0);
@@ -432,45 +414,6 @@ WINO_INLINE void grad_tile_in(const CpuWinoGeom *g, const float *dy, Tile t, flo
     }
 }
 
-/* du[r][o .. o + 8 NO] += sum over t < nt of v[t][r] d[t][o ..], r <
- * WINO_ROWS (v's rows are ci floats apart; rows r past ci read the next
- * ones, or past V's end a zeroed slack, summed into du rows that are never
- * used). */
-WINO_INLINE void grad_product_tile(const float *v, const float *d, float *du, int64_t ci,
-                                   int64_t co, int64_t nt, const int NO)
-{
-    v8 acc[WINO_ROWS][2];
-#pragma GCC unroll 6
-    for (int r = 0; r < WINO_ROWS; r++) {
-#pragma GCC unroll 2
-        for (int o = 0; o < NO; o++) {
-            acc[r][o] = ld8(du + r * co + o * 8);
-        }
-    }
-    for (int64_t t = 0; t < nt; t++) {
-        v8 b[2];
-#pragma GCC unroll 2
-        for (int o = 0; o < NO; o++) {
-            b[o] = ld8(d + t * co + o * 8);
-        }
-#pragma GCC unroll 6
-        for (int r = 0; r < WINO_ROWS; r++) {
-            const float a = v[t * ci + r];
-#pragma GCC unroll 2
-            for (int o = 0; o < NO; o++) {
-                acc[r][o] += a * b[o];
-            }
-        }
-    }
-#pragma GCC unroll 6
-    for (int r = 0; r < WINO_ROWS; r++) {
-#pragma GCC unroll 2
-        for (int o = 0; o < NO; o++) {
-            st8(du + r * co + o * 8, acc[r][o]);
-        }
-    }
-}
-
 /* What a thread's share of one call does. */
 typedef enum { JOB_WEIGHTS, JOB_CONV, JOB_GRAD } JobKind;
 
@@ -493,7 +436,7 @@ static int64_t grad_rows(const CpuWinoGeom *g)
 /* Tiles [t0, t0 + nt): the forward through V and M, or the weight gradient
  * through V and D. In the forward, the rows of the last register tile past
  * nt are zeroed in V and never read from M. */
-WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
+CPU_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
 {
     const CpuWinoGeom *g = j->g;
     const int64_t ci = g->ci, co = g->co, st = g->stride;
@@ -507,6 +450,9 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
         for (int64_t s = 0; s < nt; s++, tile_next(g, &t)) {
             grad_tile_in(g, j->dy, t, j->m, s, j->db);
         }
+        /* dL/dU[p][ci][co] += V[p]^T D[p]; a register tile's rows past ci
+         * read the next tile's row of V, or past V's end a zeroed slack,
+         * into rows of the partial that are never used */
         const int64_t rows = grad_rows(g);
         for (int p = 0; p < WINO_P; p++) {
             const float *vp = j->v + (size_t)p * (size_t)(st * ci);
@@ -515,10 +461,10 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
             for (int64_t r = 0; r < ci; r += WINO_ROWS) {
                 int64_t o = 0;
                 for (; o + 16 <= co; o += 16) {
-                    grad_product_tile(vp + r, dp + o, up + r * co + o, ci, co, nt, 2);
+                    tile_product(vp + r, 1, ci, dp + o, co, up + r * co + o, co, nt, 1, 2);
                 }
                 if (o < co) {
-                    grad_product_tile(vp + r, dp + o, up + r * co + o, ci, co, nt, 1);
+                    tile_product(vp + r, 1, ci, dp + o, co, up + r * co + o, co, nt, 1, 1);
                 }
             }
         }
@@ -538,10 +484,10 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
         for (int64_t r = 0; r < nt; r += WINO_ROWS) {
             int64_t o = 0;
             for (; o + 16 <= co; o += 16) {
-                product_tile(vp + r * ci, up + o, mp + r * co + o, ci, co, 2);
+                tile_product(vp + r * ci, ci, 1, up + o, co, mp + r * co + o, co, ci, 0, 2);
             }
             if (o < co) {
-                product_tile(vp + r * ci, up + o, mp + r * co + o, ci, co, 1);
+                tile_product(vp + r * ci, ci, 1, up + o, co, mp + r * co + o, co, ci, 0, 1);
             }
         }
     }
@@ -569,20 +515,15 @@ WINO_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
         }                                                                                          \
     }
 
-WINO_BASE static void k_job_base(const Job *j, int64_t a0, int64_t a1) WINO_BODY
-#ifdef WINO_HAVE_FMA_CLONE
-    WINO_FMA static void k_job_fma(const Job *j, int64_t a0, int64_t a1) WINO_BODY
+CPU_BASE_CLONE static void k_job_base(const Job *j, int64_t a0, int64_t a1) WINO_BODY
+#ifdef CPU_HAVE_FMA_CLONE
+    CPU_FMA_CLONE static void k_job_fma(const Job *j, int64_t a0, int64_t a1) WINO_BODY
 #endif
 
     static void k_job(const Job *j, int64_t a0, int64_t a1)
 {
-#ifdef WINO_HAVE_FMA_CLONE
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    if (have) {
+#ifdef CPU_HAVE_FMA_CLONE
+    if (cpu_have_avx2_fma()) {
         k_job_fma(j, a0, a1);
         return;
     }
@@ -632,8 +573,8 @@ void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const f
 }
 
 /* G^T x: 6 values to the 3 taps. */
-WINO_INLINE void g3t(v8 x0, v8 x1, v8 x2, v8 x3, v8 x4, v8 x5, v8 *a, v8 *b, v8 *c, float q,
-                     float s6, float s12, float s24)
+CPU_INLINE void g3t(v8 x0, v8 x1, v8 x2, v8 x3, v8 x4, v8 x5, v8 *a, v8 *b, v8 *c, float q,
+                    float s6, float s12, float s24)
 {
     *a = q * x0 - s6 * (x1 + x2) + s24 * (x3 + x4);
     *b = s6 * (x2 - x1) + s12 * (x3 - x4);

@@ -193,11 +193,16 @@ static gboolean wino_enabled(void)
     return own_enabled("TDM_CPU_WINO", &enabled);
 }
 
-/* Hands the op to the Winograd loops (cpu-conv-wino.c) when they compute it
- * from layout inmd into outmd: marks the entry (aux[0] = mark), keeps the
- * geometry, grows the device's scratchpad for their work and gives the
- * output layout outmd. The weights must be plain (as the model keeps them). */
-static gboolean wino_take(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *inmd,
+/* Whether the Winograd loops (cpu-conv-wino.c) took an op being set up. */
+typedef enum { WINO_NO, WINO_TAKEN, WINO_FAILED } WinoTake;
+
+/* Hands the op to the Winograd loops when they compute it from layout inmd
+ * into outmd (pd's, which names outmd, is destroyed then): marks the entry
+ * (aux[0] = mark), keeps the geometry, grows the device's scratchpad for
+ * their work, gives the output layout outmd and puts the entry in the
+ * cache. The weights must be plain (as the model keeps them). */
+static WinoTake wino_take(TdmDevice *dev, TdmOpCache **cache, CpuEntry *e,
+                          dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *inmd,
                           const dnnl_memory_desc_t *outmd, const TdmTensor *w,
                           const TdmConv2dParams *p, CpuWinoPass pass, int64_t mark,
                           GError **error)
@@ -205,20 +210,23 @@ static gboolean wino_take(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t 
     CpuWinoGeom wg;
     if (!wino_enabled() || w->layout != NULL || !tdm_tensor_is_contiguous(w) ||
         !cpu_wino_geom(inmd, outmd, w->shape, p, pass, &wg)) {
-        return FALSE;
+        return WINO_NO;
     }
     e->aux[0] = mark;
     e->work[1] = cpu_entry_buf(e, sizeof wg);
-    if (e->work[1] == NULL) {
+    gboolean ok = e->work[1] != NULL;
+    if (!ok) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: out of memory");
-        return FALSE;
+    } else {
+        memcpy(e->work[1], &wg, sizeof wg);
+        ok = cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error);
     }
-    memcpy(e->work[1], &wg, sizeof wg);
-    if (!cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error)) {
-        return FALSE;
+    if (ok) {
+        cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
+        cpu_cache_insert(cache, e);
     }
-    cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
-    return TRUE;
+    dnnl_primitive_desc_destroy(pd);
+    return ok ? WINO_TAKEN : WINO_FAILED;
 }
 
 static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
@@ -333,16 +341,13 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        GError *werr = NULL;
-        if (wino_take(dev, e, &xmd, pdst, w, p, CPU_WINO_FORWARD, -2, &werr)) {
-            dnnl_primitive_desc_destroy(pd);
-            cpu_cache_insert(cache, e);
+        switch (wino_take(dev, cache, e, pd, &xmd, pdst, w, p, CPU_WINO_FORWARD, -2, error)) {
+        case WINO_TAKEN:
             goto run;
-        }
-        if (werr != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-            g_propagate_error(error, werr);
+        case WINO_FAILED:
             goto fail;
+        case WINO_NO:
+            break;
         }
         CpuStemGeom sg;
         if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
@@ -496,16 +501,14 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-        GError *werr = NULL;
-        if (wino_take(dev, e, &dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, -1, &werr)) {
-            dnnl_primitive_desc_destroy(pd);
-            cpu_cache_insert(cache, e);
+        switch (wino_take(dev, cache, e, pd, &dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, -1,
+                          error)) {
+        case WINO_TAKEN:
             goto run;
-        }
-        if (werr != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-            g_propagate_error(error, werr);
+        case WINO_FAILED:
             goto fail;
+        case WINO_NO:
+            break;
         }
         int prim;
         ok = cpu_convert_init(dev, e, &e->conv[0], &dymd, pddst, error) &&
