@@ -233,6 +233,7 @@ typedef struct {
     int64_t n, c, h, o, k;
     int stride, pad;
     gboolean bias;
+    int64_t w; /* input width when not h (0: square) */
 } BwfCase;
 
 /* Shapes of ResNet layers and odd ones: output channels in an odd number
@@ -250,6 +251,7 @@ static const BwfCase bwf_cases[] = {
     {"n2c64h5o64k3s1p1_bias", 2, 64, 5, 64, 3, 1, 1, TRUE},
     {"n2c24h7o16k3s1p1_bias", 2, 24, 7, 16, 3, 1, 1, TRUE},
     {"n1c8h4o8k3s1p1", 1, 8, 4, 8, 3, 1, 1, FALSE},
+    {"n2c16h5w11o8k3s1p1_bias", 2, 16, 5, 8, 3, 1, 1, TRUE, 11},
 };
 
 /* out (an empty pair) = a 1x1 convolution of a random plain tensor of
@@ -289,8 +291,10 @@ static void test_chain_conv_bwf(gconstpointer data)
     const ConfData *d = data;
     const BwfCase *c = d->tcase;
     TdmDevice *dev = d->dev;
+    const int64_t wd = c->w > 0 ? c->w : c->h;
     const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t xs[4] = {c->n, c->c, c->h, c->h}, dys[4] = {c->n, c->o, oh, oh};
+    const int64_t ow = (wd + 2 * c->pad - c->k) / c->stride + 1;
+    const int64_t xs[4] = {c->n, c->c, c->h, wd}, dys[4] = {c->n, c->o, oh, ow};
     const int64_t ws[4] = {c->o, c->c, c->k, c->k};
     const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
@@ -338,6 +342,7 @@ static const BwfCase fwd_cases[] = {
     {"n1c64h4o64k3s1p1", 1, 64, 4, 64, 3, 1, 1, TRUE},
     {"n2c32h5o8k3s1p1", 2, 32, 5, 8, 3, 1, 1, FALSE},
     {"n1c72h6o16k3s1p1", 1, 72, 6, 16, 3, 1, 1, TRUE},
+    {"n2c24h13w6o16k3s1p1", 2, 24, 13, 16, 3, 1, 1, TRUE, 6},
 };
 
 /* x and dy arrive in the backend's own layout (conf_pair_produced); then
@@ -348,8 +353,10 @@ static void test_chain_conv_fwd(gconstpointer data)
     const ConfData *d = data;
     const BwfCase *c = d->tcase;
     TdmDevice *dev = d->dev;
+    const int64_t wd = c->w > 0 ? c->w : c->h;
     const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t xs[4] = {c->n, c->c, c->h, c->h}, dys[4] = {c->n, c->o, oh, oh};
+    const int64_t ow = (wd + 2 * c->pad - c->k) / c->stride + 1;
+    const int64_t xs[4] = {c->n, c->c, c->h, wd}, dys[4] = {c->n, c->o, oh, ow};
     const int64_t ws[4] = {c->o, c->c, c->k, c->k};
     const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
