@@ -325,18 +325,20 @@ CPU_INLINE void output_tile(const CpuWinoGeom *g, const float *m, Tile t, int64_
     }
 }
 
-/* The register tile of both matrix products: for rows r < WINO_ROWS,
+/* The register tile of both matrix products: for rows r < NR (at most
+ * WINO_ROWS),
  *   c[r][o .. o + 8 NO] (=, or += when ACC) sum over k < nk of
  *   a[r * ar + k * ak] * b[k * ldb + o ..]
  * (c's rows ldc floats apart). The forward's product reads a row of V per
  * tile (ak = 1); the weight gradient's reads a column of V (ar = 1) and
  * sums over the chunk's tiles into the partial dL/dU. */
 CPU_INLINE void tile_product(const float *a, int64_t ar, int64_t ak, const float *b, int64_t ldb,
-                             float *c, int64_t ldc, int64_t nk, const int ACC, const int NO)
+                             float *c, int64_t ldc, int64_t nk, const int NR, const int ACC,
+                             const int NO)
 {
     v8 acc[WINO_ROWS][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < WINO_ROWS; r++) {
+    for (int r = 0; r < NR; r++) {
 #pragma GCC unroll 2
         for (int o = 0; o < NO; o++) {
             acc[r][o] = ACC ? ld8(c + r * ldc + o * 8) : (v8){0};
@@ -349,7 +351,7 @@ CPU_INLINE void tile_product(const float *a, int64_t ar, int64_t ak, const float
             bv[o] = ld8(b + k * ldb + o * 8);
         }
 #pragma GCC unroll 6
-        for (int r = 0; r < WINO_ROWS; r++) {
+        for (int r = 0; r < NR; r++) {
             const float x = a[r * ar + k * ak];
 #pragma GCC unroll 2
             for (int o = 0; o < NO; o++) {
@@ -358,7 +360,7 @@ CPU_INLINE void tile_product(const float *a, int64_t ar, int64_t ak, const float
         }
     }
 #pragma GCC unroll 6
-    for (int r = 0; r < WINO_ROWS; r++) {
+    for (int r = 0; r < NR; r++) {
 #pragma GCC unroll 2
         for (int o = 0; o < NO; o++) {
             st8(c + r * ldc + o * 8, acc[r][o]);
@@ -427,10 +429,18 @@ typedef struct {
     float *du, *db;  /* JOB_GRAD: the thread's partial gradients (U's shape; co) */
 } Job;
 
-/* Rows of a JOB_GRAD partial: ci rounded up to the register tile. */
-static int64_t grad_rows(const CpuWinoGeom *g)
+/* Rows [r, r + NR) of one position's dL/dU += V^T D: v, d and du start at
+ * that position (and v, du at row r). */
+CPU_INLINE void grad_rows(const float *v, const float *d, float *du, int64_t ci, int64_t co,
+                          int64_t nt, const int NR)
 {
-    return (g->ci + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS;
+    int64_t o = 0;
+    for (; o + 16 <= co; o += 16) {
+        tile_product(v, 1, ci, d + o, co, du + o, co, nt, NR, 1, 2);
+    }
+    if (o < co) {
+        tile_product(v, 1, ci, d + o, co, du + o, co, nt, NR, 1, 1);
+    }
 }
 
 /* Tiles [t0, t0 + nt): the forward through V and M, or the weight gradient
@@ -450,22 +460,20 @@ CPU_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
         for (int64_t s = 0; s < nt; s++, tile_next(g, &t)) {
             grad_tile_in(g, j->dy, t, j->m, s, j->db);
         }
-        /* dL/dU[p][ci][co] += V[p]^T D[p]; a register tile's rows past ci
-         * read the next tile's row of V, or past V's end a zeroed slack,
-         * into rows of the partial that are never used */
-        const int64_t rows = grad_rows(g);
+        /* dL/dU[p][ci][co] += V[p]^T D[p], in blocks of WINO_ROWS input
+         * channels; ci is a multiple of 8, so the last block has 6, 4 or 2 */
         for (int p = 0; p < WINO_P; p++) {
             const float *vp = j->v + (size_t)p * (size_t)(st * ci);
             const float *dp = j->m + (size_t)p * (size_t)(st * co);
-            float *up = j->du + (size_t)p * (size_t)(rows * co);
-            for (int64_t r = 0; r < ci; r += WINO_ROWS) {
-                int64_t o = 0;
-                for (; o + 16 <= co; o += 16) {
-                    tile_product(vp + r, 1, ci, dp + o, co, up + r * co + o, co, nt, 1, 2);
-                }
-                if (o < co) {
-                    tile_product(vp + r, 1, ci, dp + o, co, up + r * co + o, co, nt, 1, 1);
-                }
+            float *up = j->du + (size_t)p * (size_t)(ci * co);
+            int64_t r = 0;
+            for (; r + WINO_ROWS <= ci; r += WINO_ROWS) {
+                grad_rows(vp + r, dp, up + r * co, ci, co, nt, WINO_ROWS);
+            }
+            if (ci - r == 4) {
+                grad_rows(vp + r, dp, up + r * co, ci, co, nt, 4);
+            } else if (ci - r == 2) {
+                grad_rows(vp + r, dp, up + r * co, ci, co, nt, 2);
             }
         }
         return;
@@ -484,10 +492,12 @@ CPU_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
         for (int64_t r = 0; r < nt; r += WINO_ROWS) {
             int64_t o = 0;
             for (; o + 16 <= co; o += 16) {
-                tile_product(vp + r * ci, ci, 1, up + o, co, mp + r * co + o, co, ci, 0, 2);
+                tile_product(vp + r * ci, ci, 1, up + o, co, mp + r * co + o, co, ci, WINO_ROWS, 0,
+                             2);
             }
             if (o < co) {
-                tile_product(vp + r * ci, ci, 1, up + o, co, mp + r * co + o, co, ci, 0, 1);
+                tile_product(vp + r * ci, ci, 1, up + o, co, mp + r * co + o, co, ci, WINO_ROWS, 0,
+                             1);
             }
         }
     }
@@ -591,9 +601,7 @@ CPU_INLINE void g3t(v8 x0, v8 x1, v8 x2, v8 x3, v8 x4, v8 x5, v8 *a, v8 *b, v8 *
 /* A thread's part of the work: V and D, then the partials. */
 static size_t grad_thread_floats(const CpuWinoGeom *g)
 {
-    /* V's last rows are read up to WINO_ROWS - 1 floats past its end */
-    return vm_floats(g) + WINO_ROWS + (size_t)WINO_P * (size_t)(grad_rows(g) * g->co) +
-           (size_t)g->co;
+    return vm_floats(g) + (size_t)WINO_P * (size_t)(g->ci * g->co) + (size_t)g->co;
 }
 
 size_t cpu_wino_grad_work_bytes(const CpuWinoGeom *g)
@@ -605,18 +613,17 @@ void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float 
                               float *db, void *work)
 {
     const int64_t tiles = g->n * g->th * g->tw, chunks = (tiles + g->chunk - 1) / g->chunk;
-    const int64_t rows = grad_rows(g), co = g->co, ci = g->ci;
+    const int64_t co = g->co, ci = g->ci;
     const size_t tf = grad_thread_floats(g);
-    const size_t uf = (size_t)WINO_P * (size_t)(rows * co) + (size_t)co;
+    const size_t uf = (size_t)WINO_P * (size_t)(ci * co) + (size_t)co;
     int used = 1;
 #pragma omp parallel num_threads(g->threads)
     {
         const int t = omp_get_thread_num(), tn = omp_get_num_threads();
         float *v = (float *)work + tf * (size_t)t;
-        float *d = v + (size_t)WINO_P * (size_t)(g->stride * ci) + WINO_ROWS;
+        float *d = v + (size_t)WINO_P * (size_t)(g->stride * ci);
         float *du = d + (size_t)WINO_P * (size_t)(g->stride * co);
         memset(du, 0, sizeof(float) * uf);
-        memset(d - WINO_ROWS, 0, sizeof(float) * WINO_ROWS);
         Job j = {.g = g,
                  .kind = JOB_GRAD,
                  .in = x,
@@ -646,7 +653,7 @@ void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float 
         for (int64_t o = 0; o < co; o += 8) {
             v8 m[WINO_P], t6[3][6];
             for (int k = 0; k < WINO_P; k++) {
-                m[k] = ld8(sum + ((size_t)k * (size_t)rows + (size_t)i) * (size_t)co + (size_t)o);
+                m[k] = ld8(sum + ((size_t)k * (size_t)ci + (size_t)i) * (size_t)co + (size_t)o);
             }
             for (int b = 0; b < 6; b++) {
                 g3t(m[b], m[6 + b], m[12 + b], m[18 + b], m[24 + b], m[30 + b], t6[0] + b,
