@@ -58,32 +58,33 @@ void cpu_bwf8_run(const CpuBwf8Geom *g, const float *x, const float *dy, float *
 
 #define CPU_WINO_MAX_C 64
 
-typedef struct {
-    int64_t n, ci, co, h, w; /* ci channels in, co out; planes h x w, the same in and out */
-    int64_t th, tw;          /* 4x4 output tiles down and across */
-    int64_t chunk, stride;   /* tiles per chunk; rows of V and M per position */
-    int threads;
-    gboolean flip; /* backward data: weights [ci][co] turned by 180 degrees */
-} CpuWinoGeom;
-
 typedef enum {
     CPU_WINO_FORWARD,          /* in x (ci channels), out y (co); weights [co][ci] */
     CPU_WINO_BACKWARD_DATA,    /* in dy (ci), out dx (co); weights [ci][co] */
     CPU_WINO_BACKWARD_WEIGHTS, /* x (ci) and dy (co) into dw [co][ci] */
 } CpuWinoPass;
 
+typedef struct {
+    int64_t n, ci, co, h, w; /* ci channels in, co out; planes h x w, the same in and out */
+    int64_t th, tw;          /* 4x4 output tiles down and across */
+    int64_t chunk, stride;   /* tiles per chunk; rows of V and M per position */
+    int threads;
+    CpuWinoPass pass;
+} CpuWinoGeom;
+
 /* Whether the own loops compute this pass from layout inmd into (or, for
  * the weights, with) outmd; fills g. */
 gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
                        const int64_t *wshape, const TdmConv2dParams *p, CpuWinoPass pass,
                        CpuWinoGeom *g);
+/* Bytes of work space a call of g's pass needs. */
 size_t cpu_wino_work_bytes(const CpuWinoGeom *g);
-/* out = conv(in, w) + bias (bias may be NULL), then ReLU when relu. */
+/* The forward or backward data: out = conv(in, w) + bias (bias may be
+ * NULL), then ReLU when relu. */
 void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const float *bias,
                   gboolean relu, float *out, void *work);
 /* The weight gradient: dw += dL/dw (plain [co][ci][3][3]) and db += dL/db
  * (db may be NULL). */
-size_t cpu_wino_grad_work_bytes(const CpuWinoGeom *g);
 void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float *dy, float *dw,
                               float *db, void *work);
 

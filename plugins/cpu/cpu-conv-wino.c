@@ -117,7 +117,7 @@ gboolean cpu_wino_geom(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t 
         .chunk = per,
         .stride = (per + WINO_ROWS - 1) / WINO_ROWS * WINO_ROWS,
         .threads = threads,
-        .flip = pass == CPU_WINO_BACKWARD_DATA,
+        .pass = pass,
     };
     return TRUE;
 }
@@ -133,8 +133,14 @@ static size_t vm_floats(const CpuWinoGeom *g)
     return (size_t)WINO_P * (size_t)g->stride * (size_t)(g->ci + g->co);
 }
 
+/* The weight gradient's thread part (defined with it below). */
+static size_t grad_thread_floats(const CpuWinoGeom *g);
+
 size_t cpu_wino_work_bytes(const CpuWinoGeom *g)
 {
+    if (g->pass == CPU_WINO_BACKWARD_WEIGHTS) {
+        return sizeof(float) * grad_thread_floats(g) * (size_t)g->threads;
+    }
     return sizeof(float) * (u_floats(g) + vm_floats(g) * (size_t)g->threads);
 }
 
@@ -180,15 +186,16 @@ CPU_INLINE void g3(v8 a, v8 b, v8 c, v8 *u)
 CPU_INLINE void weights(const CpuWinoGeom *g, const float *w, float *u, int64_t i0, int64_t i1)
 {
     const int64_t ci = g->ci, co = g->co;
+    const gboolean flip = g->pass == CPU_WINO_BACKWARD_DATA;
     for (int64_t i = i0; i < i1; i++) {
         for (int64_t o = 0; o < co; o += 8) {
             float taps[9][8];
 #pragma GCC unroll 8
             for (int l = 0; l < 8; l++) {
-                const float *src = g->flip ? w + (i * co + o + l) * 9 : w + ((o + l) * ci + i) * 9;
+                const float *src = flip ? w + (i * co + o + l) * 9 : w + ((o + l) * ci + i) * 9;
 #pragma GCC unroll 9
                 for (int k = 0; k < 9; k++) {
-                    taps[k][l] = g->flip ? src[8 - k] : src[k];
+                    taps[k][l] = flip ? src[8 - k] : src[k];
                 }
             }
             v8 f[3][3];
@@ -422,11 +429,12 @@ typedef enum { JOB_WEIGHTS, JOB_CONV, JOB_GRAD } JobKind;
 typedef struct {
     const CpuWinoGeom *g;
     JobKind kind;
-    const float *in, *w, *u, *bias, *dy;
+    const float *in, *w, *bias, *dy;
     gboolean relu;
-    float *out, *uw; /* JOB_CONV's output; JOB_WEIGHTS' U */
-    float *v, *m;    /* the thread's V and M (JOB_GRAD: D) */
-    float *du, *db;  /* JOB_GRAD: the thread's partial gradients (U's shape; co) */
+    float *u;       /* U: JOB_WEIGHTS writes it, JOB_CONV reads it */
+    float *out;     /* JOB_CONV's output */
+    float *v, *m;   /* the thread's V and M (JOB_GRAD: D) */
+    float *du, *db; /* JOB_GRAD: the thread's partial gradients (U's shape; co) */
 } Job;
 
 /* Rows [r, r + NR) of one position's dL/dU += V^T D: v, d and du start at
@@ -512,25 +520,32 @@ CPU_INLINE void chunk(const Job *j, int64_t t0, int64_t nt)
 }
 
 /* JOB_WEIGHTS: input channels [a0, a1); else chunks [a0, a1). */
-#define WINO_BODY                                                                                  \
-    {                                                                                              \
-        if (j->kind == JOB_WEIGHTS) {                                                              \
-            weights(j->g, j->w, j->uw, a0, a1);                                                    \
-            return;                                                                                \
-        }                                                                                          \
-        const int64_t tiles = j->g->n * j->g->th * j->g->tw;                                       \
-        for (int64_t c = a0; c < a1; c++) {                                                        \
-            const int64_t t0 = c * j->g->chunk;                                                    \
-            chunk(j, t0, MIN(j->g->chunk, tiles - t0));                                            \
-        }                                                                                          \
+CPU_INLINE void job(const Job *j, int64_t a0, int64_t a1)
+{
+    if (j->kind == JOB_WEIGHTS) {
+        weights(j->g, j->w, j->u, a0, a1);
+        return;
     }
+    const int64_t tiles = j->g->n * j->g->th * j->g->tw;
+    for (int64_t c = a0; c < a1; c++) {
+        const int64_t t0 = c * j->g->chunk;
+        chunk(j, t0, MIN(j->g->chunk, tiles - t0));
+    }
+}
 
-CPU_BASE_CLONE static void k_job_base(const Job *j, int64_t a0, int64_t a1) WINO_BODY
+CPU_BASE_CLONE static void k_job_base(const Job *j, int64_t a0, int64_t a1)
+{
+    job(j, a0, a1);
+}
+
 #ifdef CPU_HAVE_FMA_CLONE
-    CPU_FMA_CLONE static void k_job_fma(const Job *j, int64_t a0, int64_t a1) WINO_BODY
+CPU_FMA_CLONE static void k_job_fma(const Job *j, int64_t a0, int64_t a1)
+{
+    job(j, a0, a1);
+}
 #endif
 
-    static void k_job(const Job *j, int64_t a0, int64_t a1)
+static void k_job(const Job *j, int64_t a0, int64_t a1)
 {
 #ifdef CPU_HAVE_FMA_CLONE
     if (cpu_have_avx2_fma()) {
@@ -562,11 +577,10 @@ void cpu_wino_run(const CpuWinoGeom *g, const float *in, const float *w, const f
                  .kind = JOB_WEIGHTS,
                  .in = in,
                  .w = w,
-                 .u = u,
                  .bias = bias,
                  .relu = relu,
+                 .u = u,
                  .out = out,
-                 .uw = u,
                  .v = v,
                  .m = v + (size_t)WINO_P * (size_t)(g->stride * g->ci)};
         int64_t a0, a1;
@@ -602,11 +616,6 @@ CPU_INLINE void g3t(v8 x0, v8 x1, v8 x2, v8 x3, v8 x4, v8 x5, v8 *a, v8 *b, v8 *
 static size_t grad_thread_floats(const CpuWinoGeom *g)
 {
     return vm_floats(g) + (size_t)WINO_P * (size_t)(g->ci * g->co) + (size_t)g->co;
-}
-
-size_t cpu_wino_grad_work_bytes(const CpuWinoGeom *g)
-{
-    return sizeof(float) * grad_thread_floats(g) * (size_t)g->threads;
 }
 
 void cpu_wino_backward_filter(const CpuWinoGeom *g, const float *x, const float *dy, float *dw,

@@ -196,11 +196,13 @@ static gboolean wino_enabled(void)
 /* Whether the Winograd loops (cpu-conv-wino.c) took an op being set up. */
 typedef enum { WINO_NO, WINO_TAKEN, WINO_FAILED } WinoTake;
 
-/* Hands the op to the Winograd loops when they compute it from layout inmd
- * into outmd (pd's, which names outmd, is destroyed then): marks the entry
- * (aux[0] = mark), keeps the geometry, grows the device's scratchpad for
- * their work, gives the output layout outmd and puts the entry in the
- * cache. The weights must be plain (as the model keeps them). */
+/* Hands the op to the Winograd loops when they compute pass from layout
+ * inmd into (or, for the weights, with) outmd: marks the entry (aux[0] =
+ * mark), keeps the geometry, grows the device's scratchpad for their work,
+ * gives the output layout outmd (forward and backward data) and puts the
+ * entry in the cache. pd, when not NULL (it names outmd), is destroyed once
+ * the loops take the op. The weights (or their gradient) must be plain, as
+ * the model keeps them. */
 static WinoTake wino_take(TdmDevice *dev, TdmOpCache **cache, CpuEntry *e,
                           dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *inmd,
                           const dnnl_memory_desc_t *outmd, const TdmTensor *w,
@@ -222,10 +224,14 @@ static WinoTake wino_take(TdmDevice *dev, TdmOpCache **cache, CpuEntry *e,
         ok = cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error);
     }
     if (ok) {
-        cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
+        if (pass != CPU_WINO_BACKWARD_WEIGHTS) {
+            cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
+        }
         cpu_cache_insert(cache, e);
     }
-    dnnl_primitive_desc_destroy(pd);
+    if (pd != NULL) {
+        dnnl_primitive_desc_destroy(pd);
+    }
     return ok ? WINO_TAKEN : WINO_FAILED;
 }
 
@@ -341,13 +347,13 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        switch (wino_take(dev, cache, e, pd, &xmd, pdst, w, p, CPU_WINO_FORWARD, -2, error)) {
-        case WINO_TAKEN:
+        const WinoTake wt = wino_take(dev, cache, e, pd, &xmd, pdst, w, p, CPU_WINO_FORWARD, -2,
+                                      error);
+        if (wt == WINO_TAKEN) {
             goto run;
-        case WINO_FAILED:
+        }
+        if (wt == WINO_FAILED) {
             goto fail;
-        case WINO_NO:
-            break;
         }
         CpuStemGeom sg;
         if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
@@ -501,14 +507,13 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-        switch (wino_take(dev, cache, e, pd, &dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, -1,
-                          error)) {
-        case WINO_TAKEN:
+        const WinoTake wt = wino_take(dev, cache, e, pd, &dymd, pdsrc, w, p,
+                                      CPU_WINO_BACKWARD_DATA, -1, error);
+        if (wt == WINO_TAKEN) {
             goto run;
-        case WINO_FAILED:
+        }
+        if (wt == WINO_FAILED) {
             goto fail;
-        case WINO_NO:
-            break;
         }
         int prim;
         ok = cpu_convert_init(dev, e, &e->conv[0], &dymd, pddst, error) &&
@@ -609,22 +614,14 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
             cpu_cache_insert(cache, e);
             goto run;
         }
-        CpuWinoGeom wg;
-        if (wino_enabled() && tdm_tensor_is_contiguous(dw) &&
-            cpu_wino_geom(&xmd, &dymd, dw->shape, p, CPU_WINO_BACKWARD_WEIGHTS, &wg)) {
-            /* Winograd on the nChw8c tensors as they are */
-            e->aux[0] = -3;
-            e->work[1] = cpu_entry_buf(e, sizeof wg);
-            if (e->work[1] == NULL) {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: out of memory");
-                goto fail;
-            }
-            memcpy(e->work[1], &wg, sizeof wg);
-            if (!cpu_scratch_reserve(dev, cpu_wino_grad_work_bytes(&wg), error)) {
-                goto fail;
-            }
-            cpu_cache_insert(cache, e);
+        /* Winograd on the nChw8c tensors as they are */
+        const WinoTake wt = wino_take(dev, cache, e, NULL, &xmd, &dymd, dw, p,
+                                      CPU_WINO_BACKWARD_WEIGHTS, -3, error);
+        if (wt == WINO_TAKEN) {
             goto run;
+        }
+        if (wt == WINO_FAILED) {
+            goto fail;
         }
         CpuBwf8Geom bg;
         if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
