@@ -228,8 +228,11 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
             return invalid(error, key, value, "expected an integer");
         }
         if ((double)n < spec->min || (double)n > spec->max) {
+            /* (double)G_MAXINT64 rounds up to 2^63: no upper bound to print */
             g_autofree char *why =
-                g_strdup_printf("expected an integer in [%.0f, %.0f]", spec->min, spec->max);
+                spec->max >= (double)G_MAXINT64
+                    ? g_strdup_printf("expected an integer >= %.0f", spec->min)
+                    : g_strdup_printf("expected an integer in [%.0f, %.0f]", spec->min, spec->max);
             return invalid(error, key, value, why);
         }
         if (spec->type == KEY_INT) {

@@ -268,12 +268,14 @@ static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConf
 }
 
 /* The evaluation pipeline: data.test_transforms when given; else, when the
- * test images are not all of the size the training pipeline puts out (they
+ * test images are not all of the size the model trains on (the training
+ * pipeline's output, or the training images themselves without one: they
  * differ in size, or the pipeline crops or resizes), torchvision's usual
- * evaluation transform sized like that output ("resize H | center-crop
- * H,W", then the training pipeline's normalize); else none. */
+ * evaluation transform sized like that ("resize H | center-crop H,W", then
+ * the training pipeline's normalize); else none. Test images with another
+ * channel count than the model's input are an error naming both splits. */
 static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipeline *train_tf,
-                                    const TdmDataset *train_ds, const TdmDataset *test_ds,
+                                    TdmDataset *train_ds, const TdmDataset *test_ds,
                                     TdmTransformPipeline **out, GError **error)
 {
     *out = NULL;
@@ -284,23 +286,40 @@ static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipel
         }
         return *out != NULL;
     }
-    if (train_tf == NULL) {
-        return TRUE;
-    }
-    int c, h, w;
-    if (!tdm_transform_pipeline_output_shape(train_tf, train_ds->channels,
+    int c = train_ds->channels, h = train_ds->height, w = train_ds->width;
+    if (train_tf != NULL &&
+        !tdm_transform_pipeline_output_shape(train_tf, train_ds->channels,
                                              MAX(train_ds->height, 0), MAX(train_ds->width, 0),
                                              &c, &h, &w, error)) {
+        return FALSE;
+    }
+    if (test_ds->channels != c) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "%s: the %s split's images have %d channels, the %s split's %d%s",
+                    test_ds->path, test_ds->split, test_ds->channels, train_ds->split, c,
+                    train_tf != NULL ? " after data.transforms" : "");
         return FALSE;
     }
     if (test_ds->height == h && test_ds->width == w) {
         return TRUE; /* already the size the model was trained on */
     }
-    GString *spec = g_string_new(NULL);
-    g_string_printf(spec, "resize %d | center-crop %d,%d", MIN(h, w), h, w);
+    if (h <= 0 || w <= 0) {
+        return TRUE; /* no fixed training size: the loader reports it */
+    }
+    /* normalised as the training loader does: by its pipeline's normalize,
+     * or without a pipeline by the training split's constants */
     int n = 0;
     float mean[4], std[4];
-    if (tdm_transform_pipeline_get_normalization(train_tf, &n, mean, std) && n > 0) {
+    if (train_tf != NULL) {
+        if (!tdm_transform_pipeline_get_normalization(train_tf, &n, mean, std)) {
+            n = 0;
+        }
+    } else if (cfg->normalize && !tdm_dataset_get_normalization(train_ds, &n, mean, std, error)) {
+        return FALSE;
+    }
+    GString *spec = g_string_new(NULL);
+    g_string_printf(spec, "resize %d | center-crop %d,%d", MIN(h, w), h, w);
+    if (n > 0) {
         g_string_append(spec, " | normalize mean=");
         for (int i = 0; i < n; i++) {
             g_string_append_printf(spec, i ? ",%.9g" : "%.9g", mean[i]);

@@ -81,6 +81,8 @@ expect_fail "--set optim.lr=abc" "optim.lr" "abc" -- \
 expect_fail "--lr abc" "optim.lr" "abc" -- "$TANDEM" train $common --lr abc
 expect_fail "negative batch size" "data.batch_size" "-5" -- \
     "$TANDEM" train --device ref --quiet --batch-size -5
+expect_fail "negative --limit" "data.limit" "-3" ">= 0" -- \
+    "$TANDEM" train --device ref --quiet --limit -3
 expect_fail "unknown --set key" "optim.speed" -- \
     "$TANDEM" train $common --set optim.speed=3
 printf '[optim]\nlr = 0.1\nturbo = yes\n' >"$tmp/unknown-key.ini"

@@ -5,7 +5,9 @@
 # TDM_LOADER_JITTER_US knob, which sleeps up to that many microseconds after
 # each batch) `tandem train` warns once per epoch and suggests more workers;
 # with workers that keep up there is no warning, and the same seed gives
-# the same loss curve with 0 and 2 workers.
+# the same loss curve with 0 and 2 workers. A test split whose images are of
+# another size than the training split's is evaluated resized to the
+# training size and normalised like it.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-loader-trainer-XXXXXX")
@@ -59,5 +61,37 @@ if grep -q 'waited for data' "$tmp/err2"; then
     fail "no data-wait warning with 2 workers" "$(cat "$tmp/err2")"
 else
     ok "no data-wait warning with 2 workers"
+fi
+# --- a test split of another image size ---------------------------------------
+# The embedded test images averaged down to 14x14: without a training
+# pipeline the evaluation resizes them back to 28x28 and normalises them with
+# the training split's constants (unnormalised they score about 0.15 lower).
+mkdir "$tmp/small"
+cp "$TDM_TOP_SRCDIR/data/fashion-mnist/train-"* "$TDM_TOP_SRCDIR/data/fashion-mnist/t10k-labels"* \
+    "$tmp/small/"
+${TORCH_PYTHON:-python3} - "$TDM_TOP_SRCDIR/data/fashion-mnist/t10k-images-idx3-ubyte.gz" \
+    "$tmp/small/t10k-images-idx3-ubyte" <<'PY'
+import gzip, struct, sys
+raw = gzip.open(sys.argv[1]).read()
+n = struct.unpack(">I", raw[4:8])[0]
+out = bytearray(b"\0\0\x08\x03" + struct.pack(">III", n, 14, 14))
+for i in range(n):
+    img = raw[16 + i * 784: 16 + (i + 1) * 784]
+    for y in range(14):
+        for x in range(14):
+            p = 56 * y + 2 * x
+            out.append((img[p] + img[p + 1] + img[p + 28] + img[p + 29] + 2) // 4)
+open(sys.argv[2], "wb").write(out)
+PY
+small="--model mlp --limit 2000 --batch-size 32 --device ref -q"
+if "$TANDEM" train $small --dataset "idx:$tmp/small" >"$tmp/out" 2>"$tmp/err"; then
+    acc=$(sed -n 's/^summary:.*test accuracy \([0-9.]*\).*/\1/p' "$tmp/out")
+    if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.6) }'; then
+        ok "14x14 test images evaluated at 28x28 (accuracy $acc)"
+    else
+        fail "14x14 test images evaluated at 28x28" "accuracy '$acc' < 0.6: $(cat "$tmp/out")"
+    fi
+else
+    fail "14x14 test images evaluated at 28x28" "$(cat "$tmp/err")"
 fi
 done_testing
