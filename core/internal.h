@@ -15,6 +15,11 @@ gboolean tdm_builtin_init(TdmPlugin *plugin, GError **error);
  * the library constructor). */
 double tdm_time_since_start(void);
 
+/* safetensors.c: whether a save to `path` can be made (its directory takes
+ * a new file, and `path` is not a directory or device), checked before a
+ * long run rather than after it. */
+gboolean tdm_save_path_check(const char *path, GError **error);
+
 /* module.c / model.c: built-in module classes, for the registry. */
 extern const TdmModuleClass tdm_linear_class;
 extern const TdmModuleClass tdm_conv2d_class;

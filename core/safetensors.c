@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -427,6 +428,49 @@ static gboolean write_all(int fd, const void *buf, size_t n, const char *path, G
     return TRUE;
 }
 
+/* The temporary file a save of `path` writes before renaming it into place,
+ * created and opened (its name in *tmp_out), or -1 with `error` set: also
+ * when `path` names something a rename must not replace (a directory, a
+ * device). */
+static int save_temp_open(const char *path, char **tmp_out, GError **error)
+{
+    struct stat sb;
+    size_t len = strlen(path);
+    gboolean is_dir = len > 0 && G_IS_DIR_SEPARATOR(path[len - 1]);
+    if (is_dir || (g_stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: %s, not a file to save into", path,
+                    is_dir || S_ISDIR(sb.st_mode) ? "is a directory" : "exists");
+        return -1;
+    }
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autofree char *base = g_path_get_basename(path);
+    g_autofree char *name = g_strdup_printf(".%s.tmp-XXXXXX", base);
+    char *t = g_build_filename(dir, name, NULL);
+    int fd = g_mkstemp_full(t, O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot create a temporary file in %s: %s",
+                    path, dir, g_strerror(e));
+        g_free(t);
+        return -1;
+    }
+    *tmp_out = t;
+    return fd;
+}
+
+gboolean tdm_save_path_check(const char *path, GError **error)
+{
+    g_return_val_if_fail(path != NULL, FALSE);
+    g_autofree char *tmp = NULL;
+    int fd = save_temp_open(path, &tmp, error);
+    if (fd < 0) {
+        return FALSE;
+    }
+    close(fd);
+    g_unlink(tmp);
+    return TRUE;
+}
+
 gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **error)
 {
     g_return_val_if_fail(st != NULL && path != NULL, FALSE);
@@ -474,14 +518,9 @@ gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **err
         lenbuf[i] = (guint8)(hlen >> (8 * i));
     }
 
-    g_autofree char *dir = g_path_get_dirname(path);
-    g_autofree char *base = g_path_get_basename(path);
-    g_autofree char *tmp = g_strdup_printf("%s/.%s.tmp-XXXXXX", dir, base);
-    int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
+    g_autofree char *tmp = NULL;
+    int fd = save_temp_open(path, &tmp, error);
     if (fd < 0) {
-        int e = errno;
-        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot create a temporary file in %s: %s",
-                    path, dir, g_strerror(e));
         return FALSE;
     }
     gboolean ok = write_all(fd, lenbuf, 8, path, error) &&
@@ -511,6 +550,7 @@ gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **err
         return FALSE;
     }
     /* Make the rename itself durable. */
+    g_autofree char *dir = g_path_get_dirname(path);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         (void)fsync(dfd);

@@ -532,6 +532,10 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
                     cfg->log_file, g_strerror(e));
         goto out;
     }
+    if (leader && cfg->save_path != NULL && !tdm_save_path_check(cfg->save_path, error)) {
+        g_prefix_error(error, "train.save: ");
+        goto out;
+    }
     const int world = env.world_size;
     j_model = json_string(cfg->model);
     j_device = json_string(dev->name);

@@ -137,6 +137,12 @@ expect_fail "unknown dataset kind (default device)" "nosuchkind" -- \
     "$TANDEM" train $cpu_common --dataset "nosuchkind:$tmp"
 expect_fail "missing --init file (default device)" "$tmp/absent.safetensors" -- \
     "$TANDEM" train $cpu_common --init "$tmp/absent.safetensors"
+# A --save that cannot be made is refused before training, not after it
+# (the "train.save:" prefix is the up-front check's).
+expect_fail "--save into a missing directory" "train.save" "$tmp/no-dir/w.safetensors" -- \
+    "$TANDEM" train $cpu_common --save "$tmp/no-dir/w.safetensors"
+expect_fail "--save to a directory" "train.save" "$tmp" "is a directory" -- \
+    "$TANDEM" train $cpu_common --save "$tmp"
 expect_fail "log file in a missing directory (default device)" "$tmp/no-dir/log.json" -- \
     "$TANDEM" train $cpu_common --log-file "$tmp/no-dir/log.json"
 
