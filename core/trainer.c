@@ -457,14 +457,31 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : train_ds->channels;
     mc.num_classes = cfg->num_classes > 0 ? cfg->num_classes : train_ds->num_classes;
     mc.image_size = train_ds->height;
+    int data_c = train_ds->channels;
     if (transforms != NULL) {
-        int c, w;
+        int w;
         if (!tdm_transform_pipeline_output_shape(transforms, train_ds->channels,
                                                  MAX(train_ds->height, 0),
-                                                 MAX(train_ds->width, 0), &c, &mc.image_size, &w,
-                                                 error)) {
+                                                 MAX(train_ds->width, 0), &data_c, &mc.image_size,
+                                                 &w, error)) {
             goto out;
         }
+    }
+    /* A configured size the data cannot feed fails here, not in a layer or
+     * the loss of the first step. More classes than the labels use is fine. */
+    if (mc.in_channels != data_c) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "model.in_channels is %d but the images of %s have %d channel%s%s",
+                    mc.in_channels, train_ds->path, data_c, data_c == 1 ? "" : "s",
+                    transforms != NULL ? " after data.transforms" : "");
+        goto out;
+    }
+    if (mc.num_classes < train_ds->num_classes) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "model.num_classes is %d but %s has %d classes (labels 0..%d)",
+                    mc.num_classes, train_ds->path, train_ds->num_classes,
+                    train_ds->num_classes - 1);
+        goto out;
     }
     TdmModule *root = tdm_model_zoo_create(cfg->model, &mc, error);
     if (root == NULL || (model = tdm_model_new(root, dev, cfg->seed, error)) == NULL) {

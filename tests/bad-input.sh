@@ -76,6 +76,10 @@ expect_fail "unknown dataset name" "imagenet-42" -- \
 # --- model and config -------------------------------------------------------
 expect_fail "unknown model name" "resnet999" -- \
     "$TANDEM" train $common --model resnet999
+expect_fail "fewer classes than the labels" "model.num_classes is 5" "10 classes" -- \
+    "$TANDEM" train $common --set model.num_classes=5
+expect_fail "3 input channels for grey images" "model.in_channels is 3" "1 channel" -- \
+    "$TANDEM" train $common --set model.in_channels=3
 expect_fail "--set optim.lr=abc" "optim.lr" "abc" -- \
     "$TANDEM" train $common --set optim.lr=abc
 expect_fail "--lr abc" "optim.lr" "abc" -- "$TANDEM" train $common --lr abc
