@@ -132,6 +132,14 @@ int64_t tdm_loader_num_samples(const TdmLoader *loader)
     return loader->per_epoch;
 }
 
+void tdm_loader_sample_shape(const TdmLoader *loader, int *channels, int *height, int *width)
+{
+    g_return_if_fail(loader != NULL && channels != NULL && height != NULL && width != NULL);
+    *channels = loader->c;
+    *height = loader->h;
+    *width = loader->w;
+}
+
 /* ---- filling a batch (any thread) ---- */
 
 static void scratch_init(TdmLoader *l, Scratch *sc)

@@ -235,11 +235,12 @@ static void data_wait_step(DataWait *dw, double wait_s, double now, int workers)
             100.0 * dw->wait / elapsed, workers == 0 ? 1 : 2 * workers);
 }
 
-/* A loader over `ds` running `transforms` (may be NULL). Without transforms
- * the evaluation loader normalises as `train_transforms` ends, so that both
- * splits reach the model on the same scale. */
-static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConfig *cfg,
-                              gboolean train, const TdmDistEnv *env,
+/* A loader over `ds` running `transforms` (may be NULL), normalising with
+ * the constants of `norm_ds` (the training split, for both splits). Without
+ * transforms the evaluation loader normalises as `train_transforms` ends, so
+ * that both splits reach the model on the same scale. */
+static TdmLoader *open_loader(TdmDataset *ds, TdmDataset *norm_ds, TdmDevice *dev,
+                              const TdmTrainConfig *cfg, gboolean train, const TdmDistEnv *env,
                               TdmTransformPipeline *transforms,
                               TdmTransformPipeline *train_transforms, GError **error)
 {
@@ -257,7 +258,8 @@ static TdmLoader *open_loader(TdmDataset *ds, TdmDevice *dev, const TdmTrainConf
         lo.rank = env->rank;
         lo.world = env->world_size;
     }
-    if (cfg->normalize && !tdm_dataset_get_normalization(ds, &lo.n_mean, lo.mean, lo.std, error)) {
+    if (cfg->normalize &&
+        !tdm_dataset_get_normalization(norm_ds, &lo.n_mean, lo.mean, lo.std, error)) {
         return NULL;
     }
     if (transforms == NULL && train_transforms != NULL &&
@@ -349,16 +351,32 @@ TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *t
         }
         g_ptr_array_add(keep, train_tf);
     }
-    /* Without the training split at hand, the test split gives the input
-     * shape the training pipeline's output size is derived from. */
-    if (!eval_transforms_new(cfg, train_tf, test_ds, test_ds, &eval_tf, error)) {
-        return NULL;
+    /* The training split, when it can be opened, gives what the training's
+     * own evaluation took from it: the size the model trained on and the
+     * normalisation constants (an argument-less normalize's among them);
+     * without it the test split stands in. */
+    TdmDataset *train_ds = tdm_dataset_open(cfg->dataset, "train", NULL);
+    TdmDataset *ref = train_ds != NULL ? train_ds : test_ds;
+    TdmLoader *loader = NULL;
+    int n;
+    float mean[4], std[4];
+    if (train_tf != NULL && cfg->normalize) {
+        if (!tdm_dataset_get_normalization(ref, &n, mean, std, error)) {
+            goto out;
+        }
+        tdm_transform_pipeline_set_normalization(train_tf, n, mean, std);
+    }
+    if (!eval_transforms_new(cfg, train_tf, ref, test_ds, &eval_tf, error)) {
+        goto out;
     }
     if (eval_tf != NULL) {
         g_ptr_array_add(keep, eval_tf);
     }
     TdmDistEnv env = {.rank = 0, .world_size = 1};
-    return open_loader(test_ds, dev, cfg, FALSE, &env, eval_tf, train_tf, error);
+    loader = open_loader(test_ds, ref, dev, cfg, FALSE, &env, eval_tf, train_tf, error);
+out:
+    tdm_dataset_close(train_ds);
+    return loader;
 }
 
 gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GError **error)
@@ -440,15 +458,15 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
      * samples, shuffled per epoch) and, on rank 0, the test split. */
     train_ds = tdm_dataset_open(cfg->dataset, "train", error);
     if (train_ds == NULL ||
-        (train_loader = open_loader(train_ds, dev, cfg, TRUE, &env, transforms, NULL,
+        (train_loader = open_loader(train_ds, train_ds, dev, cfg, TRUE, &env, transforms, NULL,
                                     error)) == NULL) {
         goto out;
     }
     if (cfg->eval && leader &&
         ((test_ds = tdm_dataset_open(cfg->dataset, "test", error)) == NULL ||
          !eval_transforms_new(cfg, transforms, train_ds, test_ds, &eval_transforms, error) ||
-         (test_loader = open_loader(test_ds, dev, cfg, FALSE, &env, eval_transforms, transforms,
-                                    error)) == NULL)) {
+         (test_loader = open_loader(test_ds, train_ds, dev, cfg, FALSE, &env, eval_transforms,
+                                    transforms, error)) == NULL)) {
         goto out;
     }
 

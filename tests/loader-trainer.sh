@@ -7,7 +7,8 @@
 # with workers that keep up there is no warning, and the same seed gives
 # the same loss curve with 0 and 2 workers. A test split whose images are of
 # another size than the training split's is evaluated resized to the
-# training size and normalised like it.
+# training size and normalised like it, and `tandem eval` evaluates as the
+# training did.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-loader-trainer-XXXXXX")
@@ -83,8 +84,9 @@ for i in range(n):
             out.append((img[p] + img[p + 1] + img[p + 28] + img[p + 29] + 2) // 4)
 open(sys.argv[2], "wb").write(out)
 PY
-small="--model mlp --limit 2000 --batch-size 32 --device ref -q"
-if "$TANDEM" train $small --dataset "idx:$tmp/small" >"$tmp/out" 2>"$tmp/err"; then
+small="--model mlp --limit 2000 --batch-size 32 --device ref"
+if "$TANDEM" train $small -q --dataset "idx:$tmp/small" --save "$tmp/small.safetensors" \
+        >"$tmp/out" 2>"$tmp/err"; then
     acc=$(sed -n 's/^summary:.*test accuracy \([0-9.]*\).*/\1/p' "$tmp/out")
     if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.6) }'; then
         ok "14x14 test images evaluated at 28x28 (accuracy $acc)"
@@ -94,4 +96,27 @@ if "$TANDEM" train $small --dataset "idx:$tmp/small" >"$tmp/out" 2>"$tmp/err"; t
 else
     fail "14x14 test images evaluated at 28x28" "$(cat "$tmp/err")"
 fi
+
+# `tandem eval` evaluates as the training's own evaluation did: the same
+# accuracy and loss, here for the resized test split above and for a
+# pipeline whose normalize takes the dataset's constants.
+# same_eval NAME DATASET TRANSFORMS: train and save, then eval the weights
+# with the same --dataset and --transforms.
+same_eval() {
+    if ! "$TANDEM" train $small -q --dataset "$2" --transforms "$3" \
+            --save "$tmp/e.safetensors" >"$tmp/out" 2>"$tmp/err"; then
+        fail "$1" "train: $(cat "$tmp/err")"
+        return
+    fi
+    want=$(sed -n 's/^summary:.*\(test accuracy [0-9.]* (loss [0-9.]*)\).*/\1/p' "$tmp/out")
+    got=$("$TANDEM" eval --model mlp --device ref --init "$tmp/e.safetensors" --dataset "$2" \
+        --transforms "$3" 2>&1)
+    case $got in
+        *"$want"*) [ -n "$want" ] && ok "$1: $want" || fail "$1" "no summary: $(cat "$tmp/out")" ;;
+        *) fail "$1" "train: $want; eval: $got" ;;
+    esac
+}
+same_eval "eval of 14x14 test images as in training" "idx:$tmp/small" ""
+same_eval "eval with an argument-less normalize as in training" fashion-mnist \
+    "random-crop 28 pad=2 | normalize"
 done_testing

@@ -266,19 +266,13 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
     if ((loader = tdm_trainer_open_test_loader(cfg, ds, dev, pipelines, error)) == NULL) {
         goto out;
     }
+    /* The model is sized by the samples the loader makes: the size it was
+     * trained on. */
     TdmModelConfig mc = {0};
-    mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : ds->channels;
+    int c, w;
+    tdm_loader_sample_shape(loader, &c, &mc.image_size, &w);
+    mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : c;
     mc.num_classes = cfg->num_classes > 0 ? cfg->num_classes : ds->num_classes;
-    mc.image_size = ds->height;
-    if (cfg->transforms != NULL && cfg->transforms[0] != '\0' && pipelines->len > 0) {
-        /* sized by what the training pipeline made of the images */
-        int c, w;
-        if (!tdm_transform_pipeline_output_shape(g_ptr_array_index(pipelines, 0), ds->channels,
-                                                 MAX(ds->height, 0), MAX(ds->width, 0), &c,
-                                                 &mc.image_size, &w, error)) {
-            goto out;
-        }
-    }
     TdmModule *root = tdm_model_zoo_create(cfg->model, &mc, error);
     if (root == NULL || (model = tdm_model_new(root, dev, cfg->seed, error)) == NULL ||
         !tdm_model_load(model, cfg->init_path, TRUE, error)) {

@@ -152,6 +152,9 @@ TDM_API void tdm_loader_get_state(const TdmLoader *loader, TdmSamplerState *stat
 TDM_API gboolean tdm_loader_set_state(TdmLoader *loader, const TdmSamplerState *state,
                                       GError **error);
 TDM_API int64_t tdm_loader_num_samples(const TdmLoader *loader);
+/* The shape of each sample the loader hands out (after its transforms). */
+TDM_API void tdm_loader_sample_shape(const TdmLoader *loader, int *channels, int *height,
+                                     int *width);
 TDM_API void tdm_loader_free(TdmLoader *loader);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmDataset, tdm_dataset_close)

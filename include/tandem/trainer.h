@@ -91,9 +91,12 @@ TDM_API gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *sum
                                  GError **error);
 
 /* The loader tdm_trainer_run evaluates with, over `test_ds`: through
- * data.test_transforms when given; else, for images of differing sizes,
- * the evaluation pipeline derived from data.transforms; normalised as the
- * training data is (by data.transforms' own normalize when it has one).
+ * data.test_transforms when given; else, for test images not of the size
+ * the model trains on, "resize | center-crop" to that size; normalised as
+ * the training data is (by data.transforms' own normalize when it has one,
+ * else by the training split's constants). The training split of
+ * cfg->dataset is opened for its size and constants when it can be; the
+ * test split stands in for it otherwise.
  * The loader borrows the pipelines it runs: they are added to `keep` (a
  * GPtrArray created with tdm_transform_pipeline_free as its free function),
  * to be freed after the loader. */
