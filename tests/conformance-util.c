@@ -179,3 +179,37 @@ gboolean conf_compare_host(const char *what, TdmTensor *t, const float *expect, 
     g_free(v);
     return ok;
 }
+
+gboolean conf_relu_ambiguous(const Pair *p, double margin)
+{
+    float *r = conf_read_values(p->r);
+    float *t = conf_read_values(p->t);
+    int64_t n = tdm_tensor_numel(p->r), near = 0;
+    gboolean other = FALSE;
+    for (int64_t i = 0; r != NULL && t != NULL && i < n; i++) {
+        if ((r[i] > 0) != (t[i] > 0)) {
+            if (fabs(r[i]) < margin && fabs(t[i]) < margin) {
+                near++;
+            } else {
+                other = TRUE; /* a real difference: the comparison reports it */
+            }
+        }
+    }
+    g_free(r);
+    g_free(t);
+    if (near > 0 && !other) {
+        g_test_message("%" G_GINT64_FORMAT " ReLU input(s) within %g of 0 decide the mask by "
+                       "rounding: inputs drawn again", near, margin);
+        return TRUE;
+    }
+    return FALSE;
+}
+
+void conf_redrawing(gboolean (*once)(gconstpointer data, gboolean last), gconstpointer data)
+{
+    for (int i = 0; i < CONF_DRAWS; i++) {
+        if (once(data, i == CONF_DRAWS - 1)) {
+            return;
+        }
+    }
+}

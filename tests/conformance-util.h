@@ -53,6 +53,19 @@ gboolean conf_compare_values(const char *what, const float *ref, const float *go
 /* Compare one tensor with expected host values. */
 gboolean conf_compare_host(const char *what, TdmTensor *t, const float *expect, double tol);
 
+/* Whether the two sides' ReLU outputs in `p` disagree on the mask (output >
+ * 0) only at elements where both lie within `margin` of 0: a random draw
+ * with a pre-activation that close to 0, where rounding decides the mask and
+ * the gradients behind it legitimately differ (a test message says so). */
+gboolean conf_relu_ambiguous(const Pair *p, double margin);
+/* The margin and the number of draws for tests that redraw such inputs. */
+#define CONF_RELU_MARGIN 1e-4
+#define CONF_DRAWS 8
+/* Runs `once(data, last)` until it returns TRUE (compared, or failed), at
+ * most CONF_DRAWS times; `last` is TRUE on the final draw, which compares
+ * whatever it drew. */
+void conf_redrawing(gboolean (*once)(gconstpointer data, gboolean last), gconstpointer data);
+
 /* Marks the test failed when !ok (with err's message); returns ok. */
 gboolean conf_check_ok(gboolean ok, GError *err, const char *expr);
 

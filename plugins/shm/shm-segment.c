@@ -367,6 +367,14 @@ static ShmDesc make_desc(uint64_t seq, TdmCollOp op, size_t count, TdmDType dtyp
     return d;
 }
 
+/* memcpy that also takes the NULL buffers of zero-count operations */
+static inline void copy_bytes(void *dst, const void *src, size_t n)
+{
+    if (n > 0) {
+        memcpy(dst, src, n);
+    }
+}
+
 gboolean shm_run_allreduce(ShmSegment *seg, uint64_t seq, void *data, size_t count, TdmDType dtype,
                            TdmReduceOp op, GError **error)
 {
@@ -383,8 +391,8 @@ gboolean shm_run_allreduce(ShmSegment *seg, uint64_t seq, void *data, size_t cou
         char *mine = slot_at(seg, me, step);
         const size_t lo = share_start(n, world, me), hi = share_start(n, world, me + 1);
         /* Nobody else reads this rank's own share: it is reduced from `data`. */
-        memcpy(mine, base, lo * es);
-        memcpy(mine + hi * es, base + hi * es, (n - hi) * es);
+        copy_bytes(mine, base, lo * es);
+        copy_bytes(mine + hi * es, base + hi * es, (n - hi) * es);
         arrive(seg, step, &desc);
         if (!gather_arrivals(seg, step, error)) {
             return FALSE;
@@ -400,7 +408,7 @@ gboolean shm_run_allreduce(ShmSegment *seg, uint64_t seq, void *data, size_t cou
         for (int j = 0; j < world; j++) {
             if (j != me) {
                 size_t jl = share_start(n, world, j), jh = share_start(n, world, j + 1);
-                memcpy(base + jl * es, slot_at(seg, j, step) + jl * es, (jh - jl) * es);
+                copy_bytes(base + jl * es, slot_at(seg, j, step) + jl * es, (jh - jl) * es);
             }
         }
         done += n;
@@ -420,14 +428,14 @@ gboolean shm_run_broadcast(ShmSegment *seg, uint64_t seq, void *data, size_t cou
         const uint32_t step = ++seg->step;
         char *base = (char *)data + done * es;
         if (seg->rank == root) {
-            memcpy(slot_at(seg, root, step), base, n * es);
+            copy_bytes(slot_at(seg, root, step), base, n * es);
         }
         arrive(seg, step, &desc);
         if (!gather_arrivals(seg, step, error)) {
             return FALSE;
         }
         if (seg->rank != root) {
-            memcpy(base, slot_at(seg, root, step), n * es);
+            copy_bytes(base, slot_at(seg, root, step), n * es);
         }
         done += n;
     } while (done < count);
@@ -445,7 +453,7 @@ gboolean shm_run_allgather(ShmSegment *seg, uint64_t seq, const void *in, void *
         const size_t n = MIN(chunk, count - done);
         const uint32_t step = ++seg->step;
         const char *src = (const char *)in + done * es;
-        memcpy(slot_at(seg, seg->rank, step), src, n * es);
+        copy_bytes(slot_at(seg, seg->rank, step), src, n * es);
         arrive(seg, step, &desc);
         if (!gather_arrivals(seg, step, error)) {
             return FALSE;
@@ -455,7 +463,7 @@ gboolean shm_run_allgather(ShmSegment *seg, uint64_t seq, const void *in, void *
             /* `in` may be this rank's part of `out` (in place): then it is
              * already there, and any other aliasing reads the slot copy. */
             if (j != seg->rank || dst != src) {
-                memcpy(dst, slot_at(seg, j, step), n * es);
+                copy_bytes(dst, slot_at(seg, j, step), n * es);
             }
         }
         done += n;
@@ -478,8 +486,8 @@ gboolean shm_run_reduce_scatter(ShmSegment *seg, uint64_t seq, const void *in, v
         char *mine = slot_at(seg, me, step);
         for (int j = 0; j < world; j++) {
             if (j != me) {
-                memcpy(mine + (size_t)j * n * es,
-                       (const char *)in + ((size_t)j * count + done) * es, n * es);
+                copy_bytes(mine + (size_t)j * n * es,
+                           (const char *)in + ((size_t)j * count + done) * es, n * es);
             }
         }
         arrive(seg, step, &desc);
