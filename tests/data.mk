@@ -1,6 +1,7 @@
 # tests: data (see tests/Makefile.inc) - the cifar and imagefolder dataset
 # readers, on fixtures that tests/make-fixtures.py makes at test time, and
-# `tandem train` on them (tests/datasets-cli.sh). The fuzz targets
+# `tandem train` on them (tests/datasets-cli.sh); `tandem data preview`
+# (tests/data-preview.sh). The fuzz targets
 # tests/fuzz/fuzz-cifar.c and tests/fuzz/fuzz-png.c are built by hand (see
 # their headers).
 check_PROGRAMS += tests/test-datasets
@@ -8,6 +9,6 @@ tests_test_datasets_SOURCES = tests/test-datasets.c
 tests_test_datasets_CFLAGS = $(TDMTEST_CFLAGS)
 tests_test_datasets_LDADD = $(TDMTEST_LIBS)
 
-TESTS += tests/test-datasets tests/datasets-cli.sh
-EXTRA_DIST += tests/datasets-cli.sh tests/make-fixtures.py \
+TESTS += tests/test-datasets tests/datasets-cli.sh tests/data-preview.sh
+EXTRA_DIST += tests/datasets-cli.sh tests/data-preview.sh tests/make-fixtures.py \
 	tests/fuzz/fuzz-cifar.c tests/fuzz/fuzz-png.c

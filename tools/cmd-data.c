@@ -208,6 +208,7 @@ static int preview(const char *spec, const char *split, const char *transforms, 
         int side = MAX(oh, ow);
         scale = CLAMP((96 + side - 1) / side, 1, 8);
     }
+    columns = MIN(columns, count); /* no empty columns */
     if (columns <= 0) {
         columns = 1;
         while (columns * columns < count) {
@@ -261,10 +262,10 @@ static int preview(const char *spec, const char *split, const char *transforms, 
         status = 1;
         goto out;
     }
-    printf("wrote %s: %d samples of %s (%s, from %" G_GINT64_FORMAT "), %dx%dx%d after the "
+    printf("wrote %s: %d sample%s of %s (%s, from %" G_GINT64_FORMAT "), %dx%dx%d after the "
            "transforms, shown x%d, seed %" G_GUINT64_FORMAT " epoch %" G_GINT64_FORMAT "\n"
            "labels: %s\n",
-           out, count, spec, split, (gint64)start, oc, oh, ow, scale, seed, epoch, labels->str);
+           out, count, count == 1 ? "" : "s", spec, split, (gint64)start, oc, oh, ow, scale, seed, epoch, labels->str);
 out:
     g_string_free(labels, TRUE);
     tdm_image_clear(&img);
@@ -280,7 +281,7 @@ static int data_preview(int argc, char **argv)
     gint64 start = 0, epoch = 0, seed = 0;
     GOptionEntry entries[] = {
         {"dataset", 0, 0, G_OPTION_ARG_STRING, &spec,
-         "data set: a name (fashion-mnist, mnist) or KIND:PATH", "SPEC"},
+         "data set: a name (fashion-mnist, mnist) or KIND:PATH (fashion-mnist)", "SPEC"},
         {"split", 0, 0, G_OPTION_ARG_STRING, &split, "train or test (train)", "SPLIT"},
         {"transforms", 0, 0, G_OPTION_ARG_STRING, &transforms,
          "transform pipeline, e.g. \"pad 4 | random-crop 28 | hflip\" (none)", "PIPELINE"},
@@ -307,25 +308,47 @@ static int data_preview(int argc, char **argv)
         g_error_free(error);
         return 2;
     }
-    if (argc > 1 || spec == NULL || out == NULL) {
+    if (argc > 1 || out == NULL) {
         fprintf(stderr, "tandem data preview: %s\n",
-                argc > 1 ? "unexpected arguments" : "--dataset and --out are required");
+                argc > 1 ? "unexpected arguments" : "--out FILE.png is required");
         fprintf(stderr, "Run 'tandem data preview --help' for the options.\n");
         return 2;
     }
-    if (count < 1 || count > 1024 || seed < 0 || epoch < 0 || columns < 0 || scale < 0 ||
-        scale > 32) {
-        fprintf(stderr, "tandem data preview: --count must be 1..1024, --scale 0..32, and "
-                        "--seed, --epoch, --columns not negative\n");
+    /* each range check names its option */
+    const struct {
+        const char *name;
+        gint64 value, lo, hi;
+    } ranges[] = {
+        {"--count", count, 1, 1024},       {"--scale", scale, 0, 32},
+        {"--columns", columns, 0, 1024},   {"--seed", seed, 0, G_MAXINT64},
+        {"--epoch", epoch, 0, G_MAXINT64},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(ranges); i++) {
+        if (ranges[i].value < ranges[i].lo || ranges[i].value > ranges[i].hi) {
+            if (ranges[i].hi == G_MAXINT64) {
+                fprintf(stderr, "tandem data preview: %s %" G_GINT64_FORMAT " is negative\n",
+                        ranges[i].name, ranges[i].value);
+            } else {
+                fprintf(stderr,
+                        "tandem data preview: %s %" G_GINT64_FORMAT " is outside %" G_GINT64_FORMAT
+                        "..%" G_GINT64_FORMAT "\n",
+                        ranges[i].name, ranges[i].value, ranges[i].lo, ranges[i].hi);
+            }
+            return 2;
+        }
+    }
+    if (g_file_test(out, G_FILE_TEST_IS_DIR)) {
+        fprintf(stderr, "tandem data preview: --out %s is a directory, not a PNG file\n", out);
         return 2;
     }
-    return preview(spec, split != NULL ? split : "train", transforms != NULL ? transforms : "",
-                   count, start, (guint64)seed, epoch, columns, scale, out);
+    return preview(spec != NULL ? spec : "fashion-mnist", split != NULL ? split : "train",
+                   transforms != NULL ? transforms : "", count, start, (guint64)seed, epoch,
+                   columns, scale, out);
 }
 
 static void print_data_usage(FILE *out)
 {
-    fprintf(out, "Usage: tandem data preview --dataset SPEC [--transforms PIPELINE] "
+    fprintf(out, "Usage: tandem data preview [--dataset SPEC] [--transforms PIPELINE] "
                  "--out FILE.png [OPTIONS]\n"
                  "\n"
                  "Subcommands:\n"
