@@ -186,10 +186,22 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
     }
     const KeySpec *spec = find_key(key);
     if (spec == NULL) {
+        /* the same key name in another section is the likely meaning */
+        const char *leaf = strrchr(key, '.');
+        leaf = leaf != NULL ? leaf + 1 : key;
+        const char *other = NULL;
+        for (size_t i = 0; other == NULL && leaf[0] != '\0' && i < G_N_ELEMENTS(key_specs); i++) {
+            const char *dot = strchr(key_specs[i].key, '.');
+            if (dot != NULL && strcmp(dot + 1, leaf) == 0) {
+                other = key_specs[i].key;
+            }
+        }
         g_autofree char *known = g_strjoinv(", ", (char **)key_names);
+        g_autofree char *hint =
+            other != NULL ? g_strdup_printf(" (did you mean '%s'?)", other) : g_strdup("");
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "unknown configuration key '%s' (value '%s'); known keys: %s", key, value,
-                    known);
+                    "unknown configuration key '%s' (value '%s')%s; known keys: %s", key, value,
+                    hint, known);
         return FALSE;
     }
     void *field = (char *)cfg + spec->offset;

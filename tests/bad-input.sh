@@ -89,6 +89,8 @@ expect_fail "negative --limit" "data.limit" "-3" ">= 0" -- \
     "$TANDEM" train --device ref --quiet --limit -3
 expect_fail "unknown --set key" "optim.speed" -- \
     "$TANDEM" train $common --set optim.speed=3
+expect_fail "key in the wrong section" "train.lr" "did you mean 'optim.lr'" -- \
+    "$TANDEM" train $common --set train.lr=0.1
 printf '[optim]\nlr = 0.1\nturbo = yes\n' >"$tmp/unknown-key.ini"
 expect_fail "INI with an unknown key" "$tmp/unknown-key.ini" "optim.turbo" -- \
     "$TANDEM" train $common --config "$tmp/unknown-key.ini"
