@@ -38,6 +38,7 @@
 #include "config.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -374,12 +375,46 @@ static gboolean sample_shape(TdmLoader *l, GError **error)
     return TRUE;
 }
 
+static void batch_too_large(const TdmLoader *l, size_t bytes, const char *why, GError **error)
+{
+    g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
+                "%s: a batch of %" G_GINT64_FORMAT " samples of %dx%dx%d floats needs %.2f GiB, "
+                "%s (lower data.batch_size, or the size the transforms put out)",
+                l->ds->path, (gint64)l->rows, l->c, l->h, l->w,
+                (double)bytes / (1024.0 * 1024.0 * 1024.0), why);
+}
+
+/* A batch's host buffer: an error that says what the size comes from, not
+ * an abort, when it cannot be had. */
+static float *batch_alloc(const TdmLoader *l, size_t bytes, GError **error)
+{
+    float *p = g_try_malloc(bytes);
+    if (p == NULL) {
+        batch_too_large(l, bytes, "which cannot be allocated", error);
+    }
+    return p;
+}
+
 static gboolean make_buffers(TdmLoader *l, GError **error)
 {
     const int64_t B = l->rows;
     const size_t img_bytes = (size_t)B * l->sample_floats * sizeof(float);
     TdmDevice *dev = l->dev;
-    l->n_slots = l->opts.workers == 0 ? 1 : l->opts.workers * MAX(l->opts.prefetch, 1);
+    const int n_slots = l->opts.workers == 0 ? 1 : l->opts.workers * MAX(l->opts.prefetch, 1);
+    /* With overcommit a buffer larger than the machine is granted and the
+     * process killed when it fills it: refuse what cannot fit at all (the
+     * slots and the two device batches). */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+    if (ram > 0.0 && (double)img_bytes * (n_slots + 2) > ram) {
+        g_autofree char *why = g_strdup_printf(
+            "%d of them (%d loader slot%s and 2 on the device) more than this machine's %.1f GiB "
+            "of memory", n_slots + 2, n_slots, n_slots == 1 ? "" : "s",
+            ram / (1024.0 * 1024.0 * 1024.0));
+        batch_too_large(l, img_bytes, why, error);
+        return FALSE;
+    }
+    l->n_slots = n_slots;
     l->slots = g_new0(Slot, l->n_slots);
     l->pinned = l->opts.pin_memory && dev->backend->host_alloc != NULL;
     for (int i = 0; i < l->n_slots; i++) {
@@ -390,13 +425,18 @@ static gboolean make_buffers(TdmLoader *l, GError **error)
                 /* Pinned memory is a speed-up, never a requirement. */
                 for (int j = 0; j < i; j++) {
                     dev->backend->host_free(dev, l->slots[j].images);
-                    l->slots[j].images = g_malloc(img_bytes);
+                    l->slots[j].images = NULL;
                 }
                 l->pinned = FALSE;
+                for (int j = 0; j < i; j++) {
+                    if ((l->slots[j].images = batch_alloc(l, img_bytes, error)) == NULL) {
+                        return FALSE;
+                    }
+                }
             }
         }
-        if (s->images == NULL) {
-            s->images = g_malloc(img_bytes);
+        if (s->images == NULL && (s->images = batch_alloc(l, img_bytes, error)) == NULL) {
+            return FALSE;
         }
         s->labels = g_new(int32_t, B);
         s->batch = -1;

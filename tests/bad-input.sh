@@ -87,6 +87,12 @@ expect_fail "negative batch size" "data.batch_size" "-5" -- \
     "$TANDEM" train --device ref --quiet --batch-size -5
 expect_fail "negative --limit" "data.limit" "-3" ">= 0" -- \
     "$TANDEM" train --device ref --quiet --limit -3
+# 10,000 samples of 1x16384x16384 (10 PiB): a batch larger than any
+# machine's memory is refused before it is allocated (overcommit would grant
+# it and the kernel kill the process when the loader fills it).
+expect_fail "a batch larger than memory" "1x16384x16384" "GiB" "data.batch_size" -- \
+    "$TANDEM" train --device ref --quiet --limit 10000 --batch-size 10000 \
+    --transforms "center-crop 16384"
 expect_fail "unknown --set key" "optim.speed" -- \
     "$TANDEM" train $common --set optim.speed=3
 expect_fail "key in the wrong section" "train.lr" "did you mean 'optim.lr'" -- \
