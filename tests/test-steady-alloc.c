@@ -47,7 +47,7 @@ static gint runtime_largest; /* the largest of those, in bytes */
  * Tandem drives: oneDNN (its sgemm driver mallocs its packing buffers on
  * every call, its execute builds an argument map with C++ new), libgomp
  * (a parallel region that runs on one thread gets a freshly allocated
- * team) or the C++ library. */
+ * team; LLVM's libomp in a clang build) or the C++ library. */
 static gboolean from_runtime(const void *caller)
 {
     Dl_info info;
@@ -57,7 +57,7 @@ static gboolean from_runtime(const void *caller)
     const char *base = strrchr(info.dli_fname, '/');
     base = base != NULL ? base + 1 : info.dli_fname;
     return g_str_has_prefix(base, "libdnnl.") || g_str_has_prefix(base, "libgomp.") ||
-           g_str_has_prefix(base, "libstdc++.");
+           g_str_has_prefix(base, "libomp.") || g_str_has_prefix(base, "libstdc++.");
 }
 
 static void count(const void *caller, size_t n)

@@ -529,6 +529,54 @@ static inline guint16 f32_to_bf16(float f)
     return (guint16)((c.u + 0x7fffu + ((c.u >> 16) & 1u)) >> 16);
 }
 
+/* IEEE half in integer arithmetic (no _Float16 needed: clang 14 has none
+ * on x86-64), rounding to nearest even like every IEEE conversion. */
+static inline float f16_to_f32(guint16 h)
+{
+    guint32 sign = (guint32)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+    if (e == 31) {
+        bits = sign | 0x7f800000u | (m << 13); /* inf, nan */
+    } else if (e != 0) {
+        bits = sign | ((e + 112) << 23) | (m << 13);
+    } else if (m == 0) {
+        bits = sign;
+    } else { /* subnormal: m 2^-24, normalised */
+        e = 113;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        bits = sign | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+    union { guint32 u; float f; } c = {.u = bits};
+    return c.f;
+}
+
+static inline guint16 f32_to_f16(float f)
+{
+    union { float f; guint32 u; } c = {.f = f};
+    guint32 sign = (c.u >> 16) & 0x8000u, x = c.u & 0x7fffffffu;
+    if (x > 0x7f800000u) {
+        return (guint16)(sign | 0x7e00u); /* quiet NaN */
+    }
+    if (x >= 0x477ff000u) {
+        return (guint16)(sign | 0x7c00u); /* 65520 and above round to infinity */
+    }
+    if (x >= 0x38800000u) { /* a normal half: rebias, drop 13 bits rounding */
+        x -= 112u << 23;
+        x += 0xfffu + ((x >> 13) & 1u);
+        return (guint16)(sign | (x >> 13));
+    }
+    guint32 shift = 126u - (x >> 23); /* a subnormal half, in units of 2^-24 */
+    if (shift > 24) {
+        return (guint16)sign; /* below 2^-25: zero */
+    }
+    guint32 m = (x & 0x7fffffu) | 0x800000u, q = m >> shift;
+    guint32 r = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    q += r > half || (r == half && (q & 1u));
+    return (guint16)(sign | q);
+}
+
 static inline double load_elem(const void *p, TdmDType dt, int64_t i)
 {
     switch (dt) {
@@ -537,9 +585,7 @@ static inline double load_elem(const void *p, TdmDType dt, int64_t i)
     case TDM_DTYPE_I64: return (double)((const int64_t *)p)[i];
     case TDM_DTYPE_U8: return ((const guint8 *)p)[i];
     case TDM_DTYPE_BF16: return bf16_to_f32(((const guint16 *)p)[i]);
-#ifdef __FLT16_MAX__
-    case TDM_DTYPE_F16: return (float)((const _Float16 *)p)[i];
-#endif
+    case TDM_DTYPE_F16: return f16_to_f32(((const guint16 *)p)[i]);
     default: return 0.0;
     }
 }
@@ -552,9 +598,7 @@ static inline void store_elem(void *p, TdmDType dt, int64_t i, double v)
     case TDM_DTYPE_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     case TDM_DTYPE_U8: ((guint8 *)p)[i] = (guint8)(int64_t)v; break;
     case TDM_DTYPE_BF16: ((guint16 *)p)[i] = f32_to_bf16((float)v); break;
-#ifdef __FLT16_MAX__
-    case TDM_DTYPE_F16: ((_Float16 *)p)[i] = (_Float16)(float)v; break;
-#endif
+    case TDM_DTYPE_F16: ((guint16 *)p)[i] = f32_to_f16((float)v); break;
     default: break;
     }
 }
@@ -571,12 +615,6 @@ gboolean cpu_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean norma
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu cast: shapes %s and %s differ", a, b);
         return FALSE;
     }
-#ifndef __FLT16_MAX__
-    if (src->dtype == TDM_DTYPE_F16 || dst->dtype == TDM_DTYPE_F16) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED, "cpu cast: f16 needs compiler support");
-        return FALSE;
-    }
-#endif
     int64_t n = tdm_tensor_numel(src);
     const void *s = tdm_tensor_data(src);
     void *d = tdm_tensor_data(dst);
