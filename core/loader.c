@@ -103,6 +103,7 @@ struct _TdmLoader {
     GThreadPool *pool;
     Scratch caller;         /* for workers == 0 */
     guint jitter_us;
+    gboolean prepared;      /* the dataset was told which samples come */
 };
 
 void tdm_loader_options_init(TdmLoaderOptions *opts)
@@ -579,6 +580,14 @@ gboolean tdm_loader_start_epoch(TdmLoader *loader, int64_t epoch, GError **error
     if (!release_held_slot(l, error)) {
         return FALSE;
     }
+    /* Before the first epoch, the reader may get samples [0, n) ready at
+     * once (the idx reader inflates a gzipped file in one go when most of it
+     * will be read): here rather than at open, so that a test split is
+     * prepared when evaluation starts, not before training. */
+    if (!l->prepared && l->ds->klass->prepare != NULL) {
+        l->ds->klass->prepare(l->ds, l->n);
+    }
+    l->prepared = TRUE;
     g_mutex_lock(&l->lock);
     cancel_in_flight(l);
     gboolean ok = TRUE;

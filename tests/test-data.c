@@ -333,6 +333,23 @@ static void test_idx_embedded(void)
         g_assert_true(args[t].ok);
     }
     tdm_dataset_close(fresh);
+
+    /* A copy told that every sample comes (the idx reader then inflates the
+     * whole file in one go, with libdeflate when built with it) reads the
+     * same bytes, from several threads at once. */
+    TdmDataset *prepared = tdm_dataset_open(spec, "train", &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(prepared->klass->prepare);
+    prepared->klass->prepare(prepared, prepared->length);
+    for (int t = 0; t < 4; t++) {
+        args[t] = (ThreadArgs){prepared, all, t + 1, FALSE};
+        threads[t] = g_thread_new("reader", reader_thread, &args[t]);
+    }
+    for (int t = 0; t < 4; t++) {
+        g_thread_join(threads[t]);
+        g_assert_true(args[t].ok);
+    }
+    tdm_dataset_close(prepared);
     g_free(all);
 
     /* Known dataset by directory name: published constants. */

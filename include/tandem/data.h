@@ -30,7 +30,11 @@ struct _TdmDatasetClass {
      * TdmDataset): decode sample `index` into `img` (u8 scale, CHW). */
     gboolean (*read_image)(TdmDataset *ds, int64_t index, TdmImage *img, int32_t *label,
                            GError **error);
-    gpointer reserved[3];
+    /* Optional: samples [0, end) are about to be read, in any order (a
+     * loader says so before its first epoch). A reader may get them ready in
+     * one go; errors are left to read(), which must still report them. */
+    void (*prepare)(TdmDataset *ds, int64_t end);
+    gpointer reserved[2];
 };
 
 struct _TdmDataset {
