@@ -472,7 +472,6 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
 
     /* Model from the zoo, sized by the dataset unless configured. */
     TdmModelConfig mc = {0};
-    mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : train_ds->channels;
     mc.num_classes = cfg->num_classes > 0 ? cfg->num_classes : train_ds->num_classes;
     mc.image_size = train_ds->height;
     int data_c = train_ds->channels;
@@ -487,6 +486,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     }
     /* A configured size the data cannot feed fails here, not in a layer or
      * the loss of the first step. More classes than the labels use is fine. */
+    mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : data_c;
     if (mc.in_channels != data_c) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "model.in_channels is %d but the images of %s have %d channel%s%s",
