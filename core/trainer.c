@@ -93,6 +93,41 @@ static char *json_string(const char *s)
     return g_string_free(out, FALSE);
 }
 
+/* printf writes a non-finite double as nan, -nan, inf or -inf, which JSON
+ * does not have: outside strings those become null, so that a run whose
+ * loss diverged still leaves a log every JSON reader takes. */
+static void json_null_nonfinite(GString *s)
+{
+    gboolean in_string = FALSE;
+    for (gsize i = 0; i < s->len; i++) {
+        char ch = s->str[i];
+        if (in_string) {
+            if (ch == '\\') {
+                i++; /* the escaped character */
+            } else if (ch == '"') {
+                in_string = FALSE;
+            }
+            continue;
+        }
+        if (ch == '"') {
+            in_string = TRUE;
+            continue;
+        }
+        gsize word = i + (ch == '-'), end = word;
+        while (end < s->len && g_ascii_isalpha(s->str[end])) {
+            end++;
+        }
+        if (end - word == 3 && (g_ascii_strncasecmp(s->str + word, "nan", 3) == 0 ||
+                                g_ascii_strncasecmp(s->str + word, "inf", 3) == 0)) {
+            g_string_erase(s, (gssize)i, (gssize)(end - i));
+            g_string_insert(s, (gssize)i, "null");
+            i += 3;
+        } else if (end > i) {
+            i = end - 1; /* past a literal such as true or null */
+        }
+    }
+}
+
 /* Writes one JSON object per line; `fields` is the text inside the braces
  * after the event name. */
 G_GNUC_PRINTF(3, 4)
@@ -103,9 +138,12 @@ static void log_event(FILE *log, const char *event, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    g_autofree char *fields = g_strdup_vprintf(fmt, ap);
+    GString *fields = g_string_new(NULL);
+    g_string_vprintf(fields, fmt, ap);
     va_end(ap);
-    fprintf(log, "{\"event\":\"%s\",%s}\n", event, fields);
+    json_null_nonfinite(fields);
+    fprintf(log, "{\"event\":\"%s\",%s}\n", event, fields->str);
+    g_string_free(fields, TRUE);
     /* Step lines go out with stdio's buffer (a write per few kB rather
      * than a system call per step); every other event is flushed. */
     if (strcmp(event, "step") != 0) {
@@ -597,6 +635,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
 
     /* The loop: epochs x steps. Images and img/s count every rank's. */
     int64_t updates = 0;
+    gboolean warned_nonfinite = FALSE;
     double comm_wait_total = 0.0, step_total = 0.0;
     for (int epoch = 0; epoch < cfg->epochs; epoch++) {
         if (!tdm_loader_start_epoch(train_loader, epoch, error)) {
@@ -624,6 +663,15 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             updates += do_update ? 1 : 0;
             step++;
             sum.steps++;
+            if (leader && !warned_nonfinite && !isfinite(r.loss)) {
+                /* training goes on, as PyTorch's would, but say it once */
+                warned_nonfinite = TRUE;
+                fprintf(stderr, "warning: the loss is %s at step %" G_GINT64_FORMAT
+                        " of epoch %d (learning rate %g): the weights no longer learn; a lower "
+                        "optim.lr, or warmup, usually helps\n",
+                        isnan(r.loss) ? "NaN" : "infinite", step, epoch + 1,
+                        (double)optimizer->lr);
+            }
             epoch_loss += (double)r.loss * (double)r.count;
             epoch_correct += r.correct;
             epoch_images += r.count * world;

@@ -56,6 +56,29 @@ for line in open(sys.argv[1]):
     fi
 fi
 
+# --- a run whose loss diverges: one warning, and still a JSON log ----------------
+if "$TANDEM" train --device ref --model mlp --limit 640 --batch-size 64 --lr 100000 --quiet \
+        --log-file "$tmp/nan.json" >"$tmp/out" 2>"$tmp/err"; then
+    n=$(grep -c '^warning: the loss is \(NaN\|infinite\) at step [0-9]* of epoch 1 (learning rate 100000)' "$tmp/err")
+    [ "$n" -eq 1 ] && ok "a diverging loss is warned about once" ||
+        fail "a diverging loss is warned about once" "$(cat "$tmp/err")"
+    if [ -n "$TORCH_PYTHON" ] && "$TORCH_PYTHON" -c '
+import json, sys
+def reject(name):
+    raise ValueError("not JSON: " + name)
+nulls = 0
+for line in open(sys.argv[1]):
+    event = json.loads(line, parse_constant=reject)
+    nulls += event.get("loss", 0) is None
+sys.exit(0 if nulls > 0 else 1)' "$tmp/nan.json"; then
+        ok "a diverged loss is null in the JSON log"
+    else
+        fail "a diverged loss is null in the JSON log" "$(tail -3 "$tmp/nan.json")"
+    fi
+else
+    fail "a diverging run ends normally" "$(cat "$tmp/err")"
+fi
+
 # --- save, then eval gives the same numbers --------------------------------------
 if "$TANDEM" eval --model mlp --dataset fashion-mnist --init "$tmp/mlp.safetensors" \
         >"$tmp/eval" 2>"$tmp/eval-err"; then
