@@ -265,7 +265,8 @@ static int preview(const char *spec, const char *split, const char *transforms, 
     printf("wrote %s: %d sample%s of %s (%s, from %" G_GINT64_FORMAT "), %dx%dx%d after the "
            "transforms, shown x%d, seed %" G_GUINT64_FORMAT " epoch %" G_GINT64_FORMAT "\n"
            "labels: %s\n",
-           out, count, count == 1 ? "" : "s", spec, split, (gint64)start, oc, oh, ow, scale, seed, epoch, labels->str);
+           out, count, count == 1 ? "" : "s", spec, split, (gint64)start, oc, oh, ow, scale, seed,
+           epoch, labels->str);
 out:
     g_string_free(labels, TRUE);
     tdm_image_clear(&img);
@@ -319,8 +320,8 @@ static int data_preview(int argc, char **argv)
         const char *name;
         gint64 value, lo, hi;
     } ranges[] = {
-        {"--count", count, 1, 1024},       {"--scale", scale, 0, 32},
-        {"--columns", columns, 0, 1024},   {"--seed", seed, 0, G_MAXINT64},
+        {"--count", count, 1, 1024},     {"--scale", scale, 0, 32},
+        {"--columns", columns, 0, 1024}, {"--seed", seed, 0, G_MAXINT64},
         {"--epoch", epoch, 0, G_MAXINT64},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(ranges); i++) {
