@@ -56,6 +56,22 @@ for line in open(sys.argv[1]):
     fi
 fi
 
+# --- more compute threads than cores: a warning naming the better setting --------
+cores=$(nproc)
+if "$TANDEM" train --device ref --model mlp --limit 128 --no-eval --quiet \
+        --threads $((cores + 1)) >"$tmp/out" 2>"$tmp/err" &&
+        grep -q "^warning: $((cores + 1)) compute threads x 1 process on this node, but $cores core.*train.threads $cores " "$tmp/err"; then
+    ok "--threads above the cores is warned about"
+else
+    fail "--threads above the cores is warned about" "$(cat "$tmp/err")"
+fi
+if "$TANDEM" train --device ref --model mlp --limit 128 --no-eval --quiet --threads 1 \
+        >"$tmp/out" 2>"$tmp/err" && ! grep -q "compute thread" "$tmp/err"; then
+    ok "--threads 1: no warning"
+else
+    fail "--threads 1: no warning" "$(cat "$tmp/err")"
+fi
+
 # --- a run whose loss diverges: one warning, and still a JSON log ----------------
 if "$TANDEM" train --device ref --model mlp --limit 640 --batch-size 64 --lr 100000 --quiet \
         --log-file "$tmp/nan.json" >"$tmp/out" 2>"$tmp/err"; then
