@@ -562,6 +562,13 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
                     "model.freeze: '%s' matches no parameter of %s", cfg->freeze, cfg->model);
         goto out;
     }
+    if (cfg->freeze != NULL && tdm_model_num_parameters(model) == 0) {
+        /* PyTorch's optimizers refuse an empty parameter list too */
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "model.freeze: '%s' freezes every parameter of %s: nothing left to train "
+                    "(tandem eval evaluates a model as it is)", cfg->freeze, cfg->model);
+        goto out;
+    }
 
     /* Optimizer, learning-rate schedule and the strategy that runs a step.
      * zero1 keeps the optimizer state of its own shard only: the

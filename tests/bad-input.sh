@@ -93,6 +93,8 @@ expect_fail "negative --limit" "data.limit" "-3" ">= 0" -- \
 expect_fail "a batch larger than memory" "1x16384x16384" "GiB" "data.batch_size" -- \
     "$TANDEM" train --device ref --quiet --limit 10000 --batch-size 10000 \
     --transforms "center-crop 16384"
+expect_fail "--freeze of every parameter" "model.freeze" "nothing left to train" -- \
+    "$TANDEM" train $common --freeze fc1,fc2,fc3
 expect_fail "unknown --set key" "optim.speed" -- \
     "$TANDEM" train $common --set optim.speed=3
 expect_fail "key in the wrong section" "train.lr" "did you mean 'optim.lr'" -- \
