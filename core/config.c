@@ -45,6 +45,7 @@ static const KeySpec key_specs[] = {
     {"model.num_classes", KEY_INT, F(num_classes), 0, 1000000, FALSE, NULL},
     {"model.init", KEY_STRING, F(init_path), 0, 0, FALSE, NULL},
     {"model.freeze", KEY_STRING, F(freeze), 0, 0, FALSE, NULL},
+    {"model.init_skip", KEY_STRING, F(init_skip), 0, 0, FALSE, NULL},
     {"data.dataset", KEY_NAME, F(dataset), 0, 0, FALSE, NULL},
     {"data.limit", KEY_INT64, F(limit), 0, (double)G_MAXINT64, FALSE, NULL},
     {"data.batch_size", KEY_INT, F(batch_size), 1, 1 << 20, FALSE, NULL},
@@ -86,6 +87,7 @@ static const KeySpec key_specs[] = {
 
 static const char *const key_names[] = {
     "model.name", "model.in_channels", "model.num_classes", "model.init", "model.freeze",
+    "model.init_skip",
     "data.dataset", "data.limit", "data.batch_size", "data.workers", "data.normalize",
     "data.prefetch", "data.transforms", "data.test_transforms", "data.pin_memory",
     "optim.name", "optim.lr", "optim.momentum", "optim.nesterov", "optim.weight_decay",

@@ -607,18 +607,52 @@ gboolean tdm_model_save(TdmModel *model, const char *path, GError **error)
     return ok;
 }
 
+/* Whether `name` starts with one of the prefixes in `skip` (NULL: none). */
+static gboolean skipped(char **skip, const char *name)
+{
+    for (char **s = skip; s != NULL && *s != NULL; s++) {
+        if ((*s)[0] != '\0' && g_str_has_prefix(name, *s)) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
 gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict, GError **error)
+{
+    return tdm_model_load_except(model, path, strict, NULL, error);
+}
+
+gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean strict,
+                               const char *skip, GError **error)
 {
     g_return_val_if_fail(model != NULL && path != NULL, FALSE);
     TdmSafeTensors *st = tdm_safetensors_load(path, error);
     if (st == NULL) {
         return FALSE;
     }
+    g_auto(GStrv) prefixes = skip != NULL ? g_strsplit(skip, ",", -1) : NULL;
     gboolean ok = TRUE;
+    for (char **s = prefixes; ok && s != NULL && *s != NULL; s++) {
+        g_strstrip(*s);
+        gboolean any = (*s)[0] == '\0';
+        for (guint i = 0; !any && i < model->params->len; i++) {
+            any = g_str_has_prefix(((TdmParam *)model->params->pdata[i])->full_name, *s);
+        }
+        if (!any) { /* a typo would otherwise load what was meant to be left out */
+            g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
+                        "%s: '%s', to be left out of the load, names no parameter or buffer of "
+                        "the model", path, *s);
+            ok = FALSE;
+        }
+    }
     /* Check everything before writing anything: a failed load leaves the
      * model as it was. */
     for (guint i = 0; ok && i < model->params->len; i++) {
         TdmParam *p = model->params->pdata[i];
+        if (skipped(prefixes, p->full_name)) {
+            continue;
+        }
         const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
         g_autofree char *want = shape_string(p->ndim, p->shape);
         if (t == NULL) {
@@ -646,7 +680,8 @@ gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict, GErr
     }
     for (guint i = 0; ok && strict && i < tdm_safetensors_count(st); i++) {
         const TdmSafeTensor *t = tdm_safetensors_index(st, i);
-        if (!is_num_batches_tracked(t->name) && tdm_model_find_param(model, t->name) == NULL) {
+        if (!is_num_batches_tracked(t->name) && !skipped(prefixes, t->name) &&
+            tdm_model_find_param(model, t->name) == NULL) {
             g_autofree char *got = shape_string(t->ndim, t->shape);
             g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
                         "%s: unexpected tensor '%s' (shape %s): the model has no such parameter "
@@ -656,6 +691,9 @@ gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict, GErr
     }
     for (guint i = 0; ok && i < model->params->len; i++) {
         TdmParam *p = model->params->pdata[i];
+        if (skipped(prefixes, p->full_name)) {
+            continue;
+        }
         const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
         /* The data area may be unaligned (any 8-byte header padding is
          * optional), so hand the backend an aligned copy. */

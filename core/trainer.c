@@ -554,7 +554,25 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     if (root == NULL || (model = tdm_model_new(root, dev, cfg->seed, error)) == NULL) {
         goto out;
     }
-    if (cfg->init_path != NULL && !tdm_model_load(model, cfg->init_path, TRUE, error)) {
+    if (cfg->init_skip != NULL && cfg->init_path == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "model.init_skip '%s' without model.init: nothing is loaded to skip from",
+                    cfg->init_skip);
+        goto out;
+    }
+    GError *init_error = NULL;
+    if (cfg->init_path != NULL &&
+        !tdm_model_load_except(model, cfg->init_path, TRUE, cfg->init_skip, &init_error)) {
+        if (g_error_matches(init_error, TDM_ERROR, TDM_ERROR_SHAPE)) {
+            /* most often a pretrained classifier for another class count */
+            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                        "model.init: %s (model.init_skip, --init-skip, with that parameter's "
+                        "prefix keeps it freshly initialised: a new classifier)",
+                        init_error->message);
+            g_error_free(init_error);
+        } else {
+            g_propagate_error(error, init_error);
+        }
         goto out;
     }
     if (cfg->freeze != NULL && tdm_model_freeze(model, cfg->freeze) == 0) {

@@ -139,6 +139,10 @@ expect_fail "eval with mismatched weights" "fc1.weight" "[512, 100]" -- \
 expect_fail "weights of another model" "conv1.weight" "missing" -- \
     "$TANDEM" eval --device ref --model lenet --init "$tmp/good.safetensors"
 expect_fail "eval without --init" "--init" -- "$TANDEM" eval --device ref
+expect_fail "--init-skip of no parameter" "fc9" "no parameter" -- \
+    "$TANDEM" train $common --init "$tmp/good.safetensors" --init-skip fc9
+expect_fail "--init-skip without --init" "model.init_skip" "without model.init" -- \
+    "$TANDEM" train $common --init-skip fc3
 
 # --- early errors with the cpu device open ----------------------------------
 # The default device (cpu when its plugin is built): these errors come a few

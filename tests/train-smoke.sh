@@ -72,6 +72,41 @@ else
     fail "--threads 1: no warning" "$(cat "$tmp/err")"
 fi
 
+# --- a new classifier over loaded weights (--init-skip) ---------------------------
+# 12 classes from a 10-class file: refused with a hint; with --init-skip fc3
+# every other tensor comes from the file (lr 0 keeps them as loaded) and fc3
+# is fresh, of the new shape.
+ft="--device ref --model mlp --limit 128 --no-eval --quiet --set model.num_classes=12"
+"$TANDEM" train --device ref --model mlp --limit 128 --no-eval --quiet \
+    --save "$tmp/base.safetensors" >/dev/null 2>&1
+if "$TANDEM" train $ft --init "$tmp/base.safetensors" >"$tmp/out" 2>"$tmp/err"; then
+    fail "a 10-class head into a 12-class model is refused" "accepted"
+elif grep -q "fc3.weight.*\[12, 256\].*\[10, 256\].*--init-skip" "$tmp/err"; then
+    ok "a 10-class head into a 12-class model is refused, with a hint"
+else
+    fail "a 10-class head into a 12-class model is refused, with a hint" "$(cat "$tmp/err")"
+fi
+if "$TANDEM" train $ft --init "$tmp/base.safetensors" --init-skip fc3 --lr 0 \
+        --save "$tmp/ft.safetensors" >"$tmp/out" 2>"$tmp/err" &&
+        ${TORCH_PYTHON:-python3} - "$tmp/base.safetensors" "$tmp/ft.safetensors" <<'PY'
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: (v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in head.items() if k != "__metadata__"}
+base, ft = load(sys.argv[1]), load(sys.argv[2])
+assert ft["fc3.weight"][0] == [12, 256] and ft["fc3.bias"][0] == [12], ft["fc3.weight"][0]
+for k in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):
+    assert ft[k] == base[k], k + " differs from the loaded file"
+PY
+then
+    ok "--init-skip fc3: fc1, fc2 as loaded, fc3 fresh with 12 rows"
+else
+    fail "--init-skip fc3: fc1, fc2 as loaded, fc3 fresh with 12 rows" "$(cat "$tmp/err")"
+fi
+
 # --- a run whose loss diverges: one warning, and still a JSON log ----------------
 if "$TANDEM" train --device ref --model mlp --limit 640 --batch-size 64 --lr 100000 --quiet \
         --log-file "$tmp/nan.json" >"$tmp/out" 2>"$tmp/err"; then

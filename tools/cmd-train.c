@@ -31,7 +31,7 @@ typedef struct {
     char *weight_decay, *schedule, *warmup_steps, *seed, *threads, *device, *backend;
     char *strategy, *log_file, *save, *init, *freeze, *progress, *workers;
     char *accumulate, *collective, *devices, *timeout, *prefetch, *transforms;
-    char *test_transforms;
+    char *test_transforms, *init_skip;
     gboolean nesterov, no_eval, quiet, pin_memory;
 } TrainArgs;
 
@@ -43,7 +43,7 @@ static void train_args_clear(TrainArgs *a)
                         &a->backend, &a->strategy, &a->log_file, &a->save, &a->init,
                         &a->freeze, &a->progress, &a->workers, &a->accumulate,
                         &a->collective, &a->devices, &a->timeout, &a->prefetch,
-                        &a->transforms, &a->test_transforms};
+                        &a->transforms, &a->test_transforms, &a->init_skip};
     for (size_t i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_clear_pointer(strings[i], g_free);
     }
@@ -123,6 +123,9 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
          "Save the final weights as safetensors (train.save)", "FILE"},
         {"freeze", 0, 0, G_OPTION_ARG_STRING, &a.freeze,
          "Freeze parameters with these comma-separated name prefixes (model.freeze)", "PREFIXES"},
+        {"init-skip", 0, 0, G_OPTION_ARG_STRING, &a.init_skip,
+         "Leave parameters with these name prefixes out of --init, e.g. fc for a new classifier "
+         "(model.init_skip)", "PREFIXES"},
         {"no-eval", 0, 0, G_OPTION_ARG_NONE, &a.no_eval, "Skip evaluation (train.eval=false)",
          NULL},
         {"progress", 'p', 0, G_OPTION_ARG_STRING, &a.progress,
@@ -191,6 +194,7 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         {"train.save", a.save},
         {"model.init", a.init},
         {"model.freeze", a.freeze},
+        {"model.init_skip", a.init_skip},
         {"train.eval", a.no_eval ? "false" : NULL},
         {"train.progress", a.progress},
         {"train.progress", a.quiet ? "0" : NULL},

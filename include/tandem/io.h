@@ -51,6 +51,13 @@ TDM_API gboolean tdm_model_save(TdmModel *model, const char *path, GError **erro
  * shapes. */
 TDM_API gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict,
                                 GError **error);
+/* As tdm_model_load, except for the parameters and buffers whose full names
+ * start with one of the comma-separated prefixes in `skip` (may be NULL):
+ * those are neither read nor required and keep their values, and the file's
+ * tensors under them are ignored (PyTorch: load a backbone, then replace
+ * its classifier). */
+TDM_API gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean strict,
+                                       const char *skip, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmSafeTensors, tdm_safetensors_free)
 

@@ -59,7 +59,10 @@ typedef struct {
                              * rendezvous; 0 = TDM_TIMEOUT or 300 */
     char *test_transforms;  /* data.test_transforms: evaluation pipeline (default:
                              * none, or resize + center-crop for mixed sizes) */
-    gpointer reserved[4];
+    char *init_skip;        /* model.init_skip: comma-separated name prefixes not taken
+                             * from model.init (they keep their fresh values: a new
+                             * classifier over pretrained features) */
+    gpointer reserved[3];
 } TdmTrainConfig;
 
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);
