@@ -296,6 +296,21 @@ static gpointer reader_thread(gpointer p)
     return NULL;
 }
 
+/* 4 threads read random samples of ds at once; each must equal `expect`. */
+static void check_concurrent_reads(TdmDataset *ds, guint8 *expect)
+{
+    ThreadArgs args[4];
+    GThread *threads[4];
+    for (int t = 0; t < 4; t++) {
+        args[t] = (ThreadArgs){ds, expect, t + 1, FALSE};
+        threads[t] = g_thread_new("reader", reader_thread, &args[t]);
+    }
+    for (int t = 0; t < 4; t++) {
+        g_thread_join(threads[t]);
+        g_assert_true(args[t].ok);
+    }
+}
+
 static void test_idx_embedded(void)
 {
     g_autofree char *dir = embedded_dir();
@@ -322,16 +337,7 @@ static void test_idx_embedded(void)
     /* Concurrent random reads on a freshly opened (not yet inflated) copy. */
     TdmDataset *fresh = tdm_dataset_open(spec, "train", &error);
     g_assert_no_error(error);
-    ThreadArgs args[4];
-    GThread *threads[4];
-    for (int t = 0; t < 4; t++) {
-        args[t] = (ThreadArgs){fresh, all, t + 1, FALSE};
-        threads[t] = g_thread_new("reader", reader_thread, &args[t]);
-    }
-    for (int t = 0; t < 4; t++) {
-        g_thread_join(threads[t]);
-        g_assert_true(args[t].ok);
-    }
+    check_concurrent_reads(fresh, all);
     tdm_dataset_close(fresh);
 
     /* A copy told that every sample comes (the idx reader then inflates the
@@ -341,14 +347,7 @@ static void test_idx_embedded(void)
     g_assert_no_error(error);
     g_assert_nonnull(prepared->klass->prepare);
     prepared->klass->prepare(prepared, prepared->length);
-    for (int t = 0; t < 4; t++) {
-        args[t] = (ThreadArgs){prepared, all, t + 1, FALSE};
-        threads[t] = g_thread_new("reader", reader_thread, &args[t]);
-    }
-    for (int t = 0; t < 4; t++) {
-        g_thread_join(threads[t]);
-        g_assert_true(args[t].ok);
-    }
+    check_concurrent_reads(prepared, all);
     tdm_dataset_close(prepared);
     g_free(all);
 

@@ -88,16 +88,14 @@ else
 fi
 if "$TANDEM" train $ft --init "$tmp/base.safetensors" --init-skip fc3 --lr 0 \
         --save "$tmp/ft.safetensors" >"$tmp/out" 2>"$tmp/err" &&
-        ${TORCH_PYTHON:-python3} - "$tmp/base.safetensors" "$tmp/ft.safetensors" <<'PY'
-import json, struct, sys
-def load(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    return {k: (v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in head.items() if k != "__metadata__"}
-base, ft = load(sys.argv[1]), load(sys.argv[2])
-assert ft["fc3.weight"][0] == [12, 256] and ft["fc3.bias"][0] == [12], ft["fc3.weight"][0]
+        ${TORCH_PYTHON:-python3} - "$TDM_TOP_SRCDIR/tests/compare-weights.py" \
+            "$tmp/base.safetensors" "$tmp/ft.safetensors" <<'PY'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("compare_weights", sys.argv[1])
+cw = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cw)
+base, ft = cw.load(sys.argv[2]), cw.load(sys.argv[3])
+assert ft["fc3.weight"][0] == (12, 256) and ft["fc3.bias"][0] == (12,), ft["fc3.weight"][0]
 for k in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):
     assert ft[k] == base[k], k + " differs from the loaded file"
 PY
