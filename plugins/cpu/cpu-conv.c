@@ -193,28 +193,31 @@ static gboolean wino_enabled(void)
     return own_enabled("TDM_CPU_WINO", &enabled);
 }
 
+/* aux[0] of a convolution entry: the index of its oneDNN primitive, or
+ * (negative) which of the own loops run the op. */
+enum { OWN_STEM = -1, OWN_BWF8 = -2, OWN_WINO = -3 };
+
 /* Whether the Winograd loops (cpu-conv-wino.c) took an op being set up. */
 typedef enum { WINO_NO, WINO_TAKEN, WINO_FAILED } WinoTake;
 
 /* Hands the op to the Winograd loops when they compute pass from layout
- * inmd into (or, for the weights, with) outmd: marks the entry (aux[0] =
- * mark), keeps the geometry, grows the device's scratchpad for their work,
- * gives the output layout outmd (forward and backward data) and puts the
- * entry in the cache. pd, when not NULL (it names outmd), is destroyed once
+ * inmd into (or, for the weights, with) outmd: marks the entry OWN_WINO,
+ * keeps the geometry, grows the device's scratchpad for their work, gives
+ * the output layout outmd (forward and backward data) and puts the entry in
+ * the cache. pd, when not NULL (it names outmd), is destroyed once
  * the loops take the op. The weights (or their gradient) must be plain, as
  * the model keeps them. */
 static WinoTake wino_take(TdmDevice *dev, TdmOpCache **cache, CpuEntry *e,
                           dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *inmd,
                           const dnnl_memory_desc_t *outmd, const TdmTensor *w,
-                          const TdmConv2dParams *p, CpuWinoPass pass, int64_t mark,
-                          GError **error)
+                          const TdmConv2dParams *p, CpuWinoPass pass, GError **error)
 {
     CpuWinoGeom wg;
     if (!wino_enabled() || w->layout != NULL || !tdm_tensor_is_contiguous(w) ||
         !cpu_wino_geom(inmd, outmd, w->shape, p, pass, &wg)) {
         return WINO_NO;
     }
-    e->aux[0] = mark;
+    e->aux[0] = OWN_WINO;
     e->work[1] = cpu_entry_buf(e, sizeof wg);
     gboolean ok = e->work[1] != NULL;
     if (!ok) {
@@ -347,8 +350,8 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        const WinoTake wt = wino_take(dev, cache, e, pd, &xmd, pdst, w, p, CPU_WINO_FORWARD, -2,
-                                      error);
+        const WinoTake wt =
+            wino_take(dev, cache, e, pd, &xmd, pdst, w, p, CPU_WINO_FORWARD, error);
         if (wt == WINO_TAKEN) {
             goto run;
         }
@@ -358,7 +361,7 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         CpuStemGeom sg;
         if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
             /* the own loops, into the layout oneDNN would have written */
-            e->aux[0] = -1;
+            e->aux[0] = OWN_STEM;
             e->work[0] = cpu_entry_buf(e, cpu_stem_work_bytes(&sg, FALSE));
             e->work[1] = cpu_entry_buf(e, sizeof sg);
             cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
@@ -392,7 +395,7 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         cpu_cache_insert(cache, e);
     }
 run:
-    if (e->aux[0] == -2) {
+    if (e->aux[0] == OWN_WINO) {
         gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
         if (ok) {
             cpu_wino_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
@@ -402,7 +405,7 @@ run:
         cpu_entry_release(cache, e);
         return ok;
     }
-    if (e->aux[0] < 0) {
+    if (e->aux[0] == OWN_STEM) {
         gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
         if (ok) {
             cpu_stem_forward(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
@@ -508,7 +511,7 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
         const WinoTake wt = wino_take(dev, cache, e, pd, &dymd, pdsrc, w, p,
-                                      CPU_WINO_BACKWARD_DATA, -1, error);
+                                      CPU_WINO_BACKWARD_DATA, error);
         if (wt == WINO_TAKEN) {
             goto run;
         }
@@ -533,7 +536,7 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         cpu_cache_insert(cache, e);
     }
 run:
-    if (e->aux[0] == -1) {
+    if (e->aux[0] == OWN_WINO) {
         gboolean ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
         if (ok) {
             cpu_wino_run(e->work[1], tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
@@ -599,7 +602,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         if (stem_enabled() && stem_dy_md(dev, &g, dy, &src, &wei, &stem_dy) &&
             cpu_stem_geom(x, dw, p, &stem_dy, &sg)) {
             /* the own loops, reading dy in its blocked layout */
-            e->aux[0] = -1;
+            e->aux[0] = OWN_STEM;
             e->work[0] = cpu_entry_buf(e, cpu_stem_work_bytes(&sg, TRUE));
             e->work[1] = cpu_entry_buf(e, sizeof sg);
             if (e->work[0] == NULL || e->work[1] == NULL) {
@@ -616,7 +619,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         }
         /* Winograd on the nChw8c tensors as they are */
         const WinoTake wt = wino_take(dev, cache, e, NULL, &xmd, &dymd, dw, p,
-                                      CPU_WINO_BACKWARD_WEIGHTS, -3, error);
+                                      CPU_WINO_BACKWARD_WEIGHTS, error);
         if (wt == WINO_TAKEN) {
             goto run;
         }
@@ -626,7 +629,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         CpuBwf8Geom bg;
         if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
             /* the own loops on the nChw8c tensors as they are */
-            e->aux[0] = -2;
+            e->aux[0] = OWN_BWF8;
             e->work[0] = cpu_entry_buf(e, cpu_bwf8_work_bytes(&bg));
             e->work[1] = cpu_entry_buf(e, sizeof bg);
             if (e->work[0] == NULL || e->work[1] == NULL) {
@@ -703,20 +706,20 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         cpu_cache_insert(cache, e);
     }
 run:
-    if (e->aux[0] == -3) {
+    if (e->aux[0] == OWN_WINO) {
         cpu_wino_backward_filter(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy),
                                  tdm_tensor_data(dw), db != NULL ? tdm_tensor_data(db) : NULL,
                                  CPU_DEV(dev)->scratch);
         cpu_entry_release(cache, e);
         return TRUE;
     }
-    if (e->aux[0] == -2) {
+    if (e->aux[0] == OWN_BWF8) {
         cpu_bwf8_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
                      db != NULL ? tdm_tensor_data(db) : NULL, e->work[0]);
         cpu_entry_release(cache, e);
         return TRUE;
     }
-    if (e->aux[0] < 0) {
+    if (e->aux[0] == OWN_STEM) {
         void *dys = cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(dy), error);
         if (dys != NULL) {
             cpu_stem_backward_filter(e->work[1], tdm_tensor_data(x), dys, tdm_tensor_data(dw),
