@@ -519,20 +519,12 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
         goto out;
     }
 
-    /* Model from the zoo, sized by the dataset unless configured. */
+    /* Model from the zoo, sized by the samples the training loader makes
+     * (after its transforms) unless configured. */
     TdmModelConfig mc = {0};
     mc.num_classes = cfg->num_classes > 0 ? cfg->num_classes : train_ds->num_classes;
-    mc.image_size = train_ds->height;
-    int data_c = train_ds->channels;
-    if (transforms != NULL) {
-        int w;
-        if (!tdm_transform_pipeline_output_shape(transforms, train_ds->channels,
-                                                 MAX(train_ds->height, 0),
-                                                 MAX(train_ds->width, 0), &data_c, &mc.image_size,
-                                                 &w, error)) {
-            goto out;
-        }
-    }
+    int data_c, data_w;
+    tdm_loader_sample_shape(train_loader, &data_c, &mc.image_size, &data_w);
     /* A configured size the data cannot feed fails here, not in a layer or
      * the loss of the first step. More classes than the labels use is fine. */
     mc.in_channels = cfg->in_channels > 0 ? cfg->in_channels : data_c;
