@@ -6,8 +6,9 @@
  *     -Lcore/.libs -ltandem-1 $(pkg-config --libs glib-2.0) -o fuzz-idx
  *   TDM_PLUGIN_SYSTEM_PATH=plugins/.libs LD_LIBRARY_PATH=core/.libs ./fuzz-idx corpus/
  * The first input byte chooses which file the rest replaces (images or
- * labels, raw or gzip) in a directory whose other file is valid; every
- * sample of a dataset that opens is then read.
+ * labels, raw or gzip) in a directory whose other file is valid, and (bit 2)
+ * whether the dataset is told first that every sample comes (prepare: the
+ * whole-file inflate); every sample of a dataset that opens is then read.
  */
 #include <glib/gstdio.h>
 #include <unistd.h>
@@ -63,6 +64,9 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
         g_assert(error != NULL);
         g_error_free(error);
         return 0;
+    }
+    if ((data[0] & 4) && ds->klass->prepare != NULL) {
+        ds->klass->prepare(ds, ds->length);
     }
     size_t sample = (size_t)ds->channels * ds->height * ds->width;
     guint8 *img = g_malloc(sample);
