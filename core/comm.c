@@ -108,9 +108,6 @@ static gboolean comm_feature_accept(TdmFeature *feature, gpointer user_data)
 {
     SelectCtx *ctx = user_data;
     const TdmCommClass *klass = tdm_feature_get_class(feature);
-    if (klass == NULL || klass->iface_version != TDM_COMM_IFACE_VERSION) {
-        return FALSE;
-    }
     for (guint i = 0; i < ctx->refused->len; i++) {
         if (g_ptr_array_index(ctx->refused, i) == feature) {
             return FALSE;

@@ -136,13 +136,6 @@ TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error
         return NULL;
     }
     const TdmDatasetClass *klass = tdm_feature_get_class(feature);
-    if (klass == NULL || klass->iface_version != TDM_DATASET_IFACE_VERSION || klass->open == NULL ||
-        klass->read == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "dataset reader '%s' has an incompatible interface (version %u, expected %u)",
-                    kind, klass ? klass->iface_version : 0, TDM_DATASET_IFACE_VERSION);
-        return NULL;
-    }
 
     DatasetImpl *impl = g_new0(DatasetImpl, 1);
     g_mutex_init(&impl->lock);

@@ -24,30 +24,9 @@ static int backend_device_count(const TdmBackendClass *backend)
     return backend->device_count != NULL ? backend->device_count() : 1;
 }
 
-/* A backend built against other headers would be called through a
- * mismatched op table; refuse it before any call. */
-static gboolean check_backend_class(TdmFeature *feature, GError **error)
-{
-    const TdmBackendClass *backend = tdm_feature_get_class(feature);
-    const char *name = tdm_feature_get_name(feature);
-    if (backend->iface_version != TDM_BACKEND_IFACE_VERSION) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "backend '%s': interface version %u, expected %u", name, backend->iface_version,
-                    TDM_BACKEND_IFACE_VERSION);
-        return FALSE;
-    }
-    if (backend->struct_size != sizeof(TdmBackendClass)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN, "backend '%s': class size %u, expected %zu",
-                    name, backend->struct_size, sizeof(TdmBackendClass));
-        return FALSE;
-    }
-    return TRUE;
-}
-
 static gboolean backend_is_usable(TdmFeature *feature, gpointer user_data)
 {
-    return check_backend_class(feature, NULL) &&
-           backend_device_count(tdm_feature_get_class(feature)) > 0;
+    return backend_device_count(tdm_feature_get_class(feature)) > 0;
 }
 
 /* Splits "type:index"; a missing index is 0. */
@@ -86,12 +65,12 @@ static TdmFeature *select_backend(const char *spec, const char *type, GError **e
         }
         return f;
     }
-    /* A named backend is checked step by step so the error says which
-     * step failed, not just "not suitable". */
+    /* A named backend is selected without the device-count filter, so
+     * that asking for an index it lacks names the count (see
+     * tdm_device_get), not just "not suitable". */
     TdmFeature *f = tdm_registry_select(TDM_FEATURE_BACKEND, type, NULL, NULL, error);
-    if (f == NULL || !check_backend_class(f, error)) {
+    if (f == NULL) {
         g_prefix_error(error, "device '%s': ", spec);
-        return NULL;
     }
     return f;
 }

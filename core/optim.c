@@ -258,7 +258,7 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
 
 const TdmOptimizerClass tdm_sgd_class = {
     .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
-    .name = "sgd",
+    .struct_size = sizeof(TdmOptimizerClass),
     .init = sgd_init,
     .step = sgd_step,
     .finalize = optim_finalize,
@@ -323,7 +323,7 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
 
 const TdmOptimizerClass tdm_adamw_class = {
     .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
-    .name = "adamw",
+    .struct_size = sizeof(TdmOptimizerClass),
     .init = adamw_init,
     .step = adamw_step,
     .finalize = optim_finalize,
@@ -343,13 +343,6 @@ TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *pa
         return NULL;
     }
     const TdmOptimizerClass *klass = tdm_feature_get_class(f);
-    if (klass == NULL || klass->iface_version != TDM_OPTIMIZER_IFACE_VERSION ||
-        klass->step == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "optimizer '%s' has an incompatible class (interface version %u, core %d)",
-                    name, klass != NULL ? klass->iface_version : 0, TDM_OPTIMIZER_IFACE_VERSION);
-        return NULL;
-    }
     TdmOptimizer *opt = g_new0(TdmOptimizer, 1);
     opt->klass = klass;
     if (opts != NULL) {

@@ -1,7 +1,8 @@
 /* core/registry-private.h - the plugin registry's state, shared between
- * core/registry.c (loading, features, lookup) and core/select.c (priority
- * overrides, ordering and selection); private to the core. Every function
- * named *_locked expects registry.lock to be held.
+ * core/registry.c (loading, features, lookup), core/select.c (priority
+ * overrides, ordering and selection) and core/class-check.c (each kind's
+ * class contract); private to the core. Every function named *_locked
+ * expects registry.lock to be held.
  */
 #ifndef TDM_REGISTRY_PRIVATE_H
 #define TDM_REGISTRY_PRIVATE_H
@@ -16,6 +17,7 @@ struct _TdmPlugin {
     GModule *module; /* NULL for the built-in plugin */
     const TdmPluginDesc *desc;
     gboolean in_init; /* features may be added only while init runs */
+    char *refused;    /* why a class of its init was refused: the load fails */
 };
 
 struct _TdmFeature {
@@ -60,6 +62,13 @@ gboolean registry_is_available_locked(TdmFeature *f, const char **reason);
 /* "a, b, c": the names of KIND, sorted (transfer full). */
 char *registry_known_names_locked(TdmFeatureKind kind);
 void registry_set_not_found_locked(TdmFeatureKind kind, const char *name, GError **error);
+
+/* class-check.c */
+/* Checks KLASS against the contract of KIND: interface version, struct
+ * size and required slots. FALSE with a TDM_ERROR_PLUGIN error naming the
+ * kind, NAME and the slot. */
+gboolean registry_check_class(TdmFeatureKind kind, const char *name, gconstpointer klass,
+                              GError **error);
 
 /* select.c */
 int registry_effective_priority_locked(const TdmFeature *f);

@@ -10,11 +10,13 @@
  * TDM_PLUGIN_SYSTEM_PATH (or the installed plugin directory; a library run
  * from its build tree uses the build's plugins instead). The first file
  * of a basename claims it, whether it loads or not, so what runs never
- * depends on which copy happens to work. A plugin that fails is recorded
- * with its reason and closed; the features its init registered are rolled
- * back so nothing points into an unloaded object. Priority overrides are
- * kept apart from the registered values and applied on every read, so
- * tdm_registry_set_priority() takes effect immediately.
+ * depends on which copy happens to work. Each feature's class is checked
+ * once, as it is registered, against its kind's contract
+ * (core/class-check.c); a refused class fails its whole plugin. A plugin
+ * that fails is recorded with its reason and closed; the features its init
+ * registered are rolled back so nothing points into an unloaded object.
+ * Priority overrides are kept apart from the registered values and applied
+ * on every read, so tdm_registry_set_priority() takes effect immediately.
  */
 #define _GNU_SOURCE /* dladdr */
 #include "config.h"
@@ -89,6 +91,7 @@ static void feature_free(TdmFeature *f)
 
 static void plugin_free(TdmPlugin *p)
 {
+    g_free(p->refused);
     g_free(p->name);
     g_free(p->filename);
     g_free(p);
@@ -142,42 +145,6 @@ static gboolean feature_name_is_valid(const char *name)
     return TRUE;
 }
 
-/* Every class struct of a kind with a published interface starts with its
- * guint32 iface_version; a mismatch means the plugin was built against
- * other headers and calling into it would be unsafe. */
-static gboolean check_class_version(TdmFeatureKind kind, const char *name, gconstpointer klass,
-                                    GError **error)
-{
-    guint32 expected;
-    switch (kind) {
-    case TDM_FEATURE_BACKEND:
-        expected = TDM_BACKEND_IFACE_VERSION;
-        break;
-    case TDM_FEATURE_STRATEGY:
-        expected = TDM_STRATEGY_IFACE_VERSION;
-        break;
-    case TDM_FEATURE_DATASET:
-        expected = TDM_DATASET_IFACE_VERSION;
-        break;
-    case TDM_FEATURE_MODULE:
-        expected = TDM_MODULE_IFACE_VERSION;
-        break;
-    case TDM_FEATURE_OPTIMIZER:
-        expected = TDM_OPTIMIZER_IFACE_VERSION;
-        break;
-    default:
-        return TRUE;
-    }
-    guint32 found = *(const guint32 *)klass;
-    if (found != expected) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "feature '%s' (%s): interface version %u, expected %u", name, registry_kind_names[kind],
-                    found, expected);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kind, const char *name,
                                    int priority, gconstpointer klass, const char *description,
                                    const TdmParamSpec *params, TdmFeatureProbe probe,
@@ -211,7 +178,14 @@ TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kind, const
                     name, registry_kind_names[kind], priority);
         goto out;
     }
-    if (!check_class_version(kind, name, klass, error)) {
+    GError *refusal = NULL;
+    if (!registry_check_class(kind, name, klass, &refusal)) {
+        /* Recorded as well as returned: the plugin must fail to load even
+         * if its init carries on past the error. */
+        if (plugin->refused == NULL) {
+            plugin->refused = g_strdup(refusal->message);
+        }
+        g_propagate_error(error, refusal);
         goto out;
     }
     TdmFeature *other = registry_find_locked(kind, name);
@@ -333,14 +307,17 @@ gboolean tdm_feature_is_available(TdmFeature *feature, const char **reason)
 
 /* ---- loading ----------------------------------------------------------- */
 
-/* Runs the plugin's init; on failure removes every feature it registered. */
+/* Runs the plugin's init; on failure, or when one of its classes was
+ * refused, removes every feature it registered. A refusal is the reason
+ * as it stands ("backend 'x': required slot 'gemm' is NULL"), whatever
+ * init made of it. */
 static gboolean plugin_run_init_locked(TdmPlugin *plugin, GError **error)
 {
     GError *local = NULL;
     plugin->in_init = TRUE;
     gboolean ok = plugin->desc->init != NULL ? plugin->desc->init(plugin, &local) : TRUE;
     plugin->in_init = FALSE;
-    if (ok) {
+    if (ok && plugin->refused == NULL) {
         g_clear_error(&local);
         return TRUE;
     }
@@ -351,8 +328,12 @@ static gboolean plugin_run_init_locked(TdmPlugin *plugin, GError **error)
             feature_free(f);
         }
     }
-    g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN, "init failed: %s",
-                local != NULL ? local->message : "(no reason given)");
+    if (plugin->refused != NULL) {
+        g_set_error_literal(error, TDM_ERROR, TDM_ERROR_PLUGIN, plugin->refused);
+    } else {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN, "init failed: %s",
+                    local != NULL ? local->message : "(no reason given)");
+    }
     g_clear_error(&local);
     return FALSE;
 }

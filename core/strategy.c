@@ -1,9 +1,10 @@
 /* core/strategy.c - the front end of parallel strategies.
  *
  * A strategy (single, dp, ddp, zero1) owns one training step and is a
- * STRATEGY feature found in the registry by name. This file only selects it,
- * checks its interface version, fills the public TdmStrategy and forwards
- * calls, so the trainer never knows which strategy it drives.
+ * STRATEGY feature found in the registry by name (which checked its class
+ * when it was registered). This file only selects it, fills the public
+ * TdmStrategy and forwards calls, so the trainer never knows which strategy
+ * it drives.
  */
 #include "config.h"
 
@@ -30,13 +31,6 @@ TdmStrategy *tdm_strategy_new(const char *name, TdmModel *model, TdmOptimizer *o
         return NULL;
     }
     const TdmStrategyClass *klass = tdm_feature_get_class(feature);
-    if (klass == NULL || klass->iface_version != TDM_STRATEGY_IFACE_VERSION ||
-        klass->train_step == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "strategy '%s' has an incompatible interface (version %u, expected %u)", name,
-                    klass ? klass->iface_version : 0, TDM_STRATEGY_IFACE_VERSION);
-        return NULL;
-    }
     TdmStrategy *s = g_new0(TdmStrategy, 1);
     s->klass = klass;
     s->name = g_strdup(name);

@@ -293,15 +293,6 @@ static Stage *parse_stage(const char *spec, const char **pos, int position, GErr
         return NULL;
     }
     const TdmTransformClass *klass = tdm_feature_get_class(feature);
-    if (klass == NULL || klass->iface_version != TDM_TRANSFORM_IFACE_VERSION ||
-        klass->create == NULL || klass->apply == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
-                    "transform '%s' (column %d): its plugin has an incompatible class "
-                    "(interface version %u, expected %d)",
-                    name, column, klass != NULL ? klass->iface_version : 0,
-                    TDM_TRANSFORM_IFACE_VERSION);
-        return NULL;
-    }
 
     Stage *st = g_new0(Stage, 1);
     st->t.klass = klass;

@@ -19,6 +19,12 @@ has() {
 hasnt() {
     if grep -qF -- "$2" "$3"; then fail "$1" "'$2' unexpectedly in: $(cat "$3")"; else ok "$1"; fi
 }
+# has_line NAME START END FILE: one line holds both fixed strings (for
+# reasons whose middle holds sizes or versions that may change)
+has_line() {
+    if grep -F -- "$2" "$4" | grep -qF -- "$3"; then ok "$1"; else
+        fail "$1" "no line with '$2' and '$3' in: $(cat "$4")"; fi
+}
 status() {
     if [ "$rc" -eq "$2" ]; then ok "$1"; else fail "$1" "exit $rc, expected $2; stderr: $(cat "$err")"; fi
 }
@@ -35,7 +41,7 @@ has "shows the licence" "licence:     MIT" "$out"
 has "a feature with its priority" "dataset    fixture-data           priority  50  available" "$out"
 has "an unavailable feature with its reason" \
     "fixture-broken         priority  60  unavailable: fixture hardware is absent" "$out"
-has "wrong ABI is reported" "libtdm-fixture-abi.so: ABI version 99, expected 1" "$out"
+has "wrong ABI is reported" "libtdm-fixture-abi.so: ABI version 99, expected 2" "$out"
 has "name mismatch is reported" \
     "libtdm-fixture-mismatch.so: name 'fixture-other' does not match file name 'libtdm-fixture-mismatch.so'" "$out"
 has "missing symbol is reported" \
@@ -46,6 +52,25 @@ has "duplicate feature is reported" \
     "libtdm-fixture-twin.so: init failed: feature 'fixture-data' (dataset) already registered by plugin 'fixture-good'" "$out"
 hasnt "rolled-back feature is not listed" "fixture-rollback" "$out"
 hasnt "failed plugins are not listed as plugins" "Plugin: fixture-twin" "$out"
+
+# Classes the registry refuses: each plugin is a load failure with the reason.
+has_line "a class of the wrong size is refused" \
+    "libtdm-fixture-size.so: dataset 'fixture-size-data': struct_size " \
+    "(sizeof(TdmDatasetClass) in this core's headers)" "$out"
+has_line "a class of a newer minor interface is refused" \
+    "libtdm-fixture-newer.so: strategy 'fixture-newer-strategy': interface version " \
+    "is newer than this core's" "$out"
+has_line "a class of another major interface is refused" \
+    "libtdm-fixture-major.so: transform 'fixture-major-tf': interface version " \
+    "(another major version: rebuild the plugin against this core's headers)" "$out"
+has "a backend with a NULL required slot is refused" \
+    "libtdm-fixture-nullgemm.so: backend 'fixture-nullgemm': required slot 'gemm' is NULL" "$out"
+has "a backend with half of a slot pair is refused" \
+    "libtdm-fixture-pinned.so: backend 'fixture-pinned': slot 'host_free' is NULL while 'host_alloc' is set" \
+    "$out"
+hasnt "a refused backend is not listed as a feature" "backend    fixture-nullgemm" "$out"
+hasnt "a refused plugin is not listed as a plugin" "Plugin: fixture-nullgemm " "$out"
+hasnt "the valid feature beside a refused class is rolled back" "fixture-major-data" "$out"
 
 run "$TANDEM" inspect fixture-data
 status "inspect FEATURE exits 0" 0
@@ -71,7 +96,24 @@ has "plugin features" "strategy   fixture-strategy       priority  -1  available
 
 run "$TANDEM" inspect fixture-abi
 status "inspect a failed plugin exits 0" 0
-has "failed plugin shows its reason" "ABI version 99, expected 1" "$out"
+has "failed plugin shows its reason" "ABI version 99, expected 2" "$out"
+
+run "$TANDEM" inspect fixture-nullgemm
+status "inspect a refused plugin exits 0" 0
+has "refused plugin is shown as failed" "Plugin: fixture-nullgemm (failed to load)" "$out"
+has "refused plugin shows its reason" "backend 'fixture-nullgemm': required slot 'gemm' is NULL" "$out"
+
+# A refused backend is never selected: not by name, and not automatically
+# even with the highest priority.
+run "$TANDEM" train --device fixture-nullgemm --limit 64 -b 32 --no-eval --quiet
+status "train --device with a refused backend exits 1" 1
+has "the refused backend is unknown to train" "no backend named 'fixture-nullgemm'" "$err"
+run env TDM_PLUGIN_PRIORITY=fixture-nullgemm:100,fixture-pinned:100 \
+    "$TANDEM" train --limit 64 -b 32 --no-eval
+status "train with refused backends of priority 100 on the path exits 0" 0
+cat "$err" >>"$out"
+hasnt "train never picks the refused backend" "fixture-nullgemm" "$out"
+hasnt "train never picks the half-pinned backend" "fixture-pinned" "$out"
 
 run "$TANDEM" inspect no-such-thing
 status "unknown name exits 1" 1
@@ -112,7 +154,7 @@ unset TDM_PLUGIN_PATH
 run "$TANDEM" --plugin "$fixtures/libtdm-fixture-abi.so" inspect
 status "--plugin with a bad file exits 1" 1
 has "--plugin error names the file and reason" \
-    "libtdm-fixture-abi.so: ABI version 99, expected 1" "$err"
+    "libtdm-fixture-abi.so: ABI version 99, expected 2" "$err"
 run "$TANDEM" --plugin "$fixtures/libtdm-fixture-mismatch.so" inspect
 status "--plugin with a misnamed plugin exits 1" 1
 has "--plugin mismatch reason" "does not match file name" "$err"

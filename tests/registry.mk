@@ -1,8 +1,11 @@
 # tests: registry (see tests/Makefile.inc)
 #
 # Fixture plugins: one good plugin and one per way a plugin can fail to
-# load. They are built for `make check` only, into tests/fixtures/.libs,
-# which the tests put on the plugin path.
+# load, including one per way the registry refuses a class (wrong size,
+# newer minor or other major interface, NULL required slot, half of a slot
+# pair). They are built for `make check` only, into tests/fixtures/.libs,
+# which the tests put on the plugin path. Fixture backends share the op
+# table in backend-ops.c.
 TDM_FIXTURE_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined -shared
 TDM_FIXTURE_LIBADD = core/libtandem-1.la $(GLIB_LIBS)
 
@@ -12,9 +15,15 @@ check_LTLIBRARIES += \
 	tests/fixtures/libtdm-fixture-mismatch.la \
 	tests/fixtures/libtdm-fixture-nosym.la \
 	tests/fixtures/libtdm-fixture-initfail.la \
-	tests/fixtures/libtdm-fixture-twin.la
+	tests/fixtures/libtdm-fixture-twin.la \
+	tests/fixtures/libtdm-fixture-size.la \
+	tests/fixtures/libtdm-fixture-newer.la \
+	tests/fixtures/libtdm-fixture-major.la \
+	tests/fixtures/libtdm-fixture-nullgemm.la \
+	tests/fixtures/libtdm-fixture-pinned.la
 
-tests_fixtures_libtdm_fixture_good_la_SOURCES = tests/fixtures/good.c
+tests_fixtures_libtdm_fixture_good_la_SOURCES = tests/fixtures/good.c \
+	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
 tests_fixtures_libtdm_fixture_good_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_good_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_good_la_LIBADD = $(TDM_FIXTURE_LIBADD)
@@ -43,6 +52,33 @@ tests_fixtures_libtdm_fixture_twin_la_SOURCES = tests/fixtures/twin.c
 tests_fixtures_libtdm_fixture_twin_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_twin_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_twin_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_size_la_SOURCES = tests/fixtures/size.c
+tests_fixtures_libtdm_fixture_size_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_size_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_size_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_newer_la_SOURCES = tests/fixtures/newer.c
+tests_fixtures_libtdm_fixture_newer_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_newer_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_newer_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_major_la_SOURCES = tests/fixtures/major.c
+tests_fixtures_libtdm_fixture_major_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_major_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_major_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_nullgemm_la_SOURCES = tests/fixtures/nullgemm.c \
+	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
+tests_fixtures_libtdm_fixture_nullgemm_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_nullgemm_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_nullgemm_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_pinned_la_SOURCES = tests/fixtures/pinned.c \
+	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
+tests_fixtures_libtdm_fixture_pinned_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_pinned_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_pinned_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 check_PROGRAMS += tests/test-registry
 tests_test_registry_SOURCES = tests/test-registry.c

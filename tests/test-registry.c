@@ -3,7 +3,8 @@
  *
  * The fixture plugins (tests/fixtures/) sit on TDM_PLUGIN_SYSTEM_PATH and the
  * real plugins of the build tree on TDM_PLUGIN_PATH, so one scan meets a good
- * plugin, one plugin per way of failing, and the ref backend. Assertions
+ * plugin, one plugin per way of failing (including each way a class is
+ * refused at registration), and the ref backend. Assertions
  * only look at fixture names where the real plugins could change the
  * answer (their priorities are theirs to choose).
  */
@@ -113,6 +114,7 @@ static void test_builtin(void)
         g_assert_true(tdm_feature_get_plugin(f) == core);
         const TdmModuleClass *klass = tdm_feature_get_class(f);
         g_assert_cmpuint(klass->iface_version, ==, TDM_MODULE_IFACE_VERSION);
+        g_assert_cmpuint(klass->struct_size, ==, sizeof(TdmModuleClass));
         g_assert_true(tdm_feature_is_available(f, NULL));
     }
     TdmFeature *sgd = tdm_registry_find(TDM_FEATURE_OPTIMIZER, "sgd", NULL);
@@ -188,7 +190,9 @@ static void assert_failure(const char *stem, const char *reason)
 
 static void test_failures(void)
 {
-    assert_failure("fixture-abi", "ABI version 99, expected 1");
+    char *abi = g_strdup_printf("ABI version 99, expected %d", TDM_PLUGIN_ABI_VERSION);
+    assert_failure("fixture-abi", abi);
+    g_free(abi);
     assert_failure("fixture-mismatch",
                    "name 'fixture-other' does not match file name 'libtdm-fixture-mismatch.so'");
     assert_failure("fixture-nosym", "missing symbol tdm_plugin_fixture_nosym_get_desc");
@@ -212,6 +216,122 @@ static void test_failures(void)
     g_assert_cmpint(tdm_feature_get_priority(f), ==, 50);
 }
 
+static void test_iface_version_macros(void)
+{
+    g_assert_cmpuint(TDM_IFACE_VERSION(3, 7), ==, 0x30007u);
+    g_assert_cmpuint(TDM_IFACE_VERSION_MAJOR(TDM_IFACE_VERSION(3, 7)), ==, 3);
+    g_assert_cmpuint(TDM_IFACE_VERSION_MINOR(TDM_IFACE_VERSION(3, 7)), ==, 7);
+    g_assert_cmpuint(TDM_IFACE_VERSION_MAJOR(TDM_IFACE_VERSION(1, 0xffff)), ==, 1);
+    g_assert_cmpuint(TDM_IFACE_VERSION_MINOR(TDM_IFACE_VERSION(1, 0xffff)), ==, 0xffff);
+    /* Every kind is at major 1 with this ABI. */
+    const guint32 versions[] = {TDM_BACKEND_IFACE_VERSION,   TDM_COMM_IFACE_VERSION,
+                                TDM_STRATEGY_IFACE_VERSION,  TDM_TRANSFORM_IFACE_VERSION,
+                                TDM_DATASET_IFACE_VERSION,   TDM_MODULE_IFACE_VERSION,
+                                TDM_OPTIMIZER_IFACE_VERSION};
+    for (gsize i = 0; i < G_N_ELEMENTS(versions); i++) {
+        g_assert_cmpuint(TDM_IFACE_VERSION_MAJOR(versions[i]), ==, 1);
+    }
+}
+
+/* Each fixture's class is refused at registration with a reason naming
+ * the kind, the feature and what is wrong, and the plugin fails to load. */
+static void test_class_refusals(void)
+{
+    char *reason = g_strdup_printf("dataset 'fixture-size-data': struct_size %zu, expected %zu "
+                                   "(sizeof(TdmDatasetClass) in this core's headers)",
+                                   sizeof(TdmDatasetClass) - sizeof(gpointer),
+                                   sizeof(TdmDatasetClass));
+    assert_failure("fixture-size", reason);
+    g_free(reason);
+
+    guint major = TDM_IFACE_VERSION_MAJOR(TDM_STRATEGY_IFACE_VERSION);
+    guint minor = TDM_IFACE_VERSION_MINOR(TDM_STRATEGY_IFACE_VERSION);
+    reason = g_strdup_printf("strategy 'fixture-newer-strategy': interface version %u.%u is newer "
+                             "than this core's %u.%u (the plugin needs a newer Tandem)",
+                             major, minor + 1, major, minor);
+    assert_failure("fixture-newer", reason);
+    g_free(reason);
+
+    major = TDM_IFACE_VERSION_MAJOR(TDM_TRANSFORM_IFACE_VERSION);
+    minor = TDM_IFACE_VERSION_MINOR(TDM_TRANSFORM_IFACE_VERSION);
+    reason = g_strdup_printf("transform 'fixture-major-tf': interface version %u.0, this core has "
+                             "%u.%u (another major version: rebuild the plugin against this "
+                             "core's headers)",
+                             major + 1, major, minor);
+    assert_failure("fixture-major", reason);
+    g_free(reason);
+
+    assert_failure("fixture-nullgemm", "backend 'fixture-nullgemm': required slot 'gemm' is NULL");
+    assert_failure("fixture-pinned", "backend 'fixture-pinned': slot 'host_free' is NULL while "
+                                     "'host_alloc' is set (the two come together)");
+
+    /* Nothing of theirs is registered: not the refused classes, and not the
+     * valid reader registered beside one (its plugin's init even returned
+     * TRUE after the refusal). */
+    static const struct {
+        TdmFeatureKind kind;
+        const char *name;
+    } gone[] = {
+        {TDM_FEATURE_DATASET, "fixture-size-data"},
+        {TDM_FEATURE_STRATEGY, "fixture-newer-strategy"},
+        {TDM_FEATURE_TRANSFORM, "fixture-major-tf"},
+        {TDM_FEATURE_DATASET, "fixture-major-data"},
+        {TDM_FEATURE_BACKEND, "fixture-nullgemm"},
+        {TDM_FEATURE_BACKEND, "fixture-pinned"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(gone); i++) {
+        GError *error = NULL;
+        g_assert_null(tdm_registry_find(gone[i].kind, gone[i].name, &error));
+        g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
+        g_clear_error(&error);
+    }
+
+    /* Loading the file explicitly reports the same reason as an error. */
+    GError *error = NULL;
+    char *path = fixture_path("fixture-nullgemm");
+    g_assert_null(tdm_registry_load_file(path, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_PLUGIN);
+    g_assert_nonnull(strstr(error->message, "libtdm-fixture-nullgemm.so: backend "
+                                            "'fixture-nullgemm': required slot 'gemm' is NULL"));
+    g_clear_error(&error);
+    g_free(path);
+}
+
+/* The refused backends (priority 100) and strategy (priority 100) would be
+ * the automatic choice if they had been registered; they are never chosen. */
+static void test_refused_never_selected(void)
+{
+    GError *error = NULL;
+    TdmFeature *b = tdm_registry_select(TDM_FEATURE_BACKEND, NULL, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(tdm_feature_get_name(b), !=, "fixture-nullgemm");
+    g_assert_cmpstr(tdm_feature_get_name(b), !=, "fixture-pinned");
+    TdmDevice *dev = tdm_device_get("auto", &error);
+    g_assert_no_error(error);
+    g_assert_false(g_str_has_prefix(dev->name, "fixture-nullgemm"));
+    g_assert_false(g_str_has_prefix(dev->name, "fixture-pinned"));
+
+    g_assert_null(tdm_device_get("fixture-nullgemm", &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
+    g_assert_nonnull(strstr(error->message, "no backend named 'fixture-nullgemm'"));
+    g_clear_error(&error);
+    g_assert_null(tdm_device_get("fixture-nullgemm,fixture-pinned", &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_UNAVAILABLE);
+    g_clear_error(&error);
+
+    TdmFeature *s = tdm_registry_select(TDM_FEATURE_STRATEGY, NULL, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(tdm_feature_get_name(s), !=, "fixture-newer-strategy");
+    g_assert_null(tdm_registry_select(TDM_FEATURE_STRATEGY, "fixture-newer-strategy", NULL, NULL,
+                                      &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
+    g_clear_error(&error);
+    g_assert_null(tdm_registry_select(TDM_FEATURE_TRANSFORM, "fixture-major-tf", NULL, NULL,
+                                      &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
+    g_clear_error(&error);
+}
+
 static void test_load_file(void)
 {
     GError *error = NULL;
@@ -225,7 +345,7 @@ static void test_load_file(void)
     g_assert_null(tdm_registry_load_file(abi, &error));
     g_assert_error(error, TDM_ERROR, TDM_ERROR_PLUGIN);
     g_assert_nonnull(strstr(error->message, "libtdm-fixture-abi.so"));
-    g_assert_nonnull(strstr(error->message, "ABI version 99, expected 1"));
+    g_assert_nonnull(strstr(error->message, "ABI version 99, expected"));
     g_clear_error(&error);
     g_free(abi);
 
@@ -430,7 +550,7 @@ static void test_auto_device(void)
         TdmFeature *f = g_ptr_array_index(backends, i);
         const TdmBackendClass *b = tdm_feature_get_class(f);
         if (tdm_feature_get_priority(f) >= 0 && tdm_feature_is_available(f, NULL) &&
-            b->struct_size == sizeof(TdmBackendClass) && b->device_count() > 0) {
+            b->device_count() > 0) {
             expected = f;
         }
     }
@@ -504,6 +624,9 @@ int main(int argc, char **argv)
     g_test_add_func("/registry/good-plugin", test_good_plugin);
     g_test_add_func("/registry/unavailable", test_unavailable);
     g_test_add_func("/registry/failures", test_failures);
+    g_test_add_func("/registry/iface-version", test_iface_version_macros);
+    g_test_add_func("/registry/class-refusals", test_class_refusals);
+    g_test_add_func("/registry/refused-never-selected", test_refused_never_selected);
     g_test_add_func("/registry/load-file", test_load_file);
     g_test_add_func("/registry/select", test_select);
     g_test_add_func("/registry/priority-env", test_priority_env);

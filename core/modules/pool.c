@@ -185,6 +185,7 @@ static void pool_finalize(TdmModule *m)
 
 const TdmModuleClass tdm_maxpool2d_class = {
     .iface_version = TDM_MODULE_IFACE_VERSION,
+    .struct_size = sizeof(TdmModuleClass),
     .type_name = "MaxPool2d",
     .forward = pool_forward,
     .backward = pool_backward,
@@ -194,6 +195,7 @@ const TdmModuleClass tdm_maxpool2d_class = {
 
 const TdmModuleClass tdm_avgpool2d_class = {
     .iface_version = TDM_MODULE_IFACE_VERSION,
+    .struct_size = sizeof(TdmModuleClass),
     .type_name = "AvgPool2d",
     .forward = pool_forward,
     .backward = pool_backward,
@@ -203,6 +205,7 @@ const TdmModuleClass tdm_avgpool2d_class = {
 
 const TdmModuleClass tdm_adaptive_avgpool2d_class = {
     .iface_version = TDM_MODULE_IFACE_VERSION,
+    .struct_size = sizeof(TdmModuleClass),
     .type_name = "AdaptiveAvgPool2d",
     .forward = pool_forward,
     .backward = pool_backward,

@@ -25,7 +25,7 @@
 
 G_BEGIN_DECLS
 
-#define TDM_BACKEND_IFACE_VERSION 1
+#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 typedef struct {
     int stride_h, stride_w;
@@ -52,29 +52,41 @@ typedef struct {
     int64_t step; /* 1 on the first update (bias correction) */
 } TdmAdamWParams;
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses a backend with a NULL required slot. */
 struct _TdmBackendClass {
     guint32 iface_version;   /* TDM_BACKEND_IFACE_VERSION */
     guint32 struct_size;     /* sizeof(TdmBackendClass) */
     const char *device_type; /* device spec prefix: "ref", "cpu", "cuda" */
 
     /* ---- devices ---- */
+    /* (optional: NULL means one device) */
     int (*device_count)(void);
-    /* Fill dev->priv. Called once per device index. */
+    /* Fill dev->priv. Called once per device index.
+     * (optional: NULL means there is nothing to open) */
     gboolean (*device_open)(TdmDevice *dev, GError **error);
+    /* (optional: NULL means there is nothing to release) */
     void (*device_close)(TdmDevice *dev);
+    /* (optional: NULL means every op has finished when it returns) */
     gboolean (*synchronize)(TdmDevice *dev, GError **error);
-    /* Set the number of compute threads (0 = backend default). */
+    /* Set the number of compute threads (0 = backend default).
+     * (optional: NULL means the backend chooses its thread count itself) */
     void (*set_num_threads)(TdmDevice *dev, int n);
 
     /* ---- memory ---- */
     void *(*alloc)(TdmDevice *dev, size_t nbytes, GError **error); /* zero-filled */
     void (*free)(TdmDevice *dev, void *ptr, size_t nbytes);
-    /* Page-locked host memory for fast transfers; NULL = use g_malloc. */
+    /* Page-locked host memory for fast transfers.
+     * (optional: NULL means no pinned memory: the loader uses g_malloc; the
+     * two come together: host_free is required when host_alloc is set) */
     void *(*host_alloc)(TdmDevice *dev, size_t nbytes, GError **error);
     void (*host_free)(TdmDevice *dev, void *ptr);
-    /* Raw byte copies; `async` copies are ordered on the device stream. */
+    /* Raw byte copies; `async` copies are ordered on the device stream.
+     * (optional: NULL means the loader writes each batch through `write`) */
     gboolean (*copy_h2d)(TdmDevice *dev, void *dst, const void *src, size_t n, gboolean async, GError **error);
+    /* (optional: NULL means not offered: the core reads tensors through `read`) */
     gboolean (*copy_d2h)(TdmDevice *dev, void *dst, const void *src, size_t n, GError **error);
+    /* (optional: NULL means not offered: the core copies tensors through `copy`) */
     gboolean (*copy_d2d)(TdmDevice *dev, void *dst, const void *src, size_t n, GError **error);
     /* Plain-order host transfers for tensors of any layout this backend made. */
     gboolean (*read)(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
@@ -85,6 +97,7 @@ struct _TdmBackendClass {
                         TdmTensor *dst, GError **error);
     /* A short human name for a layout handle ("plain", "nChw16c"). */
     const char *(*layout_name)(TdmDevice *dev, gconstpointer layout);
+    /* (optional: NULL means the backend keeps nothing in op caches) */
     void (*cache_free)(TdmDevice *dev, TdmOpCache *cache);
 
     /* ---- dense algebra ---- */
@@ -208,7 +221,9 @@ struct _TdmBackendClass {
      * eval behaviour) except that y (out) = max(BN(x), 0). workspace (out, u8
      * or any dtype the backend picks; may be NULL in eval mode) receives
      * whatever batchnorm_relu_backward needs besides y: the ref backend
-     * leaves it untouched, the cpu backend stores oneDNN's ReLU bit mask. */
+     * leaves it untouched, the cpu backend stores oneDNN's ReLU bit mask.
+     * (optional: NULL means batchnorm_forward then relu_forward; the two
+     * batchnorm_relu slots come together, both set or both NULL) */
     gboolean (*batchnorm_relu_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                        TdmTensor *gamma, TdmTensor *beta,
                                        TdmTensor *running_mean, TdmTensor *running_var,
@@ -218,27 +233,32 @@ struct _TdmBackendClass {
     /* Backward of batchnorm_relu_forward in training mode: exactly
      * batchnorm_backward applied to dy * (y > 0), where y and workspace are
      * what the training-mode forward on x produced. dx (out), dgamma/dbeta
-     * (acc, may be NULL). */
+     * (acc, may be NULL). (optional: NULL means relu_backward then
+     * batchnorm_backward; set when batchnorm_relu_forward is) */
     gboolean (*batchnorm_relu_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                         TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
                                         TdmTensor *gamma, TdmTensor *save_mean,
                                         TdmTensor *save_var, float eps, TdmTensor *dx,
                                         TdmTensor *dgamma, TdmTensor *dbeta, GError **error);
     /* y (out) = max(a + b, 0), same logical shape; y may be a or b (in place).
-     * The residual join of a ResNet block; its backward is relu_backward on y. */
+     * The residual join of a ResNet block; its backward is relu_backward on y.
+     * (optional: NULL means add then relu_forward) */
     gboolean (*add_relu)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
                          TdmTensor *y, GError **error);
     /* Exactly sgd_update / adamw_update followed by fill(grad, 0): the
      * update zeroes each gradient element once it has read it, sparing the
-     * separate pass of zero_grad when the caller zeroes right after. */
+     * separate pass of zero_grad when the caller zeroes right after.
+     * (optional: NULL means sgd_update, then fill(grad, 0)) */
     gboolean (*sgd_update_zero_grad)(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
                                      TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
+    /* (optional: NULL means adamw_update, then fill(grad, 0)) */
     gboolean (*adamw_update_zero_grad)(TdmDevice *dev, const TdmAdamWParams *hp,
                                        TdmTensor *param, TdmTensor *grad, TdmTensor *exp_avg,
                                        TdmTensor *exp_avg_sq, GError **error);
     /* Convolution followed by ReLU: exactly conv2d_forward, then
      * y = max(y, 0). Its backward is relu_backward on y, then the conv2d
-     * backward ops on that gradient. */
+     * backward ops on that gradient.
+     * (optional: NULL means conv2d_forward then relu_forward) */
     gboolean (*conv2d_relu_forward)(TdmDevice *dev, TdmOpCache **cache,
                                     const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
                                     TdmTensor *bias, TdmTensor *y, GError **error);

@@ -46,7 +46,7 @@ TDM_API TdmStore *tdm_store_open_for_job(const TdmDistEnv *env, TdmStoreServer *
                                          GError **error);
 
 /* ---- collectives ---- */
-#define TDM_COMM_IFACE_VERSION 1
+#define TDM_COMM_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 typedef enum {
     TDM_REDUCE_SUM,
@@ -78,20 +78,28 @@ typedef struct {
 
 TDM_API void tdm_comm_options_init(TdmCommOptions *opts);
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses a collective with a NULL required slot. */
 struct _TdmCommClass {
     guint32 iface_version;  /* TDM_COMM_IFACE_VERSION */
-    guint32 struct_size;
-    /* Can this plugin move tensors of `dev`? (shm: host memory only). */
+    guint32 struct_size;    /* sizeof(TdmCommClass) */
+    /* Can this plugin move tensors of `dev`? (shm: host memory only).
+     * (optional: NULL means every device) */
     gboolean (*supports_device)(const TdmDevice *dev);
     /* Can it serve this job (shm: all ranks on one host)? Called on every
-     * rank with the same answer; may use comm->store. NULL = yes. */
+     * rank with the same answer; may use comm->store.
+     * (optional: NULL means every job) */
     gboolean (*supports_job)(TdmComm *comm, char **reason);
     /* Set up comm->priv (rendezvous through comm->store). On failure, free
-     * what it made: finalize is not called then. */
+     * what it made: finalize is not called then.
+     * (optional: NULL means there is nothing to set up) */
     gboolean (*init)(TdmComm *comm, GError **error);
+    /* (optional: NULL means there is nothing to free) */
     void (*finalize)(TdmComm *comm);
     /* Start an operation; return a work handle (transfer full) or NULL with
-     * the error set. `seq` is the front end's sequence number of the call. */
+     * the error set. `seq` is the front end's sequence number of the call.
+     * (optional, each of the five: NULL means the operation is not offered:
+     * calling it fails with TDM_ERROR_UNSUPPORTED naming the collective) */
     TdmWork *(*allreduce)(TdmComm *comm, guint64 seq, TdmTensor *t, TdmReduceOp op,
                           GError **error);
     TdmWork *(*broadcast)(TdmComm *comm, guint64 seq, TdmTensor *t, int root, GError **error);

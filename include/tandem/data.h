@@ -14,10 +14,13 @@
 
 G_BEGIN_DECLS
 
-#define TDM_DATASET_IFACE_VERSION 1
+#define TDM_DATASET_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses a reader with a NULL required slot. */
 struct _TdmDatasetClass {
-    guint32 iface_version;
+    guint32 iface_version; /* TDM_DATASET_IFACE_VERSION */
+    guint32 struct_size;   /* sizeof(TdmDatasetClass) */
     /* Open `path` for `split` ("train" or "test"); fill length, channels,
      * height, width, num_classes and priv. Errors name the file (and the byte
      * offset for malformed content). */
@@ -25,14 +28,17 @@ struct _TdmDatasetClass {
     /* Sample `index` (0 <= index < length): c*h*w bytes, CHW, into `image`.
      * Must be safe to call from several threads at once. */
     gboolean (*read)(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label, GError **error);
+    /* (optional: NULL means there is nothing to free) */
     void (*close)(TdmDataset *ds);
-    /* Optional; required when samples differ in size (height or width 0 in
-     * TdmDataset): decode sample `index` into `img` (u8 scale, CHW). */
+    /* Decode sample `index` into `img` (u8 scale, CHW).
+     * (optional: NULL means every sample has the size open() set; a reader
+     * whose samples differ in size, height and width 0, must have it) */
     gboolean (*read_image)(TdmDataset *ds, int64_t index, TdmImage *img, int32_t *label,
                            GError **error);
-    /* Optional: samples [0, end) are about to be read, in any order (a
-     * loader says so before its first epoch). A reader may get them ready in
-     * one go; errors are left to read(), which must still report them. */
+    /* Samples [0, end) are about to be read, in any order (a loader says so
+     * before its first epoch). A reader may get them ready in one go; errors
+     * are left to read(), which must still report them.
+     * (optional: NULL means read() gets each sample ready by itself) */
     void (*prepare)(TdmDataset *ds, int64_t end);
     gpointer reserved[2];
 };

@@ -24,7 +24,7 @@
 
 G_BEGIN_DECLS
 
-#define TDM_MODULE_IFACE_VERSION 1
+#define TDM_MODULE_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 struct _TdmParam {
     char *name;          /* local name: "weight", "bias", "running_mean" */
@@ -40,21 +40,29 @@ struct _TdmParam {
     gpointer reserved[4];
 };
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses a module class with a NULL required slot. */
 struct _TdmModuleClass {
-    guint32 iface_version;
+    guint32 iface_version; /* TDM_MODULE_IFACE_VERSION */
+    guint32 struct_size;   /* sizeof(TdmModuleClass) */
     const char *type_name; /* "Conv2d", "Sequential", ... */
     /* y: transfer none, owned by the module, valid until the next forward. */
     gboolean (*forward)(TdmModule *self, TdmTensor *x, TdmTensor **y, GError **error);
     /* dy: gradient of the output; *dx (transfer none, may be set to NULL
      * when need_dx is FALSE) the gradient of the input. Accumulates into the
-     * parameter grads and calls tdm_module_grad_ready() for each. */
+     * parameter grads and calls tdm_module_grad_ready() for each.
+     * (optional: NULL means the module is forward-only: backward through it
+     * fails with TDM_ERROR_UNSUPPORTED) */
     gboolean (*backward)(TdmModule *self, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
                          GError **error);
     /* A new module of the same class and configuration (parameters created
      * but not placed; values are copied by TdmModel). Children are cloned by
-     * the core, not here. May be NULL for modules without configuration. */
+     * the core, not here.
+     * (optional: NULL means the module cannot be replicated: dp and
+     * tdm_model_replicate fail naming it) */
     TdmModule *(*clone)(const TdmModule *self, GError **error);
-    /* Drop slots and caches (not children/params, which the core frees). */
+    /* Drop slots and caches (not children/params, which the core frees).
+     * (optional: NULL means g_free(priv) is all there is to free) */
     void (*finalize)(TdmModule *self);
     gpointer reserved[4];
 };

@@ -35,15 +35,19 @@ typedef struct {
  * betas 0.9/0.999, eps 1e-8. */
 TDM_API void tdm_optimizer_options_init(TdmOptimizerOptions *opts);
 
-#define TDM_OPTIMIZER_IFACE_VERSION 1
+#define TDM_OPTIMIZER_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses an optimizer with a NULL required slot. */
 struct _TdmOptimizerClass {
-    guint32 iface_version;
-    const char *name;
-    /* Create state for the given parameters (TdmParam *, trainable only). */
+    guint32 iface_version; /* TDM_OPTIMIZER_IFACE_VERSION */
+    guint32 struct_size;   /* sizeof(TdmOptimizerClass) */
+    /* Create state for the given parameters (TdmParam *, trainable only).
+     * (optional: NULL means the optimizer keeps no state of its own) */
     gboolean (*init)(TdmOptimizer *opt, GError **error);
     /* One update of every parameter in opt->params with lr opt->lr. */
     gboolean (*step)(TdmOptimizer *opt, GError **error);
+    /* (optional: NULL means there is nothing to free) */
     void (*finalize)(TdmOptimizer *opt);
     gpointer reserved[4];
 };

@@ -15,8 +15,9 @@
 
 G_BEGIN_DECLS
 
-/* Bumped whenever TdmPluginDesc or a feature class changes incompatibly. */
-#define TDM_PLUGIN_ABI_VERSION 1
+/* Bumped whenever TdmPluginDesc or a feature class changes incompatibly.
+ * 2: every class struct starts with iface_version and struct_size. */
+#define TDM_PLUGIN_ABI_VERSION 2
 
 typedef enum {
     TDM_FEATURE_BACKEND = 0,
@@ -78,7 +79,16 @@ typedef gboolean (*TdmFeatureProbe)(gconstpointer klass, char **reason);
  * class struct (TdmBackendClass, TdmDatasetClass, ...), which must outlive
  * the plugin (static storage). `params` is NULL or terminated by an entry
  * with a NULL name. Returns the feature (transfer none, owned by the
- * registry) or NULL with error set (duplicate name of that kind...). */
+ * registry) or NULL with error set (duplicate name of that kind...).
+ *
+ * The class is checked here, once, for every plugin and the built-in one:
+ * its iface_version must have the core's major and no newer minor (see
+ * TDM_IFACE_VERSION), its struct_size must be the core's sizeof, and every
+ * slot its header does not mark "(optional: NULL means ...)" must be set.
+ * A class that fails is refused with a reason naming the kind, the feature
+ * and the slot ("backend 'x': required slot 'gemm' is NULL"), and the whole
+ * plugin then fails to load with that reason, even if its init goes on and
+ * returns TRUE: `tandem inspect` lists it under the load failures. */
 TDM_API TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kind,
                                            const char *name, int priority,
                                            gconstpointer klass, const char *description,

@@ -14,7 +14,7 @@
 
 G_BEGIN_DECLS
 
-#define TDM_STRATEGY_IFACE_VERSION 1
+#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 typedef struct {
     float label_smoothing;
@@ -32,13 +32,18 @@ typedef struct {
     gpointer reserved[1];
 } TdmStepResult;
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses a strategy with a NULL required slot. */
 struct _TdmStrategyClass {
-    guint32 iface_version;
+    guint32 iface_version; /* TDM_STRATEGY_IFACE_VERSION */
+    guint32 struct_size;   /* sizeof(TdmStrategyClass) */
+    /* (optional: NULL means there is nothing to set up) */
     gboolean (*setup)(TdmStrategy *s, GError **error);
     /* One training step on `batch`: forward, loss, backward, reduction and,
      * when `do_update`, the optimizer step and zeroing of gradients. */
     gboolean (*train_step)(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
                            TdmStepResult *result, GError **error);
+    /* (optional: NULL means there is nothing to tear down) */
     void (*teardown)(TdmStrategy *s);
     gpointer reserved[4];
 };

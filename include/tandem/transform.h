@@ -52,7 +52,7 @@ TDM_API void tdm_image_clear(TdmImage *img);
 TDM_API void tdm_image_set_u8(TdmImage *img, const guint8 *chw, int c, int h, int w);
 
 /* ---- transforms ---- */
-#define TDM_TRANSFORM_IFACE_VERSION 1
+#define TDM_TRANSFORM_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 typedef struct _TdmTransform TdmTransform;
 typedef struct _TdmTransformClass TdmTransformClass;
@@ -64,14 +64,18 @@ typedef struct {
     int column;         /* 1-based position in the pipeline string */
 } TdmTransformArg;
 
+/* Every slot is required unless its comment says "(optional: NULL means
+ * ...)"; the registry refuses a transform with a NULL required slot. */
 struct _TdmTransformClass {
     guint32 iface_version;  /* TDM_TRANSFORM_IFACE_VERSION */
+    guint32 struct_size;    /* sizeof(TdmTransformClass) */
     /* Parse the arguments into t->priv. Errors name the argument and its
      * column ("rotate: degrees=abc (column 31): expected a number"). */
     gboolean (*create)(TdmTransform *t, const TdmTransformArg *args, int n_args,
                        GError **error);
     /* Output shape for an input of shape (c, h, w); 0 sizes mean "varies"
-     * (then the loader needs a later transform that fixes them). */
+     * (then the loader needs a later transform that fixes them).
+     * (optional: NULL means the output has the input's shape) */
     gboolean (*output_shape)(TdmTransform *t, int c, int h, int w, int *oc, int *oh, int *ow,
                              GError **error);
     /* dst = transform(src) with this sample's random stream. dst is a
@@ -79,6 +83,7 @@ struct _TdmTransformClass {
      * read-only here. */
     gboolean (*apply)(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,
                       GError **error);
+    /* (optional: NULL means there is nothing to free) */
     void (*finalize)(TdmTransform *t);
     gpointer reserved[4];
 };

@@ -30,6 +30,20 @@ G_BEGIN_DECLS
 
 #define TDM_MAX_DIMS 8
 
+/* The interface version of a class struct a plugin fills (TdmBackendClass,
+ * TdmCommClass, TdmStrategyClass, TdmOptimizerClass, TdmDatasetClass,
+ * TdmTransformClass, TdmModuleClass): the major in the high 16 bits, the
+ * minor in the low 16. Each such struct starts with
+ *     guint32 iface_version;  the kind's TDM_*_IFACE_VERSION
+ *     guint32 struct_size;    sizeof the struct
+ * and the registry refuses a class of another major, of a newer minor than
+ * the core's, or of another size (tdm_plugin_add_feature). A minor version
+ * only gives reserved slots a meaning, so a struct never changes size and a
+ * plugin built for an older minor keeps working: new slots are optional. */
+#define TDM_IFACE_VERSION(major, minor) ((major) << 16 | (minor))
+#define TDM_IFACE_VERSION_MAJOR(version) (((guint32)(version) >> 16) & 0xffffu)
+#define TDM_IFACE_VERSION_MINOR(version) ((guint32)(version) & 0xffffu)
+
 typedef struct _TdmPlugin TdmPlugin;
 typedef struct _TdmFeature TdmFeature;
 typedef struct _TdmDevice TdmDevice;

@@ -421,6 +421,7 @@ static gboolean idx_open(TdmDataset *ds, const char *path, const char *split, GE
 
 static const TdmDatasetClass idx_class = {
     .iface_version = TDM_DATASET_IFACE_VERSION,
+    .struct_size = sizeof(TdmDatasetClass),
     .open = idx_open,
     .read = idx_read,
     .close = idx_close,

@@ -349,6 +349,7 @@ static void dp_teardown(TdmStrategy *s)
 
 static const TdmStrategyClass dp_class = {
     .iface_version = TDM_STRATEGY_IFACE_VERSION,
+    .struct_size = sizeof(TdmStrategyClass),
     .setup = dp_setup,
     .train_step = dp_train_step,
     .teardown = dp_teardown,

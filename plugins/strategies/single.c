@@ -71,6 +71,7 @@ static void single_teardown(TdmStrategy *s)
 
 static const TdmStrategyClass single_class = {
     .iface_version = TDM_STRATEGY_IFACE_VERSION,
+    .struct_size = sizeof(TdmStrategyClass),
     .setup = single_setup,
     .train_step = single_train_step,
     .teardown = single_teardown,

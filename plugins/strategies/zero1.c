@@ -108,6 +108,22 @@ static TdmTensor *flat_new(TdmDevice *dev, size_t n, GError **error)
 
 static void zero1_teardown(TdmStrategy *s);
 
+/* The registered name of the optimizer's class, to create the shard's own
+ * optimizer of the same kind (NULL if it is not registered). */
+static const char *optimizer_name(const TdmOptimizer *opt)
+{
+    GPtrArray *features = tdm_registry_list_features(TDM_FEATURE_OPTIMIZER);
+    const char *name = NULL;
+    for (guint i = 0; i < features->len && name == NULL; i++) {
+        TdmFeature *f = g_ptr_array_index(features, i);
+        if (tdm_feature_get_class(f) == (gconstpointer)opt->klass) {
+            name = tdm_feature_get_name(f);
+        }
+    }
+    g_ptr_array_unref(features);
+    return name;
+}
+
 static gboolean zero1_setup(TdmStrategy *s, GError **error)
 {
     TdmModel *model = s->model;
@@ -149,8 +165,14 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
         ok = ok && make_shard_params(priv, model, error);
         if (ok) {
             const TdmOptimizer *full = s->optimizer;
-            priv->optimizer =
-                tdm_optimizer_new(full->klass->name, model, priv->shard_params, &full->opts, error);
+            const char *name = optimizer_name(full);
+            if (name == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                            "the optimizer's class is not a registered optimizer");
+            }
+            priv->optimizer = name != NULL ? tdm_optimizer_new(name, model, priv->shard_params,
+                                                               &full->opts, error)
+                                           : NULL;
             ok = priv->optimizer != NULL;
         }
         if (!ok) {
@@ -262,6 +284,7 @@ static void zero1_teardown(TdmStrategy *s)
 
 static const TdmStrategyClass zero1_class = {
     .iface_version = TDM_STRATEGY_IFACE_VERSION,
+    .struct_size = sizeof(TdmStrategyClass),
     .setup = zero1_setup,
     .train_step = zero1_train_step,
     .teardown = zero1_teardown,

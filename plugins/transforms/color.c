@@ -275,7 +275,8 @@ static gboolean jitter_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst
 }
 
 static const TdmTransformClass jitter_class = {
-    TDM_TRANSFORM_IFACE_VERSION, jitter_create, tf_same_shape, jitter_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    jitter_create, tf_same_shape, jitter_apply, tf_priv_free, {0},
 };
 
 const TfInfo tf_color_jitter_info = {
@@ -383,7 +384,8 @@ static gboolean normalize_apply(TdmTransform *t, const TdmImage *src, TdmImage *
 }
 
 static const TdmTransformClass normalize_class = {
-    TDM_TRANSFORM_IFACE_VERSION, normalize_create, normalize_output_shape, normalize_apply,
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    normalize_create, normalize_output_shape, normalize_apply,
     tf_priv_free, {0},
 };
 
@@ -418,7 +420,8 @@ static gboolean to_tensor_apply(TdmTransform *t, const TdmImage *src, TdmImage *
 }
 
 static const TdmTransformClass to_tensor_class = {
-    TDM_TRANSFORM_IFACE_VERSION, to_tensor_create, tf_same_shape, to_tensor_apply, NULL, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    to_tensor_create, tf_same_shape, to_tensor_apply, NULL, {0},
 };
 
 const TfInfo tf_to_tensor_info = {"to-tensor",

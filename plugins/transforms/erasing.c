@@ -134,7 +134,8 @@ static gboolean erasing_apply(TdmTransform *t, const TdmImage *src, TdmImage *ds
 }
 
 static const TdmTransformClass erasing_class = {
-    TDM_TRANSFORM_IFACE_VERSION, erasing_create, tf_same_shape, erasing_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    erasing_create, tf_same_shape, erasing_apply, tf_priv_free, {0},
 };
 
 const TfInfo tf_random_erasing_info = {"random-erasing",

@@ -238,7 +238,8 @@ static gboolean pad_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, T
 }
 
 static const TdmTransformClass pad_class = {
-    TDM_TRANSFORM_IFACE_VERSION, pad_create, pad_output_shape, pad_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    pad_create, pad_output_shape, pad_apply, tf_priv_free, {0},
 };
 
 const TfInfo tf_pad_info = {"pad", "pad the borders (torchvision Pad)", &pad_class, pad_params};
@@ -367,7 +368,8 @@ static gboolean random_crop_apply(TdmTransform *t, const TdmImage *src, TdmImage
 }
 
 static const TdmTransformClass random_crop_class = {
-    TDM_TRANSFORM_IFACE_VERSION, random_crop_create, random_crop_output_shape, random_crop_apply,
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    random_crop_create, random_crop_output_shape, random_crop_apply,
     tf_priv_free, {0},
 };
 
@@ -430,7 +432,8 @@ static gboolean center_crop_apply(TdmTransform *t, const TdmImage *src, TdmImage
 }
 
 static const TdmTransformClass center_crop_class = {
-    TDM_TRANSFORM_IFACE_VERSION, center_crop_create, center_crop_output_shape, center_crop_apply,
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    center_crop_create, center_crop_output_shape, center_crop_apply,
     tf_priv_free, {0},
 };
 
@@ -507,11 +510,13 @@ static gboolean vflip_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst,
 }
 
 static const TdmTransformClass hflip_class = {
-    TDM_TRANSFORM_IFACE_VERSION, flip_create, tf_same_shape, hflip_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    flip_create, tf_same_shape, hflip_apply, tf_priv_free, {0},
 };
 
 static const TdmTransformClass vflip_class = {
-    TDM_TRANSFORM_IFACE_VERSION, flip_create, tf_same_shape, vflip_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    flip_create, tf_same_shape, vflip_apply, tf_priv_free, {0},
 };
 
 const TfInfo tf_hflip_info = {"hflip", "mirror left-right with probability p "

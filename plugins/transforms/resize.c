@@ -295,7 +295,8 @@ static gboolean resize_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst
 }
 
 static const TdmTransformClass resize_class = {
-    TDM_TRANSFORM_IFACE_VERSION, resize_create, resize_output_shape, resize_apply, tf_priv_free,
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    resize_create, resize_output_shape, resize_apply, tf_priv_free,
     {0},
 };
 
@@ -424,7 +425,8 @@ static gboolean rrc_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, T
 }
 
 static const TdmTransformClass rrc_class = {
-    TDM_TRANSFORM_IFACE_VERSION, rrc_create, rrc_output_shape, rrc_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    rrc_create, rrc_output_shape, rrc_apply, tf_priv_free, {0},
 };
 
 const TfInfo tf_random_resized_crop_info = {

@@ -126,7 +126,8 @@ static gboolean rotate_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst
 }
 
 static const TdmTransformClass rotate_class = {
-    TDM_TRANSFORM_IFACE_VERSION, rotate_create, tf_same_shape, rotate_apply, tf_priv_free, {0},
+    TDM_TRANSFORM_IFACE_VERSION, sizeof(TdmTransformClass),
+    rotate_create, tf_same_shape, rotate_apply, tf_priv_free, {0},
 };
 
 const TfInfo tf_rotate_info = {"rotate",
