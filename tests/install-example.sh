@@ -5,6 +5,9 @@
 # and the out-of-tree plugin in examples/plugin/ against the staged headers and
 # library only, then run the staged `tandem inspect` and the example program,
 # with the example plugin's optimizer, on a small subset of Fashion-MNIST.
+# A backend plugin with a NULL required slot (tests/fixtures/nullgemm.c),
+# built the same way, must show under the load failures with its reason and
+# never be selected.
 # The source tree is never written to (make distcheck makes it read-only).
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
@@ -239,6 +242,15 @@ run_logged "a check program builds against the staged install" cc-check.log \
     "$CC" $strict -o "$tmp/check-sign-sgd" "$tmp/check-sign-sgd.c" \
     $("$PKG_CONFIG" --cflags --libs tandem-1) -lm
 
+# A third party's backend with a NULL required slot (gemm), built like the
+# example plugin against the staged headers only.
+mkdir -p "$tmp/nullslot"
+# shellcheck disable=SC2046,SC2086
+run_logged "a backend plugin with a NULL gemm builds against the staged install" cc-nullslot.log \
+    "$CC" $strict -Wno-unused-parameter -fPIC -fvisibility=hidden -shared -Wl,--no-undefined \
+    -o "$tmp/nullslot/libtdm-fixture-nullgemm.so" "$top_src/tests/fixtures/nullgemm.c" \
+    "$top_src/tests/fixtures/backend-ops.c" $("$PKG_CONFIG" --cflags --libs tandem-1)
+
 # ---- 4. run from the stage -------------------------------------------------
 # TDM_PLUGIN_SYSTEM_PATH replaces the compiled-in plugin directory (which is
 # the real, not the staged, one); LD_LIBRARY_PATH finds the staged library.
@@ -268,6 +280,39 @@ if grep -q '^Load failures: none' "$tmp/inspect.log"; then
 else
     fail "no staged plugin fails to load" "$(sed -n '/^Load failures/,$p' "$tmp/inspect.log")"
 fi
+# The NULL-gemm backend is refused at registration: a load failure with
+# its reason, never a device, even at the highest priority.
+staged TDM_PLUGIN_PATH="$tmp/nullslot" "$tandem" inspect >"$tmp/inspect-null.log" 2>&1
+null_reason="$tmp/nullslot/libtdm-fixture-nullgemm.so: backend 'fixture-nullgemm': required slot 'gemm' is NULL"
+if sed -n '/^Load failures/,$p' "$tmp/inspect-null.log" | grep -qF -- "$null_reason"; then
+    ok "tandem inspect lists the NULL-gemm backend under load failures with the reason"
+else
+    fail "tandem inspect lists the NULL-gemm backend under load failures with the reason" \
+        "$(sed -n '/^Load failures/,$p' "$tmp/inspect-null.log")"
+fi
+if grep -q '^ *backend  *fixture-nullgemm' "$tmp/inspect-null.log"; then
+    fail "the NULL-gemm backend is not listed as a feature" "$(cat "$tmp/inspect-null.log")"
+else
+    ok "the NULL-gemm backend is not listed as a feature"
+fi
+if staged TDM_PLUGIN_PATH="$tmp/nullslot" "$tandem" train --dataset "idx:$fmnist" --limit 64 \
+    --device fixture-nullgemm --no-eval --quiet >"$tmp/train-null-named.log" 2>&1; then
+    fail "tandem train --device fixture-nullgemm is an error" "$(cat "$tmp/train-null-named.log")"
+elif grep -qF "no backend named 'fixture-nullgemm'" "$tmp/train-null-named.log"; then
+    ok "tandem train --device fixture-nullgemm is an error: no such backend"
+else
+    fail "tandem train --device fixture-nullgemm is an error: no such backend" \
+        "$(cat "$tmp/train-null-named.log")"
+fi
+if staged TDM_PLUGIN_PATH="$tmp/nullslot" TDM_PLUGIN_PRIORITY=fixture-nullgemm:100 "$tandem" train \
+    --dataset "idx:$fmnist" --limit 64 --no-eval >"$tmp/train-null-auto.log" 2>&1 &&
+    ! grep -q 'fixture-nullgemm' "$tmp/train-null-auto.log"; then
+    ok "tandem train never selects the NULL-gemm backend, even at priority 100"
+else
+    fail "tandem train never selects the NULL-gemm backend, even at priority 100" \
+        "$(cat "$tmp/train-null-auto.log")"
+fi
+
 staged TDM_PLUGIN_PATH= "$tandem" inspect >"$tmp/inspect-none.log" 2>&1
 if grep -q 'example-sign-sgd' "$tmp/inspect-none.log"; then
     fail "without TDM_PLUGIN_PATH the example plugin is not found" "$(cat "$tmp/inspect-none.log")"
