@@ -39,7 +39,9 @@ G_BEGIN_DECLS
  * and the registry refuses a class of another major, of a newer minor than
  * the core's, or of another size (tdm_plugin_add_feature). A minor version
  * only gives reserved slots a meaning, so a struct never changes size and a
- * plugin built for an older minor keeps working: new slots are optional. */
+ * plugin built for an older minor keeps working: new slots are optional,
+ * and a comment line in the struct, `since 1.1: slot_a, slot_b`, says
+ * which minor brought them. */
 #define TDM_IFACE_VERSION(major, minor) ((major) << 16 | (minor))
 #define TDM_IFACE_VERSION_MAJOR(version) (((guint32)(version) >> 16) & 0xffffu)
 #define TDM_IFACE_VERSION_MINOR(version) ((guint32)(version) & 0xffffu)
