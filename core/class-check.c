@@ -92,6 +92,20 @@ static const SlotPair backend_pairs[] = {
     {SLOT(TdmBackendClass, batchnorm_relu_forward), SLOT(TdmBackendClass, batchnorm_relu_backward)},
 };
 
+/* A backend's stream table (optional) is a struct of its own, with its own
+ * version: checked like a class when a backend offers one. */
+static const Slot stream_ops_required[] = {
+    SLOT(TdmStreamOps, event_new),
+    SLOT(TdmStreamOps, event_free),
+    SLOT(TdmStreamOps, event_record),
+    SLOT(TdmStreamOps, stream_wait_event),
+    SLOT(TdmStreamOps, event_query),
+    SLOT(TdmStreamOps, event_synchronize),
+    SLOT(TdmStreamOps, synchronize),
+    SLOT(TdmStreamOps, copy_h2d_on),
+    SLOT(TdmStreamOps, native_stream),
+};
+
 static const Slot comm_required[] = {
     SLOT(TdmCommClass, wait),
     SLOT(TdmCommClass, work_free),
@@ -137,6 +151,9 @@ static const Contract contracts[TDM_FEATURE_N_KINDS] = {
     [TDM_FEATURE_OPTIMIZER] =
         CONTRACT(TdmOptimizerClass, TDM_OPTIMIZER_IFACE_VERSION, optimizer_required),
 };
+
+static const Contract stream_ops_contract =
+    CONTRACT(TdmStreamOps, TDM_STREAM_OPS_IFACE_VERSION, stream_ops_required);
 
 /* Every class struct starts with these two; they are read before anything
  * else, so that nothing past them is touched in a class of another layout. */
@@ -214,14 +231,37 @@ static gboolean check_slots(const Contract *c, const char *what, gconstpointer k
     return TRUE;
 }
 
+static gboolean check_struct(const Contract *c, const char *what, gconstpointer klass,
+                             GError **error)
+{
+    ClassHead head;
+    memcpy(&head, klass, sizeof head);
+    return check_version(c, what, &head, error) && check_slots(c, what, klass, error);
+}
+
+/* Tables a class points to, checked once the class itself is known good. */
+static gboolean check_sub_tables(TdmFeatureKind kind, const char *what, gconstpointer klass,
+                                 GError **error)
+{
+    if (kind != TDM_FEATURE_BACKEND) {
+        return TRUE;
+    }
+    const TdmStreamOps *ops = ((const TdmBackendClass *)klass)->stream_ops;
+    if (ops == NULL) {
+        return TRUE;
+    }
+    char *sub = g_strdup_printf("%s stream_ops", what);
+    gboolean ok = check_struct(&stream_ops_contract, sub, ops, error);
+    g_free(sub);
+    return ok;
+}
+
 gboolean registry_check_class(TdmFeatureKind kind, const char *name, gconstpointer klass,
                               GError **error)
 {
-    const Contract *c = &contracts[kind];
     char *what = g_strdup_printf("%s '%s'", registry_kind_names[kind], name);
-    ClassHead head;
-    memcpy(&head, klass, sizeof head);
-    gboolean ok = check_version(c, what, &head, error) && check_slots(c, what, klass, error);
+    gboolean ok = check_struct(&contracts[kind], what, klass, error) &&
+                  check_sub_tables(kind, what, klass, error);
     g_free(what);
     return ok;
 }

@@ -8,15 +8,27 @@
  * device is opened once through the backend's device_open and then lives
  * until the process ends: tensors, storages and op caches keep bare pointers
  * to it, so devices are never reference counted nor closed.
+ *
+ * The core counts the bytes of every tensor storage on a device (tensor.c
+ * reports each allocation and free here), so every backend has allocated
+ * and peak figures; tdm_device_info() starts from those and the host's
+ * memory and lets the backend's device_info overwrite what it knows better.
  */
 #include "config.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 static GRecMutex device_lock; /* static storage: usable without init */
 static GHashTable *devices;   /* "name:index" -> TdmDevice * */
+
+/* dev->core of every device opened here. */
+typedef struct {
+    gint64 allocated; /* bytes of live tensor storage (atomic) */
+    gint64 peak;      /* highest `allocated` since open or reset (atomic) */
+} DeviceCore;
 
 static int backend_device_count(const TdmBackendClass *backend)
 {
@@ -83,13 +95,32 @@ static TdmDevice *open_device_locked(TdmFeature *feature, int index, const char 
     dev->feature = feature;
     dev->index = index;
     dev->name = g_strdup(key);
+    dev->core = g_new0(DeviceCore, 1);
     if (dev->backend->device_open != NULL && !dev->backend->device_open(dev, error)) {
         g_prefix_error(error, "device '%s': ", key);
+        g_free(dev->core);
         g_free(dev->name);
         g_free(dev);
         return NULL;
     }
     g_hash_table_insert(devices, g_strdup(key), dev);
+    return dev;
+}
+
+/* Device `index` of a selected backend, opened on first use. */
+static TdmDevice *device_of(TdmFeature *feature, int index, GError **error)
+{
+    char *key = g_strdup_printf("%s:%d", tdm_feature_get_name(feature), index);
+    g_rec_mutex_lock(&device_lock);
+    if (devices == NULL) {
+        devices = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    }
+    TdmDevice *dev = g_hash_table_lookup(devices, key);
+    if (dev == NULL) {
+        dev = open_device_locked(feature, index, key, error);
+    }
+    g_rec_mutex_unlock(&device_lock);
+    g_free(key);
     return dev;
 }
 
@@ -119,17 +150,7 @@ TdmDevice *tdm_device_get(const char *spec, GError **error)
                         "device '%s': index %d out of range (backend '%s' has %d device%s)", spec,
                         index, name, count, count == 1 ? "" : "s");
         } else {
-            char *key = g_strdup_printf("%s:%d", name, index);
-            g_rec_mutex_lock(&device_lock);
-            if (devices == NULL) {
-                devices = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-            }
-            dev = g_hash_table_lookup(devices, key);
-            if (dev == NULL) {
-                dev = open_device_locked(feature, index, key, error);
-            }
-            g_rec_mutex_unlock(&device_lock);
-            g_free(key);
+            dev = device_of(feature, index, error);
         }
     }
     g_free(type);
@@ -149,6 +170,136 @@ gboolean tdm_device_synchronize(TdmDevice *dev, GError **error)
         return TRUE;
     }
     return dev->backend->synchronize(dev, error);
+}
+
+GPtrArray *tdm_device_list(GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+    if (!tdm_registry_init(error)) {
+        return NULL;
+    }
+    GPtrArray *list = g_ptr_array_new();
+    GPtrArray *backends = tdm_registry_list_features(TDM_FEATURE_BACKEND);
+    for (guint i = 0; i < backends->len; i++) {
+        TdmFeature *f = g_ptr_array_index(backends, i);
+        if (!tdm_feature_is_available(f, NULL)) {
+            continue;
+        }
+        int count = backend_device_count(tdm_feature_get_class(f));
+        for (int index = 0; index < count; index++) {
+            TdmDevice *dev = device_of(f, index, error);
+            if (dev == NULL) {
+                g_ptr_array_unref(backends);
+                g_ptr_array_unref(list);
+                return NULL;
+            }
+            g_ptr_array_add(list, dev);
+        }
+    }
+    g_ptr_array_unref(backends);
+    return list;
+}
+
+/* ---- allocator counts and device information ---- */
+
+void tdm_device_count_bytes(TdmDevice *dev, gint64 delta)
+{
+    DeviceCore *c = dev->core;
+    if (c == NULL) {
+        return; /* a device a test made by hand */
+    }
+    gint64 now = __atomic_add_fetch(&c->allocated, delta, __ATOMIC_RELAXED);
+    gint64 peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, TRUE,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+void tdm_device_reset_peak(TdmDevice *dev)
+{
+    g_return_if_fail(dev != NULL);
+    DeviceCore *c = dev->core;
+    if (c != NULL) {
+        __atomic_store_n(&c->peak, __atomic_load_n(&c->allocated, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+    }
+}
+
+const char *tdm_device_kind_name(TdmDeviceKind kind)
+{
+    switch (kind) {
+    case TDM_DEVICE_KIND_CPU:
+        return "cpu";
+    case TDM_DEVICE_KIND_GPU:
+        return "gpu";
+    case TDM_DEVICE_KIND_VIRTUAL:
+        return "virtual";
+    case TDM_DEVICE_KIND_UNKNOWN:
+        break;
+    }
+    return "unknown";
+}
+
+/* One "Key:   N kB" line of /proc/meminfo in bytes, or -1. */
+static gint64 meminfo_bytes(const char *text, const char *key)
+{
+    const char *line = strstr(text, key);
+    if (line == NULL || (line != text && line[-1] != '\n')) {
+        return -1;
+    }
+    char *end = NULL;
+    guint64 kb = g_ascii_strtoull(line + strlen(key), &end, 10);
+    return end == line + strlen(key) ? -1 : (gint64)(kb * 1024);
+}
+
+gboolean tdm_host_memory(gint64 *total_bytes, gint64 *available_bytes)
+{
+    gint64 total = -1, avail = -1;
+    char *text = NULL;
+    if (g_file_get_contents("/proc/meminfo", &text, NULL, NULL)) {
+        total = meminfo_bytes(text, "MemTotal:");
+        avail = meminfo_bytes(text, "MemAvailable:");
+        g_free(text);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (total < 0 && pages > 0 && page > 0) {
+        total = (gint64)pages * page;
+    }
+    long avail_pages = sysconf(_SC_AVPHYS_PAGES);
+    if (avail < 0 && avail_pages > 0 && page > 0) {
+        avail = (gint64)avail_pages * page;
+    }
+    if (total_bytes != NULL) {
+        *total_bytes = total;
+    }
+    if (available_bytes != NULL) {
+        *available_bytes = avail;
+    }
+    return total >= 0;
+}
+
+gboolean tdm_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
+{
+    g_return_val_if_fail(dev != NULL && info != NULL, FALSE);
+    memset(info, 0, sizeof(*info));
+    g_strlcpy(info->name, dev->name, sizeof(info->name));
+    info->kind = TDM_DEVICE_KIND_UNKNOWN;
+    info->compute_units = -1;
+    info->utilization = -1;
+    info->total_bytes = info->free_bytes = -1;
+    DeviceCore *c = dev->core;
+    if (c != NULL) {
+        info->allocated_bytes = __atomic_load_n(&c->allocated, __ATOMIC_RELAXED);
+        info->peak_bytes = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
+    } else {
+        info->allocated_bytes = info->peak_bytes = -1;
+    }
+    info->reserved_bytes = info->allocated_bytes;
+    if (dev->backend->device_info != NULL && !dev->backend->device_info(dev, info, error)) {
+        g_prefix_error(error, "device '%s': ", dev->name);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 void tdm_op_cache_clear(TdmDevice *dev, TdmOpCache **cache)

@@ -11,6 +11,10 @@
 /* registry.c: the built-in "core" plugin's init (builtin.c). */
 gboolean tdm_builtin_init(TdmPlugin *plugin, GError **error);
 
+/* device.c: tensor.c reports each storage allocated (+nbytes) or freed
+ * (-nbytes) on a device, for tdm_device_info's allocated and peak bytes. */
+void tdm_device_count_bytes(TdmDevice *dev, gint64 delta);
+
 /* Seconds since the process started (first call to tdm_time_now counts from
  * the library constructor). */
 double tdm_time_since_start(void);

@@ -27,6 +27,7 @@ TdmStorage *tdm_storage_new(TdmDevice *dev, size_t nbytes, GError **error)
     s->device = dev;
     s->data = data;
     s->nbytes = nbytes;
+    tdm_device_count_bytes(dev, (gint64)nbytes);
     return s;
 }
 
@@ -44,6 +45,7 @@ void tdm_storage_unref(TdmStorage *storage)
     }
     if (g_atomic_int_dec_and_test(&storage->ref_count)) {
         storage->device->backend->free(storage->device, storage->data, storage->nbytes);
+        tdm_device_count_bytes(storage->device, -(gint64)storage->nbytes);
         g_free(storage);
     }
 }

@@ -21,11 +21,14 @@
 #ifndef TANDEM_BACKEND_H
 #define TANDEM_BACKEND_H
 
+#include <tandem/device.h>
 #include <tandem/tensor.h>
 
 G_BEGIN_DECLS
 
-#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
+/* 1.1 gave three reserved slots a meaning (see `since 1.1` in the class). */
+#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
+#define TDM_STREAM_OPS_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 typedef struct {
     int stride_h, stride_w;
@@ -51,6 +54,47 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     int64_t step; /* 1 on the first update (bias correction) */
 } TdmAdamWParams;
+
+/* A backend's event, defined by each backend (opaque to the core). */
+typedef struct _TdmBackendEvent TdmBackendEvent;
+
+/* Streams and events of a backend whose work may run asynchronously (see
+ * tandem/device.h for the semantics the core exposes). Versioned apart from
+ * the class (TDM_STREAM_OPS_IFACE_VERSION); every slot is required once the
+ * table is offered, and the registry checks it with the class. The events
+ * of one backend may be waited for on any of its devices. Timeouts as in
+ * tandem/device.h. */
+typedef struct {
+    guint32 iface_version; /* TDM_STREAM_OPS_IFACE_VERSION */
+    guint32 struct_size;   /* sizeof(TdmStreamOps) */
+    TdmBackendEvent *(*event_new)(TdmDevice *dev, GError **error);
+    /* May be called while the event is pending. */
+    void (*event_free)(TdmDevice *dev, TdmBackendEvent *ev);
+    gboolean (*event_record)(TdmDevice *dev, TdmBackendEvent *ev, TdmStream stream,
+                             GError **error);
+    /* Later work on `stream` of `dev` waits for `ev` (possibly of another
+     * device of this backend); must not block the host where the device
+     * runs asynchronously. */
+    gboolean (*stream_wait_event)(TdmDevice *dev, TdmStream stream, TdmBackendEvent *ev,
+                                  GError **error);
+    /* TRUE when complete, FALSE while pending (error unset) or on failure. */
+    gboolean (*event_query)(TdmDevice *dev, TdmBackendEvent *ev, GError **error);
+    gboolean (*event_synchronize)(TdmDevice *dev, TdmBackendEvent *ev, double timeout_s,
+                                  GError **error);
+    /* Every stream of the device. */
+    gboolean (*synchronize)(TdmDevice *dev, double timeout_s, GError **error);
+    /* copy_h2d ordered on `stream` (always asynchronous for the host). */
+    gboolean (*copy_h2d_on)(TdmDevice *dev, TdmStream stream, void *dst, const void *src,
+                            size_t n, GError **error);
+    /* The backend's handle of the stream (cudaStream_t), or NULL. */
+    gpointer (*native_stream)(TdmDevice *dev, TdmStream stream);
+    gpointer reserved[8];
+} TdmStreamOps;
+
+/* softmax_xent_stats's accumulator: f32 [TDM_XENT_STATS_LEN], plain. */
+#define TDM_XENT_STATS_LOSS_SUM 0 /* sum over rows of each row's loss */
+#define TDM_XENT_STATS_CORRECT 1  /* rows whose argmax is the label */
+#define TDM_XENT_STATS_LEN 2
 
 /* Every slot is required unless its comment says "(optional: NULL means
  * ...)"; the registry refuses a backend with a NULL required slot. */
@@ -263,7 +307,29 @@ struct _TdmBackendClass {
                                     const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
                                     TdmTensor *bias, TdmTensor *y, GError **error);
 
-    gpointer reserved[10];
+    /* since 1.1: stream_ops, device_info, softmax_xent_stats */
+    /* Streams and events (optional: NULL means the device runs everything
+     * in order on one stream; the core then falls back to copy_h2d and
+     * synchronize, see tandem/device.h). */
+    const TdmStreamOps *stream_ops;
+    /* Fill what the backend knows of `info` (optional: NULL means the core
+     * reports the device's name and its own allocator counts only). The
+     * core has filled every field before the call: unknown figures are -1,
+     * allocated/peak/reserved bytes are the core's counts of tensor
+     * storage; a backend with its own allocator overwrites them. */
+    gboolean (*device_info)(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
+    /* softmax_xent without a host result (optional: NULL means callers use
+     * softmax_xent): the same loss and dlogits (out, may be NULL; the
+     * gradient of the MEAN loss as there), but the batch's loss SUM over
+     * rows and its correct count are ADDED to stats (acc, f32
+     * [TDM_XENT_STATS_LEN] on dev, see TDM_XENT_STATS_*), so that a step
+     * never waits for the device; the caller reads and clears stats once
+     * per logging interval. Labels out of range are an error as there. */
+    gboolean (*softmax_xent_stats)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                   TdmTensor *labels, float label_smoothing,
+                                   TdmTensor *dlogits, TdmTensor *stats, GError **error);
+
+    gpointer reserved[7];
 };
 
 /* The backend class of a device (transfer none). */

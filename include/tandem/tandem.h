@@ -5,6 +5,7 @@
 #include <tandem/types.h>
 #include <tandem/plugin.h>
 #include <tandem/tensor.h>
+#include <tandem/device.h>
 #include <tandem/backend.h>
 #include <tandem/module.h>
 #include <tandem/optim.h>

@@ -25,7 +25,9 @@ struct _TdmDevice {
     int index;                      /* 0.. count-1 */
     char *name;                     /* "cpu:0" */
     gpointer priv;                  /* backend-private per-device state */
-    gpointer reserved[4];
+    gpointer core;                  /* the core's own per-device state (allocator
+                                     * counts); backends leave it alone */
+    gpointer reserved[3];
 };
 
 /* Resolve a device spec: NULL, "" or "auto" (best available backend, index 0),
