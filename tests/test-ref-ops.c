@@ -312,6 +312,42 @@ static void test_softmax_xent(void)
     tdm_tensor_unref(l32);
 }
 
+/* The same hand-computed case, accumulated on the device: the loss sum
+ * (twice the mean above) and the correct count, over two calls. */
+static void test_softmax_xent_stats(void)
+{
+    const int64_t s23[2] = {2, 3}, n2 = 2, len = TDM_XENT_STATS_LEN;
+    const float lv[6] = {1, 2, 3, 0, 0, 0}, zero[2] = {0, 0};
+    const gint64 yv[2] = {2, 0};
+    TdmTensor *logits = mk(2, s23, lv), *dl = slot(), *stats = mk(1, &len, zero);
+    TdmTensor *labels = tdm_tensor_new(dev, TDM_DTYPE_I64, 1, &n2, NULL);
+    g_assert_true(tdm_tensor_write(labels, yv, NULL));
+    OK(B->softmax_xent_stats(dev, NULL, logits, labels, 0.0f, dl, stats, ERR));
+    const float once[2] = {(float)(0.40760596 + log(3.0)), 2.0f};
+    expect(stats, once, 2, 1e-6);
+    double e = exp(1.0) + exp(2.0) + exp(3.0);
+    const float dl_want[6] = {
+        (float)(exp(1.0) / e / 2),  (float)(exp(2.0) / e / 2), (float)((exp(3.0) / e - 1) / 2),
+        (float)((1.0 / 3 - 1) / 2), (float)(1.0 / 6),          (float)(1.0 / 6)};
+    expect(dl, dl_want, 6, 1e-6);
+    /* Label smoothing 0.1 (PyTorch's mean 0.8031091265562451), no gradient. */
+    OK(B->softmax_xent_stats(dev, NULL, logits, labels, 0.1f, NULL, stats, ERR));
+    const float twice[2] = {once[0] + (float)(2 * 0.8031091265562451), 4.0f};
+    expect(stats, twice, 2, 1e-6);
+    /* A stats tensor that is not f32 [2] is refused, naming it. */
+    TdmTensor *w3 = tdm_tensor_new(dev, TDM_DTYPE_F32, 2, s23, NULL);
+    GError *err = NULL;
+    g_assert_false(B->softmax_xent_stats(dev, NULL, logits, labels, 0.0f, NULL, w3, &err));
+    g_assert_error(err, TDM_ERROR, TDM_ERROR_SHAPE);
+    g_assert_nonnull(strstr(err->message, "stats"));
+    g_error_free(err);
+    tdm_tensor_unref(w3);
+    tdm_tensor_unref(logits);
+    tdm_tensor_unref(dl);
+    tdm_tensor_unref(stats);
+    tdm_tensor_unref(labels);
+}
+
 /* ---- batch norm ---- */
 
 static void test_batchnorm(void)
@@ -786,6 +822,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ref/conv2d/finite_differences", test_conv_finite_differences);
     g_test_add_func("/ref/gemm/by_hand", test_gemm_by_hand);
     g_test_add_func("/ref/softmax_xent/by_hand", test_softmax_xent);
+    g_test_add_func("/ref/softmax_xent_stats/by_hand", test_softmax_xent_stats);
     g_test_add_func("/ref/batchnorm/statistics", test_batchnorm);
     g_test_add_func("/ref/batchnorm/finite_differences", test_batchnorm_finite_differences);
     g_test_add_func("/ref/maxpool/argmax", test_maxpool);

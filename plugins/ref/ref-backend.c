@@ -5,7 +5,8 @@
  * exposes N of them, each with its own allocations and byte count, so code
  * that spreads work over several devices runs honestly on one CPU. Memory is
  * host memory (64-byte aligned, zero-filled); every copy is a memcpy and
- * nothing runs asynchronously. Only the plain layout exists here; read and
+ * nothing runs asynchronously, except copies queued on the copy stream
+ * (ref-device.c, TDM_REF_COPY_DELAY_US). Only the plain layout exists here; read and
  * write also accept strided plain views. The argument checks every op uses
  * live here too, so that all error messages look alike.
  */
@@ -154,18 +155,23 @@ static gboolean ref_device_open(TdmDevice *dev, GError **error)
     RefDevice *rd = g_new0(RefDevice, 1);
     rd->index = dev->index;
     rd->num_threads = 1;
+    ref_stream_open(dev, rd);
     dev->priv = rd;
     return TRUE;
 }
 
 static void ref_device_close(TdmDevice *dev)
 {
+    if (dev->priv != NULL) {
+        ref_stream_close(dev->priv);
+    }
     g_clear_pointer(&dev->priv, g_free);
 }
 
 static gboolean ref_synchronize(TdmDevice *dev, GError **error)
 {
-    return TRUE; /* every op has finished when it returns */
+    /* Every op has finished when it returns; only the copy stream may run. */
+    return ref_stream_drain(dev, -1.0, error);
 }
 
 static void ref_set_num_threads(TdmDevice *dev, int n)
@@ -438,11 +444,17 @@ static const TdmBackendClass ref_backend_class = {
     .sgd_update_zero_grad = ref_sgd_update_zero_grad,
     .adamw_update_zero_grad = ref_adamw_update_zero_grad,
     .conv2d_relu_forward = ref_conv2d_relu_forward,
+    .stream_ops = &ref_stream_ops,
+    .device_info = ref_device_info,
+    .softmax_xent_stats = ref_softmax_xent_stats,
 };
 
-/* The fused ops took six of the reserved slots: the class keeps its size. */
+/* The fused ops took six of the reserved slots and the 1.1 slots three
+ * more: the class keeps its size. */
 G_STATIC_ASSERT(sizeof(TdmBackendClass) ==
                 offsetof(TdmBackendClass, adamw_update) + 17 * sizeof(gpointer));
+G_STATIC_ASSERT(offsetof(TdmBackendClass, reserved) ==
+                offsetof(TdmBackendClass, conv2d_relu_forward) + 4 * sizeof(gpointer));
 
 static gboolean ref_plugin_init(TdmPlugin *plugin, GError **error)
 {

@@ -127,6 +127,30 @@ gboolean ref_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
     return TRUE;
 }
 
+gboolean ref_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
+                                TdmTensor *stats, GError **error)
+{
+    const char *op = "softmax_xent_stats";
+    const int64_t len = TDM_XENT_STATS_LEN;
+    if (!ref_check_input(dev, op, "stats", stats, TDM_DTYPE_F32, error) ||
+        !ref_check_shape(op, "stats", stats, 1, &len, error)) {
+        return FALSE;
+    }
+    /* The same loss as softmax_xent by construction: its mean times the
+     * rows is the sum (exact to float rounding, as stats is f32). */
+    float mean = 0.0f;
+    int64_t hits = 0;
+    if (!ref_softmax_xent(dev, cache, logits, labels, label_smoothing, &mean, dlogits, &hits,
+                          error)) {
+        return FALSE;
+    }
+    float *acc = ref_f32(stats);
+    acc[TDM_XENT_STATS_LOSS_SUM] += (float)((double)mean * (double)logits->shape[0]);
+    acc[TDM_XENT_STATS_CORRECT] += (float)hits;
+    return TRUE;
+}
+
 /* ---- dropout ---- */
 
 static guint64 ref_splitmix64_mix(guint64 z)

@@ -7,7 +7,8 @@
  * ref-backend.c holds the plugin, the devices, memory and host transfers;
  * ref-ops.c the layer ops (gemm, conv, batch norm, relu, add); ref-pool.c
  * the pooling ops; ref-vector.c the loss, dropout, vector ops, cast and
- * optimizer updates.
+ * optimizer updates; ref-device.c the streams, events and device
+ * information.
  */
 #ifndef TDM_REF_H
 #define TDM_REF_H
@@ -16,10 +17,13 @@
 
 /* Per-device state (dev->priv). Each virtual device counts its own live
  * allocations so that multi-device code paths are visible in tests. */
+typedef struct _RefCopyStream RefCopyStream;
+
 typedef struct {
     int index;
     int num_threads;
     gint64 live_bytes;
+    RefCopyStream *copy; /* the copy stream (ref-device.c) */
 } RefDevice;
 
 /* ---- argument checks (ref-backend.c) ---- */
@@ -105,10 +109,22 @@ gboolean ref_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
 gboolean ref_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
                                      const TdmTensor *x_like, TdmTensor *dx, GError **error);
 
+/* ---- streams, events and device information (ref-device.c) ---- */
+extern const TdmStreamOps ref_stream_ops;
+/* The device's copy stream: made idle at open, its thread joined at close. */
+void ref_stream_open(TdmDevice *dev, RefDevice *rd);
+void ref_stream_close(RefDevice *rd);
+/* Wait for every copy queued so far (ref compute never has work pending). */
+gboolean ref_stream_drain(TdmDevice *dev, double timeout_s, GError **error);
+gboolean ref_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
+
 /* ---- loss, dropout, vector ops, cast, optimizers (ref-vector.c) ---- */
 gboolean ref_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits, TdmTensor *labels,
                           float label_smoothing, float *loss, TdmTensor *dlogits, int64_t *correct,
                           GError **error);
+gboolean ref_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
+                                TdmTensor *stats, GError **error);
 /* The dropout keep decision for element `index` under `seed`: a uniform
  * number in [0, 1) made from (seed, index) by a counter-based hash, kept when
  * it is >= p. Every backend must make the same decision. */
