@@ -108,6 +108,54 @@ out:
     conf_pair_clear(&dl);
 }
 
+/* The device-side statistics: loss sum and correct count accumulated into
+ * a [2] tensor over two calls, against ref's, with the same gradient. */
+static void test_xent_stats(gconstpointer data)
+{
+    const ConfData *d = data;
+    const XentCase *c = d->tcase;
+    TdmDevice *dev = d->dev;
+    if (dev->backend->softmax_xent_stats == NULL) {
+        g_test_skip("the backend has no softmax_xent_stats");
+        return;
+    }
+    int64_t shape[2] = {c->n, c->k}, len = TDM_XENT_STATS_LEN;
+    float *host = conf_random(c->n * c->k, -3, 3);
+    void *lab = conf_make_labels(host, c->n, c->k, c->label_dtype);
+    Pair logits = conf_pair_from(dev, TDM_DTYPE_F32, 2, shape, host);
+    Pair labels = conf_pair_from(dev, c->label_dtype, 1, &c->n, lab);
+    Pair dl = conf_pair_empty(dev, TDM_DTYPE_F32);
+    Pair stats = conf_pair_from(dev, TDM_DTYPE_F32, 1, &len, NULL);
+    for (int call = 0; call < 2; call++) {
+        TdmTensor *gr = c->grad && call == 0 ? dl.r : NULL;
+        TdmTensor *gt = c->grad && call == 0 ? dl.t : NULL;
+        TRY(conf_ref->backend->softmax_xent_stats(conf_ref, NULL, logits.r, labels.r,
+                                                  c->smoothing, gr, stats.r, &err));
+        TRY(dev->backend->softmax_xent_stats(dev, NULL, logits.t, labels.t, c->smoothing, gt,
+                                             stats.t, &err));
+    }
+    float sr[TDM_XENT_STATS_LEN], st[TDM_XENT_STATS_LEN];
+    TRY(tdm_tensor_read(stats.r, sr, &err));
+    TRY(tdm_tensor_read(stats.t, st, &err));
+    conf_compare_scalar("loss sum", sr[TDM_XENT_STATS_LOSS_SUM], st[TDM_XENT_STATS_LOSS_SUM],
+                        TOL_REDUCTION);
+    if (sr[TDM_XENT_STATS_CORRECT] != st[TDM_XENT_STATS_CORRECT]) {
+        g_test_message("correct: ref %g, got %g", sr[TDM_XENT_STATS_CORRECT],
+                       st[TDM_XENT_STATS_CORRECT]);
+        g_test_fail();
+    }
+    if (c->grad) {
+        conf_compare("dlogits", &dl, TOL_REDUCTION);
+    }
+out:
+    g_free(host);
+    g_free(lab);
+    conf_pair_clear(&logits);
+    conf_pair_clear(&labels);
+    conf_pair_clear(&dl);
+    conf_pair_clear(&stats);
+}
+
 /* A label outside [0, K) is an error that names the row and the label. */
 static void test_xent_bad_label(gconstpointer data)
 {
@@ -487,6 +535,7 @@ void conf_add_vector_tests(TdmDevice *dev, const char *suffix)
 {
     ADD_CASES("softmax_xent", xent_cases, test_xent);
     conf_add("softmax_xent", "label_out_of_range", suffix, dev, NULL, test_xent_bad_label);
+    ADD_CASES("softmax_xent_stats", xent_cases, test_xent_stats);
     ADD_CASES("dropout_forward", dropout_cases, test_dropout_fwd);
     ADD_CASES("dropout_backward", dropout_cases, test_dropout_bwd);
     ADD_CASES("fill", vector_cases, test_fill);

@@ -447,6 +447,14 @@ static gboolean op_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits, T
            cpu_softmax_xent(dev, cache, logits, labels, ls, loss, dlogits, correct, error));
 }
 
+static gboolean op_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                              TdmTensor *labels, float ls, TdmTensor *dlogits, TdmTensor *stats,
+                              GError **error)
+{
+    CPU_OP(CPU_OP_XENT,
+           cpu_softmax_xent_stats(dev, cache, logits, labels, ls, dlogits, stats, error));
+}
+
 static gboolean op_dropout_fwd(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
                                TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error)
 {
@@ -568,6 +576,9 @@ static const TdmBackendClass cpu_backend_class = {
     .sgd_update_zero_grad = op_sgd_zero,
     .adamw_update_zero_grad = op_adamw_zero,
     .conv2d_relu_forward = op_conv_relu_fwd,
+    .stream_ops = &cpu_stream_ops,
+    .device_info = cpu_device_info,
+    .softmax_xent_stats = op_xent_stats,
 };
 
 static gboolean cpu_plugin_init(TdmPlugin *plugin, GError **error)

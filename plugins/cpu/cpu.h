@@ -316,4 +316,11 @@ void cpu_accumulate(float *dst, const float *src, int64_t n);
 void cpu_strided_copy(void *dst, const int64_t *dst_stride, const void *src,
                       const int64_t *src_stride, const int64_t *shape, int ndim, size_t esize);
 
+/* cpu-device.c: streams and events, device information, loss statistics */
+extern const TdmStreamOps cpu_stream_ops;
+gboolean cpu_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
+gboolean cpu_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
+                                TdmTensor *stats, GError **error);
+
 #endif /* TDM_CPU_H */
