@@ -16,6 +16,10 @@
  * timeout names the op, the number, the size and the ranks that never arrived
  * (from the plugin, else from those per-rank keys). After any failure the
  * communicator refuses further calls: the ranks are no longer in step.
+ * A work handle holds a reference to its tensors until tdm_comm_wait, so
+ * a plugin whose op runs later on a device stream never finds its buffer
+ * freed and reused by a caller that dropped the tensor early (PyTorch's
+ * recordStream); plugins need not reference them themselves.
  */
 #include "config.h"
 
@@ -34,6 +38,7 @@ typedef struct {
 
 struct _TdmCommWork {
     TdmWork *work;
+    TdmTensor *tensors[2]; /* referenced from issue to wait */
     TdmCollOp op;
     guint64 seq;
     int64_t count;
@@ -505,6 +510,8 @@ static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmT
         g_free(w);
         return NULL;
     }
+    w->tensors[0] = a != NULL ? tdm_tensor_ref(a) : NULL;
+    w->tensors[1] = b != NULL ? tdm_tensor_ref(b) : NULL;
     return w;
 }
 
@@ -623,6 +630,9 @@ gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error)
     }
     g_free(missing);
     comm->klass->work_free(comm, work->work);
+    /* After work_free: the plugin is done with the buffers. */
+    g_clear_pointer(&work->tensors[0], tdm_tensor_unref);
+    g_clear_pointer(&work->tensors[1], tdm_tensor_unref);
     g_free(work);
     return ok;
 }
