@@ -19,9 +19,12 @@
  * Nothing depends on which thread loads what, so 0, 1 or 4 workers give the
  * same bytes. The caller copies a ready slot into one of two device tensor sets
  * (batch k uses set k % 2, so an asynchronous copy of batch k+1 never
- * overwrites batch k); the copy is the backend's async copy_h2d from pinned
- * memory, then the slot is released on the next call, else a synchronous
- * tdm_tensor_write. Buffers, tensors and threads are made once: a steady
+ * overwrites batch k); from pinned memory the copy runs on the device's copy
+ * stream, after an event on compute (set k % 2 was last read by batch k-2's
+ * step, queued before this call) and before one that compute waits for
+ * (batch.ready), and the slot is released on the next call once that event
+ * is reached, without waiting for the rest of the device; else the copy is a
+ * synchronous tdm_tensor_write. Buffers, tensors, events and threads are made once: a steady
  * step allocates nothing. wait_s is the time the caller spent inside
  * tdm_loader_next waiting for data (waiting for the device to finish the
  * previous async copy is the device's time and not counted). A worker's
@@ -77,6 +80,9 @@ struct _TdmLoader {
     int n_slots;
     gboolean pinned;
     gboolean async_copy;
+    TdmEvent *compute_done; /* async copies: compute's queue before a copy */
+    TdmEvent *copied[2];    /* after the copy into device set d */
+    TdmEvent *held;         /* copied[d] of the held slot */
 
     TdmTensor *images[2], *labels[2];           /* full batch on the device */
     TdmTensor *tail_images[2], *tail_labels[2]; /* views for a short batch */
@@ -443,6 +449,13 @@ static gboolean make_buffers(TdmLoader *l, GError **error)
         s->batch = -1;
     }
     l->async_copy = l->pinned && dev->backend->copy_h2d != NULL;
+    if (l->async_copy) {
+        if ((l->compute_done = tdm_event_new(dev, error)) == NULL ||
+            (l->copied[0] = tdm_event_new(dev, error)) == NULL ||
+            (l->copied[1] = tdm_event_new(dev, error)) == NULL) {
+            return FALSE;
+        }
+    }
 
     int64_t ishape[4] = {B, l->c, l->h, l->w};
     int64_t lshape[1] = {B};
@@ -535,14 +548,15 @@ static void cancel_in_flight(TdmLoader *l)
     }
 }
 
-/* Finish the async copy of the last delivered batch and free its slot. */
+/* Wait for the async copy of the last delivered batch (its event, not the
+ * whole device) and free its slot. */
 static gboolean release_held_slot(TdmLoader *l, GError **error)
 {
     if (!l->hold_slot) {
         return TRUE;
     }
     l->hold_slot = FALSE;
-    gboolean ok = tdm_device_synchronize(l->dev, error);
+    gboolean ok = tdm_event_synchronize(l->held, -1.0, error);
     g_mutex_lock(&l->lock);
     l->released = l->delivered;
     g_cond_broadcast(&l->cond);
@@ -647,16 +661,24 @@ static gboolean device_target(TdmLoader *l, int64_t k, int64_t count, TdmTensor 
     return TRUE;
 }
 
-static gboolean copy_to_device(TdmLoader *l, Slot *slot, TdmTensor *images, TdmTensor *labels,
-                               GError **error)
+static gboolean copy_to_device(TdmLoader *l, Slot *slot, int64_t k, TdmTensor *images,
+                               TdmTensor *labels, GError **error)
 {
+    l->batch.ready = NULL;
     if (l->async_copy && tdm_tensor_is_contiguous(images)) {
         size_t n = (size_t)slot->count * l->sample_floats * sizeof(float);
-        if (!l->dev->backend->copy_h2d(l->dev, tdm_tensor_data(images), slot->images, n, TRUE,
-                                       error)) {
+        TdmEvent *copied = l->copied[k % 2];
+        if (!tdm_event_record(l->compute_done, TDM_STREAM_COMPUTE, error) ||
+            !tdm_stream_wait_event(l->dev, TDM_STREAM_COPY, l->compute_done, error) ||
+            !tdm_device_copy_h2d(l->dev, TDM_STREAM_COPY, tdm_tensor_data(images), slot->images,
+                                 n, error) ||
+            !tdm_event_record(copied, TDM_STREAM_COPY, error) ||
+            !tdm_stream_wait_event(l->dev, TDM_STREAM_COMPUTE, copied, error)) {
             return FALSE;
         }
         l->hold_slot = TRUE;
+        l->held = copied;
+        l->batch.ready = copied;
     } else if (!tdm_tensor_write(images, slot->images, error)) {
         return FALSE;
     }
@@ -717,7 +739,7 @@ TdmBatch *tdm_loader_next(TdmLoader *loader, GError **error)
     const int64_t count = slot->count;
     TdmTensor *images, *labels;
     if (!device_target(l, k, count, &images, &labels, error) ||
-        !copy_to_device(l, slot, images, labels, error)) {
+        !copy_to_device(l, slot, k, images, labels, error)) {
         return NULL;
     }
     g_mutex_lock(&l->lock);
@@ -779,7 +801,7 @@ void tdm_loader_free(TdmLoader *loader)
     }
     TdmLoader *l = loader;
     if (l->hold_slot) {
-        (void)tdm_device_synchronize(l->dev, NULL);
+        (void)tdm_event_synchronize(l->held, -1.0, NULL);
     }
     if (l->pool != NULL) {
         g_mutex_lock(&l->lock);
@@ -805,6 +827,9 @@ void tdm_loader_free(TdmLoader *loader)
         g_clear_error(&l->slots[i].error);
     }
     g_free(l->slots);
+    tdm_event_free(l->compute_done);
+    tdm_event_free(l->copied[0]);
+    tdm_event_free(l->copied[1]);
     g_clear_error(&l->failed);
     scratch_clear(&l->caller);
     tdm_sampler_free(l->sampler);

@@ -566,6 +566,42 @@ static void test_pinned(void)
     fake_free(ds);
 }
 
+/* From pinned memory each batch is copied on the device's copy stream and
+ * handed out with the event after its copy (compute waits for it), not
+ * after a synchronisation of the whole device; without pinning the copy is
+ * synchronous and there is no event. Every ref copy-stream copy is slowed
+ * down (main), so a batch handed out before its copy landed, or a slot
+ * released before its copy read it, would differ from the unpinned batch. */
+static void test_pinned_events(void)
+{
+    FakeConfig fc = {.fail_index = -1};
+    TdmDataset *ds = fake_new(40, 1, 4, 4, &fc);
+    TdmLoaderOptions o = base_options(16, 2);
+    TdmLoader *plain = loader_new(ds, &o);
+    o.pin_memory = TRUE;
+    TdmLoader *pinned = loader_new(ds, &o);
+    g_autoptr(GError) error = NULL;
+    TdmBatch *b;
+    int batches = 0;
+    while ((b = tdm_loader_next(pinned, &error)) != NULL) {
+        g_assert_nonnull(b->ready);
+        g_assert_true(tdm_event_get_device(b->ready) == ref_device());
+        g_assert_true(tdm_event_query(b->ready, &error));
+        g_autoptr(GBytes) got = batch_bytes(b);
+        TdmBatch *p = tdm_loader_next(plain, &error);
+        g_assert_nonnull(p);
+        g_assert_null(p->ready);
+        g_autoptr(GBytes) want = batch_bytes(p);
+        g_assert_true(g_bytes_equal(got, want));
+        batches++;
+    }
+    g_assert_no_error(error);
+    g_assert_cmpint(batches, ==, 3);
+    tdm_loader_free(pinned);
+    tdm_loader_free(plain);
+    fake_free(ds);
+}
+
 /* ---- with transforms ---- */
 
 /* The pipeline, or NULL (test skipped) when no transform plugin is built. */
@@ -668,6 +704,8 @@ static void test_fashion_transforms(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    /* Slow copies on ref's copy stream: see test_pinned_events. */
+    g_setenv("TDM_REF_COPY_DELAY_US", "3000", TRUE);
     g_test_add_func("/loader/ordered-delivery", test_ordered_delivery);
     g_test_add_func("/loader/workers-identical", test_workers_synthetic);
     g_test_add_func("/loader/reshuffle", test_reshuffle);
@@ -678,6 +716,7 @@ int main(int argc, char **argv)
     g_test_add_func("/loader/variable-needs-transforms", test_variable_without_transforms);
     g_test_add_func("/loader/variable-with-transforms", test_variable_with_transforms);
     g_test_add_func("/loader/pinned", test_pinned);
+    g_test_add_func("/loader/pinned-events", test_pinned_events);
     g_test_add_func("/loader/fashion-workers", test_fashion_plain);
     g_test_add_func("/loader/fashion-transforms-workers", test_fashion_transforms);
     return g_test_run();

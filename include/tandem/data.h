@@ -9,6 +9,7 @@
 #ifndef TANDEM_DATA_H
 #define TANDEM_DATA_H
 
+#include <tandem/device.h>
 #include <tandem/tensor.h>
 #include <tandem/transform.h>
 
@@ -141,7 +142,10 @@ struct _TdmBatch {
     TdmTensor *labels;  /* [B] i32 on the device (transfer none) */
     int64_t size;       /* B (the last batch may be smaller) */
     double wait_s;      /* time the caller waited for this batch */
-    gpointer reserved[4];
+    /* Recorded after the copy of `images` to the device, which compute
+     * already waits for; NULL when the copy was synchronous (transfer none). */
+    TdmEvent *ready;
+    gpointer reserved[3];
 };
 
 /* The loader keeps a reference to nothing it does not own: `ds` must outlive
