@@ -18,3 +18,13 @@ tests_test_conformance_SOURCES = \
 	tests/conformance-util.h
 tests_test_conformance_CFLAGS = $(TDMTEST_CFLAGS)
 tests_test_conformance_LDADD = $(TDMTEST_LIBS)
+
+# test-device: device information and allocator counts, streams and events
+# (ref's copy stream made slow with TDM_REF_COPY_DELAY_US), the loss
+# statistics op against softmax_xent, and collective work holding its
+# tensors (with the deferred fixture collective), on ref and cpu.
+check_PROGRAMS += tests/test-device
+TESTS += tests/test-device
+tests_test_device_SOURCES = tests/test-device.c
+tests_test_device_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_device_LDADD = $(TDMTEST_LIBS)
