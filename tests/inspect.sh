@@ -149,6 +149,32 @@ has "--help lists inspect" "inspect" "$out"
 run "$TANDEM" --bogus inspect
 status "unknown global option exits 2" 2
 
+# `inspect devices`: every device of every available backend. The fixture
+# backend (on the plugin path) has no device_info: its figures are unknown.
+run "$TANDEM" inspect devices
+status "inspect devices exits 0" 0
+has "devices are listed" "Devices:" "$out"
+has "the ref device is listed" "  ref:0" "$out"
+has "a virtual device says so" "kind:        virtual (host memory)" "$out"
+has "the fixture devices are listed" "  fixture-backend:1" "$out"
+has "a device without device_info shows unknowns" "memory:      unknown total, unknown free" "$out"
+has "allocator figures are shown" "allocator:   0 B allocated, 0 B reserved, 0 B peak" "$out"
+# The lines of one device: from its name to the next device's name.
+device_block() { awk -v d="  $1" '$0 == d {on = 1; next} /^  [^ ]/ {on = 0} on' "$out"; }
+skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $1 # SKIP $2"; }
+if "$TANDEM" inspect backend/cpu 2>/dev/null | grep -q "status:      available"; then
+    device_block cpu:0 >"$err"
+    has "the cpu device is a cpu" "kind:        cpu (host memory)" "$err"
+    if grep -Eq '^    memory: +[0-9.]+ (MiB|GiB|TiB) total, [0-9.]+ (B|KiB|MiB|GiB|TiB) free$' "$err"; then
+        ok "the cpu device is listed with its memory"
+    else
+        fail "the cpu device is listed with its memory" "$(cat "$out")"
+    fi
+    hasnt "the cpu device names its instruction set" "capability:  unknown" "$err"
+else
+    skip "the cpu device is listed with its memory" "the cpu backend is not available"
+fi
+
 # An explicit plugin that fails to load is an error, with its reason.
 unset TDM_PLUGIN_PATH
 run "$TANDEM" --plugin "$fixtures/libtdm-fixture-abi.so" inspect

@@ -18,11 +18,13 @@
 
 static void print_inspect_usage(FILE *out)
 {
-    fprintf(out, "Usage: tandem inspect [NAME]\n"
+    fprintf(out, "Usage: tandem inspect [NAME | devices]\n"
                  "\n"
                  "Without NAME, list every plugin, its features and every plugin that failed\n"
                  "to load. NAME is a feature (\"conv2d\", or \"kind/name\" such as\n"
-                 "\"backend/ref\") or a plugin (\"ref\", or \"plugin/ref\").\n");
+                 "\"backend/ref\") or a plugin (\"ref\", or \"plugin/ref\").\n"
+                 "\"devices\" lists every device of every available backend: name, kind,\n"
+                 "memory, capability and allocator figures.\n");
 }
 
 static void print_feature_line(TdmFeature *f)
@@ -256,6 +258,9 @@ int tdm_cmd_inspect(int argc, char **argv)
     }
     if (!tdm_registry_init(NULL)) {
         return 1;
+    }
+    if (name != NULL && strcmp(name, "devices") == 0) {
+        return tdm_inspect_devices();
     }
     return name != NULL ? inspect_name(name) : inspect_all();
 }

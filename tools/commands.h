@@ -10,6 +10,8 @@
 
 /* cmd-inspect.c: list plugins, features and load failures, or show one. */
 int tdm_cmd_inspect(int argc, char **argv);
+/* cmd-inspect-devices.c: `tandem inspect devices`. */
+int tdm_inspect_devices(void);
 
 /* cmd-train.c: train a model / evaluate a checkpoint. */
 int tdm_cmd_train(int argc, char **argv);
