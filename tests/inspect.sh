@@ -68,6 +68,9 @@ has "a backend with a NULL required slot is refused" \
 has "a backend with half of a slot pair is refused" \
     "libtdm-fixture-pinned.so: backend 'fixture-pinned': slot 'host_free' is NULL while 'host_alloc' is set" \
     "$out"
+has "a backend with an incomplete stream table is refused" \
+    "libtdm-fixture-streams.so: backend 'fixture-streams' stream_ops: required slot 'event_query' is NULL" \
+    "$out"
 hasnt "a refused backend is not listed as a feature" "backend    fixture-nullgemm" "$out"
 hasnt "a refused plugin is not listed as a plugin" "Plugin: fixture-nullgemm " "$out"
 hasnt "the valid feature beside a refused class is rolled back" "fixture-major-data" "$out"
@@ -157,6 +160,7 @@ has "devices are listed" "Devices:" "$out"
 has "the ref device is listed" "  ref:0" "$out"
 has "a virtual device says so" "kind:        virtual (host memory)" "$out"
 has "the fixture devices are listed" "  fixture-backend:1" "$out"
+hasnt "a refused backend has no devices" "fixture-streams" "$out"
 has "a device without device_info shows unknowns" "memory:      unknown total, unknown free" "$out"
 has "allocator figures are shown" "allocator:   0 B allocated, 0 B reserved, 0 B peak" "$out"
 # The lines of one device: from its name to the next device's name.

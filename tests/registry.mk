@@ -21,6 +21,7 @@ check_LTLIBRARIES += \
 	tests/fixtures/libtdm-fixture-major.la \
 	tests/fixtures/libtdm-fixture-nullgemm.la \
 	tests/fixtures/libtdm-fixture-pinned.la \
+	tests/fixtures/libtdm-fixture-streams.la \
 	tests/fixtures/libtdm-fixture-deferred.la
 
 tests_fixtures_libtdm_fixture_good_la_SOURCES = tests/fixtures/good.c \
@@ -80,6 +81,12 @@ tests_fixtures_libtdm_fixture_pinned_la_SOURCES = tests/fixtures/pinned.c \
 tests_fixtures_libtdm_fixture_pinned_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_pinned_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_pinned_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+tests_fixtures_libtdm_fixture_streams_la_SOURCES = tests/fixtures/streams.c \
+	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
+tests_fixtures_libtdm_fixture_streams_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_streams_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_streams_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 # A collective that defers its ops to wait, for tests/test-device.
 tests_fixtures_libtdm_fixture_deferred_la_SOURCES = tests/fixtures/deferred.c

@@ -264,6 +264,8 @@ static void test_class_refusals(void)
     assert_failure("fixture-nullgemm", "backend 'fixture-nullgemm': required slot 'gemm' is NULL");
     assert_failure("fixture-pinned", "backend 'fixture-pinned': slot 'host_free' is NULL while "
                                      "'host_alloc' is set (the two come together)");
+    assert_failure("fixture-streams",
+                   "backend 'fixture-streams' stream_ops: required slot 'event_query' is NULL");
 
     /* Nothing of theirs is registered: not the refused classes, and not the
      * valid reader registered beside one (its plugin's init even returned
@@ -278,6 +280,7 @@ static void test_class_refusals(void)
         {TDM_FEATURE_DATASET, "fixture-major-data"},
         {TDM_FEATURE_BACKEND, "fixture-nullgemm"},
         {TDM_FEATURE_BACKEND, "fixture-pinned"},
+        {TDM_FEATURE_BACKEND, "fixture-streams"},
     };
     for (gsize i = 0; i < G_N_ELEMENTS(gone); i++) {
         GError *error = NULL;
@@ -306,10 +309,12 @@ static void test_refused_never_selected(void)
     g_assert_no_error(error);
     g_assert_cmpstr(tdm_feature_get_name(b), !=, "fixture-nullgemm");
     g_assert_cmpstr(tdm_feature_get_name(b), !=, "fixture-pinned");
+    g_assert_cmpstr(tdm_feature_get_name(b), !=, "fixture-streams");
     TdmDevice *dev = tdm_device_get("auto", &error);
     g_assert_no_error(error);
     g_assert_false(g_str_has_prefix(dev->name, "fixture-nullgemm"));
     g_assert_false(g_str_has_prefix(dev->name, "fixture-pinned"));
+    g_assert_false(g_str_has_prefix(dev->name, "fixture-streams"));
 
     g_assert_null(tdm_device_get("fixture-nullgemm", &error));
     g_assert_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND);
