@@ -13,13 +13,18 @@
  * reports each allocation and free here), so every backend has allocated
  * and peak figures; tdm_device_info() starts from those and the host's
  * memory and lets the backend's device_info overwrite what it knows better.
+ *
+ * The rest of the core reaches the backend's device, memory and transfer
+ * slots only through the functions at the end of this file and stream.c
+ * (and its ops through the front ends of ops-*.c), so that these are the
+ * only files that read the backend table.
  */
 #include "config.h"
 
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "ops-private.h"
 
 static GRecMutex device_lock; /* static storage: usable without init */
 static GHashTable *devices;   /* "name:index" -> TdmDevice * */
@@ -311,4 +316,80 @@ void tdm_op_cache_clear(TdmDevice *dev, TdmOpCache **cache)
         dev->backend->cache_free(dev, *cache);
     }
     *cache = NULL;
+}
+
+/* ---- the memory and transfer slots, for the core's tensors and loader ---- */
+
+const char *tdm_device_type(const TdmDevice *dev)
+{
+    g_return_val_if_fail(dev != NULL, NULL);
+    return dev->backend != NULL ? dev->backend->device_type : NULL;
+}
+
+void tdm_device_set_num_threads(TdmDevice *dev, int n)
+{
+    g_return_if_fail(dev != NULL);
+    if (dev->backend->set_num_threads != NULL) {
+        dev->backend->set_num_threads(dev, n);
+    }
+}
+
+void *tdm_device_alloc(TdmDevice *dev, size_t nbytes, GError **error)
+{
+    return dev->backend->alloc(dev, nbytes, error);
+}
+
+void tdm_device_free(TdmDevice *dev, void *ptr, size_t nbytes)
+{
+    dev->backend->free(dev, ptr, nbytes);
+}
+
+gboolean tdm_device_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error)
+{
+    return dev->backend->read(dev, t, host, error);
+}
+
+gboolean tdm_device_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error)
+{
+    return dev->backend->write(dev, t, host, error);
+}
+
+gboolean tdm_device_has_pinned_memory(const TdmDevice *dev)
+{
+    return dev->backend->host_alloc != NULL && dev->backend->host_free != NULL;
+}
+
+void *tdm_device_host_alloc(TdmDevice *dev, size_t nbytes, GError **error)
+{
+    return dev->backend->host_alloc(dev, nbytes, error);
+}
+
+void tdm_device_host_free(TdmDevice *dev, void *ptr)
+{
+    dev->backend->host_free(dev, ptr);
+}
+
+gboolean tdm_device_has_async_copy(const TdmDevice *dev)
+{
+    return dev->backend->copy_h2d != NULL;
+}
+
+/* A front end like those of ops-*.c (checked, timed under TDM_PROFILE):
+ * reorder is a transfer slot but runs on the device like an op. */
+gboolean tdm_tensor_reorder(TdmTensor *src, const TdmTensor *like, TdmTensor *dst,
+                            TdmOpCache **cache, GError **error)
+{
+    g_return_val_if_fail(src != NULL, FALSE);
+    TdmDevice *dev = src->device;
+    const char *op = "reorder";
+    if (!tdm_ops_check_input(dev, op, "src", src, -1, error) ||
+        (like != NULL && !tdm_ops_check_out(dev, op, "like", like, error)) ||
+        !tdm_ops_check_out(dev, op, "dst", dst, error)) {
+        return FALSE;
+    }
+    if (like != NULL && !tdm_ops_check_same_shape(op, "src", src, "like", like, error)) {
+        return FALSE;
+    }
+    TDM_OP_RUN(TDM_OPID_REORDER, dev, error,
+               dev->backend->reorder(dev, cache, src, like, dst, error));
 }

@@ -24,6 +24,21 @@ double tdm_time_since_start(void);
  * long run rather than after it. */
 gboolean tdm_save_path_check(const char *path, GError **error);
 
+/* device.c: the backend's memory and transfer slots, for tensor.c and
+ * loader.c (every file of the core but device.c, stream.c and ops-*.c
+ * leaves the backend table alone). */
+void *tdm_device_alloc(TdmDevice *dev, size_t nbytes, GError **error);
+void tdm_device_free(TdmDevice *dev, void *ptr, size_t nbytes);
+gboolean tdm_device_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
+gboolean tdm_device_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
+/* Whether the backend offers page-locked host memory (host_alloc). */
+gboolean tdm_device_has_pinned_memory(const TdmDevice *dev);
+void *tdm_device_host_alloc(TdmDevice *dev, size_t nbytes, GError **error);
+void tdm_device_host_free(TdmDevice *dev, void *ptr);
+/* Whether the backend offers raw (async) host-to-device copies (copy_h2d;
+ * tdm_device_copy_h2d in stream.c runs them). */
+gboolean tdm_device_has_async_copy(const TdmDevice *dev);
+
 /* module.c / model.c: built-in module classes, for the registry. */
 extern const TdmModuleClass tdm_linear_class;
 extern const TdmModuleClass tdm_conv2d_class;

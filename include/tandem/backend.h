@@ -187,6 +187,7 @@ struct _TdmBackendClass {
                                    GError **error);
 
     /* ---- elementwise ---- */
+    /* y (out) = max(x, 0); y may be x (in place). */
     gboolean (*relu_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                              GError **error);
     /* dx (out) = dy where y > 0 else 0 (y = the forward output). */

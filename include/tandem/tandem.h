@@ -7,6 +7,7 @@
 #include <tandem/tensor.h>
 #include <tandem/device.h>
 #include <tandem/backend.h>
+#include <tandem/ops.h>
 #include <tandem/module.h>
 #include <tandem/optim.h>
 #include <tandem/transform.h>

@@ -37,6 +37,12 @@ TDM_API TdmDevice *tdm_device_get(const char *spec, GError **error);
 TDM_API int tdm_device_count(const TdmDevice *dev);
 /* Block until all work queued on the device is done. */
 TDM_API gboolean tdm_device_synchronize(TdmDevice *dev, GError **error);
+/* The device type of the backend, the part of the name before the colon
+ * ("cpu", "ref", "cuda"; transfer none). */
+TDM_API const char *tdm_device_type(const TdmDevice *dev);
+/* Set the number of compute threads of the backend (0 = its default); a
+ * no-op for a backend without such a setting. */
+TDM_API void tdm_device_set_num_threads(TdmDevice *dev, int n);
 
 struct _TdmStorage {
     gint ref_count;
@@ -111,6 +117,11 @@ TDM_API gboolean tdm_tensor_read(TdmTensor *t, void *host, GError **error);
 TDM_API gboolean tdm_tensor_write(TdmTensor *t, const void *host, GError **error);
 /* Convenience: read an f32 tensor into a new g_malloc'ed array (transfer full). */
 TDM_API float *tdm_tensor_read_f32(TdmTensor *t, GError **error);
+/* dst (an output slot, shaped by the backend) = src in the layout of
+ * `like` (same logical shape; NULL = plain contiguous). `cache` as for ops
+ * (may be NULL); timed under TDM_PROFILE like the op front ends. */
+TDM_API gboolean tdm_tensor_reorder(TdmTensor *src, const TdmTensor *like, TdmTensor *dst,
+                                    TdmOpCache **cache, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmTensor, tdm_tensor_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStorage, tdm_storage_unref)
