@@ -135,8 +135,8 @@ static gboolean run(const Options *o, GError **error)
     if (dev == NULL) {
         return FALSE;
     }
-    if (o->train_model != NULL && dev->backend->set_num_threads != NULL) {
-        dev->backend->set_num_threads(dev, o->threads);
+    if (o->train_model != NULL) {
+        tdm_device_set_num_threads(dev, o->threads);
     }
     g_autoptr(TdmDataset) ds = tdm_dataset_open(o->dataset ? o->dataset : "fashion-mnist",
                                                 "train", error);

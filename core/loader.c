@@ -423,15 +423,15 @@ static gboolean make_buffers(TdmLoader *l, GError **error)
     }
     l->n_slots = n_slots;
     l->slots = g_new0(Slot, l->n_slots);
-    l->pinned = l->opts.pin_memory && dev->backend->host_alloc != NULL;
+    l->pinned = l->opts.pin_memory && tdm_device_has_pinned_memory(dev);
     for (int i = 0; i < l->n_slots; i++) {
         Slot *s = &l->slots[i];
         if (l->pinned) {
-            s->images = dev->backend->host_alloc(dev, img_bytes, NULL);
+            s->images = tdm_device_host_alloc(dev, img_bytes, NULL);
             if (s->images == NULL) {
                 /* Pinned memory is a speed-up, never a requirement. */
                 for (int j = 0; j < i; j++) {
-                    dev->backend->host_free(dev, l->slots[j].images);
+                    tdm_device_host_free(dev, l->slots[j].images);
                     l->slots[j].images = NULL;
                 }
                 l->pinned = FALSE;
@@ -448,7 +448,7 @@ static gboolean make_buffers(TdmLoader *l, GError **error)
         s->labels = g_new(int32_t, B);
         s->batch = -1;
     }
-    l->async_copy = l->pinned && dev->backend->copy_h2d != NULL;
+    l->async_copy = l->pinned && tdm_device_has_async_copy(dev);
     if (l->async_copy) {
         if ((l->compute_done = tdm_event_new(dev, error)) == NULL ||
             (l->copied[0] = tdm_event_new(dev, error)) == NULL ||
@@ -819,7 +819,7 @@ void tdm_loader_free(TdmLoader *loader)
     }
     for (int i = 0; i < l->n_slots; i++) {
         if (l->pinned) {
-            l->dev->backend->host_free(l->dev, l->slots[i].images);
+            tdm_device_host_free(l->dev, l->slots[i].images);
         } else {
             g_free(l->slots[i].images);
         }

@@ -457,7 +457,7 @@ gboolean tdm_model_zero_grad(TdmModel *model, GError **error)
     if (model->grad_arena == NULL) {
         return TRUE;
     }
-    return model->device->backend->fill(model->device, model->grad_arena, 0.0f, error);
+    return tdm_op_fill(model->device, model->grad_arena, 0.0f, error);
 }
 
 void tdm_model_set_training(TdmModel *model, gboolean training)

@@ -238,7 +238,7 @@ TdmTensor *tdm_module_as_plain(TdmModule *m, TdmOpCache **cache, TdmTensor *t, T
         return t;
     }
     TdmTensor *dst = tdm_module_slot(m, slot, t->dtype);
-    if (!m->device->backend->reorder(m->device, cache, t, NULL, dst, error)) {
+    if (!tdm_tensor_reorder(t, NULL, dst, cache, error)) {
         return NULL;
     }
     return dst;

@@ -1,6 +1,6 @@
 /* core/optim.c - optimizers: the generic TdmOptimizer object (class lookup
  * through the registry, per-parameter state keyed "<param>.<state>") and
- * the built-in SGD and AdamW, which run the backend's fused updates.
+ * the built-in SGD and AdamW, which run the fused updates (tdm_op_*_update).
  *
  * The common case is an optimizer over every parameter of a model: those
  * parameters are one contiguous run at the start of the value arena, their
@@ -220,7 +220,6 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
 {
     const TdmOptimizerOptions *o = &opt->opts;
     OptimPriv *op = opt->priv;
-    const TdmBackendClass *be = opt->device->backend;
     TdmSgdParams hp = {
         .lr = opt->lr,
         .momentum = o->momentum,
@@ -231,13 +230,13 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
     };
     gboolean has_buf = o->momentum != 0.0f;
     if (fused_usable(opt)) {
-        if (op->zero_grad && be->sgd_update_zero_grad != NULL) {
+        TdmTensor *buf = has_buf ? op->state_run[0] : NULL;
+        if (op->zero_grad) {
             op->zeroed = TRUE;
-            return be->sgd_update_zero_grad(opt->device, &hp, op->value_run, op->grad_run,
-                                            has_buf ? op->state_run[0] : NULL, error);
+            return tdm_op_sgd_update_zero_grad(opt->device, &hp, op->value_run, op->grad_run, buf,
+                                               error);
         }
-        return be->sgd_update(opt->device, &hp, op->value_run, op->grad_run,
-                              has_buf ? op->state_run[0] : NULL, error);
+        return tdm_op_sgd_update(opt->device, &hp, op->value_run, op->grad_run, buf, error);
     }
     for (guint i = 0; i < opt->params->len; i++) {
         TdmParam *p = g_ptr_array_index(opt->params, i);
@@ -248,7 +247,7 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
         if (has_buf && (buf = tdm_optimizer_state(opt, p, "momentum_buffer", error)) == NULL) {
             return FALSE;
         }
-        if (!be->sgd_update(opt->device, &hp, p->value, p->grad, buf, error)) {
+        if (!tdm_op_sgd_update(opt->device, &hp, p->value, p->grad, buf, error)) {
             g_prefix_error(error, "sgd step of %s: ", p->full_name);
             return FALSE;
         }
@@ -285,7 +284,6 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
 {
     const TdmOptimizerOptions *o = &opt->opts;
     OptimPriv *op = opt->priv;
-    const TdmBackendClass *be = opt->device->backend;
     TdmAdamWParams hp = {
         .lr = opt->lr,
         .beta1 = o->beta1,
@@ -295,13 +293,13 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
         .step = opt->step_count + 1,
     };
     if (fused_usable(opt)) {
-        if (op->zero_grad && be->adamw_update_zero_grad != NULL) {
+        if (op->zero_grad) {
             op->zeroed = TRUE;
-            return be->adamw_update_zero_grad(opt->device, &hp, op->value_run, op->grad_run,
-                                              op->state_run[0], op->state_run[1], error);
+            return tdm_op_adamw_update_zero_grad(opt->device, &hp, op->value_run, op->grad_run,
+                                                 op->state_run[0], op->state_run[1], error);
         }
-        return be->adamw_update(opt->device, &hp, op->value_run, op->grad_run, op->state_run[0],
-                                op->state_run[1], error);
+        return tdm_op_adamw_update(opt->device, &hp, op->value_run, op->grad_run,
+                                   op->state_run[0], op->state_run[1], error);
     }
     for (guint i = 0; i < opt->params->len; i++) {
         TdmParam *p = g_ptr_array_index(opt->params, i);
@@ -313,7 +311,7 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
         if (v == NULL) {
             return FALSE;
         }
-        if (!be->adamw_update(opt->device, &hp, p->value, p->grad, m, v, error)) {
+        if (!tdm_op_adamw_update(opt->device, &hp, p->value, p->grad, m, v, error)) {
             g_prefix_error(error, "adamw step of %s: ", p->full_name);
             return FALSE;
         }
@@ -381,9 +379,10 @@ gboolean tdm_optimizer_step(TdmOptimizer *opt, GError **error)
 }
 
 /* One step, then zero every gradient of `model`: the same as
- * tdm_optimizer_step() followed by tdm_model_zero_grad(), in one pass over
- * the gradients when a built-in optimizer updates the model's whole grad
- * arena in one fused call and the backend has the update-and-zero op. */
+ * tdm_optimizer_step() followed by tdm_model_zero_grad(), through the
+ * update-and-zero front end (one pass over the gradients where the backend
+ * has the fused op) when a built-in optimizer updates the model's whole
+ * grad arena in one call. */
 gboolean tdm_optimizer_step_zero_grad(TdmOptimizer *opt, TdmModel *model, GError **error)
 {
     g_return_val_if_fail(opt != NULL && model != NULL, FALSE);

@@ -18,7 +18,7 @@
 TdmStorage *tdm_storage_new(TdmDevice *dev, size_t nbytes, GError **error)
 {
     g_return_val_if_fail(dev != NULL, NULL);
-    void *data = dev->backend->alloc(dev, nbytes ? nbytes : 1, error);
+    void *data = tdm_device_alloc(dev, nbytes ? nbytes : 1, error);
     if (data == NULL) {
         return NULL;
     }
@@ -44,7 +44,7 @@ void tdm_storage_unref(TdmStorage *storage)
         return;
     }
     if (g_atomic_int_dec_and_test(&storage->ref_count)) {
-        storage->device->backend->free(storage->device, storage->data, storage->nbytes);
+        tdm_device_free(storage->device, storage->data, storage->nbytes);
         tdm_device_count_bytes(storage->device, -(gint64)storage->nbytes);
         g_free(storage);
     }
@@ -311,7 +311,7 @@ gboolean tdm_tensor_read(TdmTensor *t, void *host, GError **error)
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "reading a tensor with no storage");
         return FALSE;
     }
-    return t->device->backend->read(t->device, t, host, error);
+    return tdm_device_read(t->device, t, host, error);
 }
 
 gboolean tdm_tensor_write(TdmTensor *t, const void *host, GError **error)
@@ -324,7 +324,7 @@ gboolean tdm_tensor_write(TdmTensor *t, const void *host, GError **error)
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "writing a tensor with no storage");
         return FALSE;
     }
-    return t->device->backend->write(t->device, t, host, error);
+    return tdm_device_write(t->device, t, host, error);
 }
 
 float *tdm_tensor_read_f32(TdmTensor *t, GError **error)

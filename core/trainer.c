@@ -192,7 +192,7 @@ static TdmDevice *rank_device(const char *spec, const TdmDistEnv *env, GError **
         return dev;
     }
     g_autofree char *name =
-        g_strdup_printf("%s:%d", dev->backend->device_type, env->local_rank % count);
+        g_strdup_printf("%s:%d", tdm_device_type(dev), env->local_rank % count);
     return tdm_device_get(name, error);
 }
 
@@ -490,9 +490,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     }
     for (guint i = 0; i < (devices != NULL ? devices->len : 1); i++) {
         TdmDevice *d = devices != NULL ? g_ptr_array_index(devices, i) : dev;
-        if (d->backend->set_num_threads != NULL) {
-            d->backend->set_num_threads(d, threads);
-        }
+        tdm_device_set_num_threads(d, threads);
     }
 
     /* Training augmentation: parsed before any data is opened, so that a

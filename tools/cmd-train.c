@@ -255,9 +255,7 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
     if (dev == NULL) {
         return FALSE;
     }
-    if (dev->backend->set_num_threads != NULL) {
-        dev->backend->set_num_threads(dev, cfg->threads);
-    }
+    tdm_device_set_num_threads(dev, cfg->threads);
     gboolean ok = FALSE;
     TdmLoader *loader = NULL;
     TdmModel *model = NULL;

@@ -6,8 +6,8 @@
  * PyTorch, and the k-th mask of a model depends only on the model's seed,
  * not on threads, devices or the backend. In eval mode, or with p = 0,
  * Dropout is the identity and hands its input through. A ReLU right after
- * a BatchNorm2d in a Sequential is applied by the batch norm (one fused op)
- * when the backend can, and is then the identity itself.
+ * a BatchNorm2d in a Sequential is applied by the batch norm (one fused op
+ * where the backend has it) and is then the identity itself.
  */
 #include "config.h"
 
@@ -57,7 +57,7 @@ static gboolean relu_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError *
     }
     tdm_module_keep(&rp->rectified, NULL);
     TdmTensor *out = tdm_module_slot(m, &rp->y, TDM_DTYPE_F32);
-    if (!m->device->backend->relu_forward(m->device, &rp->cache_fwd, x, out, error)) {
+    if (!tdm_op_relu_forward(m->device, &rp->cache_fwd, x, out, error)) {
         return FALSE;
     }
     *y = out;
@@ -81,7 +81,7 @@ static gboolean relu_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
         return FALSE;
     }
     TdmTensor *g = tdm_module_grad_slot(m, &rp->dx, y);
-    if (!m->device->backend->relu_backward(m->device, &rp->cache_bwd, y, dy, g, error)) {
+    if (!tdm_op_relu_backward(m->device, &rp->cache_bwd, y, dy, g, error)) {
         return FALSE;
     }
     *dx = g;
@@ -162,8 +162,7 @@ static gboolean dropout_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErro
     TdmTensor *out = tdm_module_slot(m, &dp->y, TDM_DTYPE_F32);
     TdmTensor *mask = tdm_module_slot(m, &dp->mask, TDM_DTYPE_U8);
     guint64 seed = tdm_mix64(dp->seed ^ tdm_mix64(++dp->pass));
-    if (!m->device->backend->dropout_forward(m->device, &dp->cache_fwd, dp->p, seed, x, mask, out,
-                                             error)) {
+    if (!tdm_op_dropout_forward(m->device, &dp->cache_fwd, dp->p, seed, x, mask, out, error)) {
         return FALSE;
     }
     *y = out;
@@ -184,8 +183,7 @@ static gboolean dropout_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, 
         return TRUE;
     }
     TdmTensor *g = tdm_module_grad_slot(m, &dp->dx, dy);
-    if (!m->device->backend->dropout_backward(m->device, &dp->cache_bwd, dp->p, dp->mask, dy, g,
-                                              error)) {
+    if (!tdm_op_dropout_backward(m->device, &dp->cache_bwd, dp->p, dp->mask, dy, g, error)) {
         return FALSE;
     }
     *dx = g;

@@ -4,9 +4,10 @@
  * training mode the batch statistics normalise and update the running ones
  * (the backend does both); in eval mode the running ones normalise. Backward
  * is the training-mode formula, so it needs a training-mode forward.
- * When a Sequential asks (a ReLU follows) and the backend has the fused
- * ops, forward computes max(BN(x), 0) in one pass and backward masks the
- * gradient inside the batch norm's own backward.
+ * When a Sequential asks (a ReLU follows), forward computes max(BN(x), 0)
+ * and backward masks the gradient before the batch norm's own backward:
+ * tdm_op_batchnorm_relu_*, one pass each where the backend has the fused
+ * ops.
  */
 #include "config.h"
 
@@ -23,19 +24,14 @@ typedef struct {
     TdmTensor *x;
     gboolean relu_next; /* apply the following ReLU in the next forward */
     gboolean fwd_relu;  /* the last forward did: backward needs y and ws */
-    TdmTensor *ws;      /* the fused op's workspace (slot) */
+    TdmTensor *ws;      /* the batchnorm_relu workspace (slot) */
 } BatchNormPriv;
 
-gboolean tdm_batchnorm_request_relu(TdmModule *m)
+void tdm_batchnorm_request_relu(TdmModule *m)
 {
-    g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
+    g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
     BatchNormPriv *bp = m->priv;
-    const TdmBackendClass *b = m->device != NULL ? m->device->backend : NULL;
-    if (b == NULL || b->batchnorm_relu_forward == NULL || b->batchnorm_relu_backward == NULL) {
-        return FALSE;
-    }
     bp->relu_next = TRUE;
-    return TRUE;
 }
 
 gboolean tdm_batchnorm_applied_relu(const TdmModule *m)
@@ -68,15 +64,14 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
     TdmParam *rvar = g_ptr_array_index(m->params, 3);
     if (relu) {
         TdmTensor *ws = tdm_module_slot(m, &bp->ws, TDM_DTYPE_U8);
-        if (!dev->backend->batchnorm_relu_forward(dev, &bp->cache_fwd, x, gamma->value,
-                                                  beta->value, rmean->value, rvar->value,
-                                                  bp->momentum, bp->eps, m->training, sm, sv, ws,
-                                                  out, error)) {
+        if (!tdm_op_batchnorm_relu_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
+                                           rmean->value, rvar->value, bp->momentum, bp->eps,
+                                           m->training, sm, sv, ws, out, error)) {
             return FALSE;
         }
-    } else if (!dev->backend->batchnorm_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
-                                                rmean->value, rvar->value, bp->momentum, bp->eps,
-                                                m->training, sm, sv, out, error)) {
+    } else if (!tdm_op_batchnorm_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
+                                         rmean->value, rvar->value, bp->momentum, bp->eps,
+                                         m->training, sm, sv, out, error)) {
         return FALSE;
     }
     bp->fwd_relu = relu;
@@ -132,13 +127,13 @@ static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx
     TdmTensor *g = tdm_module_grad_slot(m, &bp->dx, bp->x);
     gboolean ok;
     if (bp->fwd_relu) {
-        ok = dev->backend->batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, bp->y, bp->ws, dy,
-                                                   gamma->value, bp->save_mean, bp->save_var,
-                                                   bp->eps, g, dgamma, dbeta, error);
+        ok = tdm_op_batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, bp->y, bp->ws, dy,
+                                            gamma->value, bp->save_mean, bp->save_var, bp->eps, g,
+                                            dgamma, dbeta, error);
     } else {
-        ok = dev->backend->batchnorm_backward(dev, &bp->cache_bwd, bp->x, dy, gamma->value,
-                                              bp->save_mean, bp->save_var, bp->eps, g, dgamma,
-                                              dbeta, error);
+        ok = tdm_op_batchnorm_backward(dev, &bp->cache_bwd, bp->x, dy, gamma->value,
+                                       bp->save_mean, bp->save_var, bp->eps, g, dgamma, dbeta,
+                                       error);
     }
     if (!ok) {
         return FALSE;

@@ -40,8 +40,8 @@ static void prefix_child_error(GError **error, const TdmModule *child)
 
 /* ---- Sequential ---- */
 
-/* BatchNorm2d then ReLU: the batch norm applies the ReLU itself when the
- * backend has the fused op, and the ReLU then passes its input through.
+/* BatchNorm2d then ReLU: the batch norm applies the ReLU itself (fused
+ * where the backend can), and the ReLU then passes its input through.
  * Conv2d then ReLU: the convolution applies it; the ReLU's forward passes
  * through, its backward still masks (the conv has no fused backward). */
 static void sequential_fuse(TdmModule *m, guint i)
@@ -151,7 +151,7 @@ TdmModule *tdm_sequential_new(void)
 
 typedef struct {
     gboolean relu_after;
-    TdmOpCache *cache_add, *cache_relu, *cache_relu_bwd, *cache_add_bwd;
+    TdmOpCache *cache_add, *cache_relu_bwd, *cache_add_bwd;
     TdmTensor *sum, *out, *drelu, *dx; /* slots */
     TdmTensor *y;                      /* the last output (ReLU backward needs it) */
 } ResidualPriv;
@@ -202,22 +202,15 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
      * a block then costs no activation buffer of its own. */
     gboolean over_body = output_disposable(body) && yb->storage != ys->storage;
     TdmTensor *out;
-    if (rp->relu_after && dev->backend->add_relu != NULL) {
+    if (rp->relu_after) {
         out = over_body ? yb : tdm_module_slot(m, &rp->out, TDM_DTYPE_F32);
-        if (!dev->backend->add_relu(dev, &rp->cache_add, yb, ys, out, error)) {
+        if (!tdm_op_add_relu(dev, &rp->cache_add, yb, ys, out, error)) {
             return FALSE;
         }
     } else {
-        TdmTensor *sum = over_body ? yb : tdm_module_slot(m, &rp->sum, TDM_DTYPE_F32);
-        if (!dev->backend->add(dev, &rp->cache_add, yb, ys, sum, error)) {
+        out = over_body ? yb : tdm_module_slot(m, &rp->sum, TDM_DTYPE_F32);
+        if (!tdm_op_add(dev, &rp->cache_add, yb, ys, out, error)) {
             return FALSE;
-        }
-        out = sum;
-        if (rp->relu_after) {
-            out = tdm_module_slot(m, &rp->out, TDM_DTYPE_F32);
-            if (!dev->backend->relu_forward(dev, &rp->cache_relu, sum, out, error)) {
-                return FALSE;
-            }
         }
     }
     tdm_module_keep(&rp->y, out);
@@ -250,7 +243,7 @@ static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx,
             return FALSE;
         }
         d = tdm_module_grad_slot(m, &rp->drelu, rp->y);
-        if (!dev->backend->relu_backward(dev, &rp->cache_relu_bwd, rp->y, dy, d, error)) {
+        if (!tdm_op_relu_backward(dev, &rp->cache_relu_bwd, rp->y, dy, d, error)) {
             return FALSE;
         }
     }
@@ -278,7 +271,7 @@ static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx,
     } else {
         g = tdm_module_grad_slot(m, &rp->dx, db);
     }
-    if (!dev->backend->add(dev, &rp->cache_add_bwd, db, ds, g, error)) {
+    if (!tdm_op_add(dev, &rp->cache_add_bwd, db, ds, g, error)) {
         return FALSE;
     }
     TdmTensor *dead[3] = {d, ds, db};
@@ -313,7 +306,6 @@ static void residual_finalize(TdmModule *m)
     }
     if (m->device != NULL) {
         tdm_op_cache_clear(m->device, &rp->cache_add);
-        tdm_op_cache_clear(m->device, &rp->cache_relu);
         tdm_op_cache_clear(m->device, &rp->cache_relu_bwd);
         tdm_op_cache_clear(m->device, &rp->cache_add_bwd);
     }
@@ -408,7 +400,7 @@ static gboolean flatten_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, 
         return TRUE;
     }
     TdmTensor *g = tdm_module_grad_slot(m, &fp->dx, fp->x);
-    if (!m->device->backend->reorder(m->device, &fp->cache_bwd, v, fp->x, g, error)) {
+    if (!tdm_tensor_reorder(v, fp->x, g, &fp->cache_bwd, error)) {
         return FALSE;
     }
     *dx = g;

@@ -1,8 +1,9 @@
 /* core/modules/conv2d.c - Conv2d layer, as PyTorch's nn.Conv2d with square
  * kernel, stride and padding, no dilation, one group (weight [O, C, K, K],
- * optional bias [O]). The three passes are the backend's conv2d ops; when
+ * optional bias [O]). The three passes are the conv2d op front ends; when
  * the weight is frozen but the bias is not, the bias gradient comes from
- * bias_grad alone.
+ * bias_grad alone. A ReLU that follows in a Sequential is applied by the
+ * forward (tdm_op_conv2d_relu_forward); the ReLU module masks in backward.
  */
 #include "config.h"
 
@@ -20,15 +21,11 @@ typedef struct {
     gboolean fwd_relu;  /* the last forward did */
 } Conv2dPriv;
 
-gboolean tdm_conv2d_request_relu(TdmModule *m)
+void tdm_conv2d_request_relu(TdmModule *m)
 {
-    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
+    g_return_if_fail(m != NULL && m->klass == &tdm_conv2d_class);
     Conv2dPriv *cp = m->priv;
-    if (m->device == NULL || m->device->backend->conv2d_relu_forward == NULL) {
-        return FALSE;
-    }
     cp->relu_next = TRUE;
-    return TRUE;
 }
 
 gboolean tdm_conv2d_applied_relu(const TdmModule *m)
@@ -58,7 +55,7 @@ static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
     gboolean relu = cp->relu_next;
     cp->relu_next = FALSE;
     cp->fwd_relu = FALSE;
-    if (!(relu ? dev->backend->conv2d_relu_forward : dev->backend->conv2d_forward)(
+    if (!(relu ? tdm_op_conv2d_relu_forward : tdm_op_conv2d_forward)(
             dev, &cp->cache_fwd, &cp->cp, x, w->value, b != NULL ? b->value : NULL, out, error)) {
         return FALSE;
     }
@@ -86,12 +83,12 @@ static gboolean conv2d_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
         return FALSE;
     }
     if (w_tr) {
-        if (!dev->backend->conv2d_backward_filter(dev, &cp->cache_bwd_filter, &cp->cp, cp->x, dy,
-                                                  w->grad, b_tr ? b->grad : NULL, error)) {
+        if (!tdm_op_conv2d_backward_filter(dev, &cp->cache_bwd_filter, &cp->cp, cp->x, dy,
+                                           w->grad, b_tr ? b->grad : NULL, error)) {
             return FALSE;
         }
     } else if (b_tr) {
-        if (!dev->backend->bias_grad(dev, &cp->cache_db, dy, b->grad, error)) {
+        if (!tdm_op_bias_grad(dev, &cp->cache_db, dy, b->grad, error)) {
             return FALSE;
         }
     }
@@ -103,8 +100,8 @@ static gboolean conv2d_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
     }
     if (need_dx) {
         TdmTensor *g = tdm_module_grad_slot(m, &cp->dx, cp->x);
-        if (!dev->backend->conv2d_backward_data(dev, &cp->cache_bwd_data, &cp->cp, dy, w->value,
-                                                cp->x, g, error)) {
+        if (!tdm_op_conv2d_backward_data(dev, &cp->cache_bwd_data, &cp->cp, dy, w->value, cp->x,
+                                         g, error)) {
             return FALSE;
         }
         *dx = g;

@@ -1,6 +1,6 @@
 /* core/modules/linear.c - Linear (fully connected) layer: y = x W^T + b,
  * as PyTorch's nn.Linear (weight [out, in], bias [out]). Forward and
- * backward are GEMMs on the device's backend; the bias is fused into the
+ * backward are GEMMs (tdm_op_gemm); the bias is fused into the
  * forward GEMM and its gradient comes from the backend's bias_grad. The
  * input must be [N, in] (models put a Flatten in front of 4-D inputs); a
  * non-plain input is reordered to plain first.
@@ -41,8 +41,8 @@ static gboolean linear_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
     if (!tdm_tensor_ensure(out, TDM_DTYPE_F32, 2, shape, NULL, 0, error)) {
         return FALSE;
     }
-    if (!dev->backend->gemm(dev, &lp->cache_fwd, FALSE, TRUE, 1.0f, xp, w->value, 0.0f, out,
-                            b != NULL ? b->value : NULL, error)) {
+    if (!tdm_op_gemm(dev, &lp->cache_fwd, FALSE, TRUE, 1.0f, xp, w->value, 0.0f, out,
+                     b != NULL ? b->value : NULL, error)) {
         return FALSE;
     }
     tdm_module_keep(&lp->x, xp);
@@ -78,12 +78,12 @@ static gboolean linear_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
     if (dyp == NULL) {
         return FALSE;
     }
-    if (b_tr && !dev->backend->bias_grad(dev, &lp->cache_db, dyp, b->grad, error)) {
+    if (b_tr && !tdm_op_bias_grad(dev, &lp->cache_db, dyp, b->grad, error)) {
         return FALSE;
     }
     /* dW += dy^T x */
-    if (w_tr && !dev->backend->gemm(dev, &lp->cache_dw, TRUE, FALSE, 1.0f, dyp, lp->x, 1.0f,
-                                    w->grad, NULL, error)) {
+    if (w_tr && !tdm_op_gemm(dev, &lp->cache_dw, TRUE, FALSE, 1.0f, dyp, lp->x, 1.0f, w->grad,
+                             NULL, error)) {
         return FALSE;
     }
     if (b_tr) {
@@ -98,8 +98,8 @@ static gboolean linear_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
             return FALSE;
         }
         /* dx = dy W */
-        if (!dev->backend->gemm(dev, &lp->cache_dx, FALSE, FALSE, 1.0f, dyp, w->value, 0.0f, g,
-                                NULL, error)) {
+        if (!tdm_op_gemm(dev, &lp->cache_dx, FALSE, FALSE, 1.0f, dyp, w->value, 0.0f, g, NULL,
+                         error)) {
             return FALSE;
         }
         *dx = g;

@@ -2,8 +2,8 @@
  * files of the core (layers, containers, model placement), not installed.
  *
  * The layers never look at tensor memory; these helpers only shape slots,
- * build reshaped views without allocating every step, and ask the backend
- * to reorder when a layer needs plain input. Everything here is hidden by
+ * build reshaped views without allocating every step, and reorder
+ * (tdm_tensor_reorder) when a layer needs plain input. Everything here is hidden by
  * the core's -fvisibility=hidden.
  */
 #ifndef TDM_CORE_MODULE_PRIVATE_H
@@ -64,9 +64,8 @@ void tdm_model_grad_pool_free(TdmModel *model);
 
 /* ---- fusions a Sequential sets up for the pair (BatchNorm2d, ReLU) ----
  * Asks the batch norm to apply the ReLU that follows it in its next forward
- * (one fused op when the backend has batchnorm_relu_*; FALSE when it has
- * not, and nothing changes). */
-gboolean tdm_batchnorm_request_relu(TdmModule *bn);
+ * (tdm_op_batchnorm_relu_forward: one fused op where the backend has it). */
+void tdm_batchnorm_request_relu(TdmModule *bn);
 /* TRUE when bn's last forward applied the ReLU (its output is then needed
  * by its backward). */
 gboolean tdm_batchnorm_applied_relu(const TdmModule *bn);
@@ -76,8 +75,8 @@ void tdm_relu_request_passthrough(TdmModule *relu);
 
 /* ---- the same for the pair (Conv2d, ReLU) ----
  * Asks the convolution to apply the ReLU that follows it in its next
- * forward (conv2d_relu_forward; FALSE when the backend has no such op). */
-gboolean tdm_conv2d_request_relu(TdmModule *conv);
+ * forward (tdm_op_conv2d_relu_forward). */
+void tdm_conv2d_request_relu(TdmModule *conv);
 /* TRUE when conv's last forward applied the ReLU. */
 gboolean tdm_conv2d_applied_relu(const TdmModule *conv);
 /* The ReLU's next forward is the identity (the layer before it applied it)

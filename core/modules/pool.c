@@ -58,7 +58,6 @@ static gboolean pool_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError *
 {
     PoolPriv *pp = m->priv;
     TdmDevice *dev = m->device;
-    const TdmBackendClass *be = dev->backend;
     if (!check_input(m, x, error)) {
         return FALSE;
     }
@@ -67,7 +66,7 @@ static gboolean pool_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError *
     switch (pp->kind) {
     case POOL_MAX: {
         TdmTensor *ws = tdm_module_slot(m, &pp->workspace, TDM_DTYPE_I32);
-        if (!be->maxpool2d_forward(dev, &pp->cache_fwd, &pp->pp, x, out, ws, error)) {
+        if (!tdm_op_maxpool2d_forward(dev, &pp->cache_fwd, &pp->pp, x, out, ws, error)) {
             return FALSE;
         }
         break;
@@ -75,7 +74,7 @@ static gboolean pool_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError *
     case POOL_ADAPTIVE:
         pp->global = pp->out_h == 1 && pp->out_w == 1;
         if (pp->global) {
-            if (!be->global_avgpool_forward(dev, &pp->cache_fwd, x, out, error)) {
+            if (!tdm_op_global_avgpool_forward(dev, &pp->cache_fwd, x, out, error)) {
                 return FALSE;
             }
             int64_t shape[4] = {x->shape[0], x->shape[1], 1, 1};
@@ -92,7 +91,7 @@ static gboolean pool_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError *
         /* an ordinary average pool from here */
         __attribute__((fallthrough));
     case POOL_AVG:
-        if (!be->avgpool2d_forward(dev, &pp->cache_fwd, &pp->pp, x, out, error)) {
+        if (!tdm_op_avgpool2d_forward(dev, &pp->cache_fwd, &pp->pp, x, out, error)) {
             return FALSE;
         }
         break;
@@ -106,7 +105,6 @@ static gboolean pool_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
 {
     PoolPriv *pp = m->priv;
     TdmDevice *dev = m->device;
-    const TdmBackendClass *be = dev->backend;
     if (!need_dx) {
         return TRUE;
     }
@@ -118,8 +116,8 @@ static gboolean pool_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
     TdmTensor *g = tdm_module_grad_slot(m, &pp->dx, pp->x);
     gboolean ok = FALSE;
     if (pp->kind == POOL_MAX) {
-        ok = be->maxpool2d_backward(dev, &pp->cache_bwd, &pp->pp, dy, pp->workspace, pp->x, g,
-                                    error);
+        ok = tdm_op_maxpool2d_backward(dev, &pp->cache_bwd, &pp->pp, dy, pp->workspace, pp->x, g,
+                                       error);
     } else if (pp->kind == POOL_ADAPTIVE && pp->global) {
         TdmTensor *dyp = tdm_module_as_plain(m, &pp->cache_rdy, dy, &pp->dy_plain, error);
         if (dyp == NULL) {
@@ -135,11 +133,12 @@ static gboolean pool_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, Tdm
             return FALSE;
         }
         TdmTensor *dy2 = tdm_module_view(&pp->dy2, dyp, 2, shape, error);
-        ok = dy2 != NULL && be->global_avgpool_backward(dev, &pp->cache_bwd, dy2, pp->x, g, error);
+        ok = dy2 != NULL &&
+             tdm_op_global_avgpool_backward(dev, &pp->cache_bwd, dy2, pp->x, g, error);
         /* The view must not keep dy's (pooled) buffer busy until next step. */
         tdm_module_grad_release(m, dy2);
     } else {
-        ok = be->avgpool2d_backward(dev, &pp->cache_bwd, &pp->pp, dy, pp->x, g, error);
+        ok = tdm_op_avgpool2d_backward(dev, &pp->cache_bwd, &pp->pp, dy, pp->x, g, error);
     }
     if (!ok) {
         return FALSE;

@@ -412,7 +412,7 @@ extern "C" {
 
 static gboolean gloo_supports_device(const TdmDevice *dev)
 {
-    const char *type = dev->backend != nullptr ? dev->backend->device_type : nullptr;
+    const char *type = tdm_device_type(dev);
     return type != nullptr && (strcmp(type, "cpu") == 0 || strcmp(type, "ref") == 0);
 }
 

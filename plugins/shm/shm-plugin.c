@@ -62,7 +62,7 @@ struct _TdmWork {
 
 static gboolean shm_supports_device(const TdmDevice *dev)
 {
-    const char *type = dev->backend != NULL ? dev->backend->device_type : NULL;
+    const char *type = tdm_device_type(dev);
     return type != NULL && (strcmp(type, "cpu") == 0 || strcmp(type, "ref") == 0);
 }
 

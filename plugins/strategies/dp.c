@@ -137,7 +137,7 @@ static gboolean reduce_grads(DpPriv *priv, GError **error)
         TdmModel *m = priv->reps[i].model;
         if (!tdm_tensor_read(m->grad_arena, priv->host, error) ||
             !tdm_tensor_write(priv->staging, priv->host, error) ||
-            !dev->backend->axpy(dev, 1.0f, priv->staging, master->grad_arena, error) ||
+            !tdm_op_axpy(dev, 1.0f, priv->staging, master->grad_arena, error) ||
             !tdm_model_zero_grad(m, error)) {
             g_prefix_error(error, "dp: adding the gradients of %s: ", m->device->name);
             return FALSE;
@@ -169,7 +169,7 @@ static gboolean dp_setup(TdmStrategy *s, GError **error)
                             "dp: device %s is listed twice; each replica needs its own device "
                             "(the %s backend has %d; the ref backend makes N virtual ones with "
                             "TDM_REF_DEVICES=N)",
-                            d->name, d->backend->device_type, tdm_device_count(d));
+                            d->name, tdm_device_type(d), tdm_device_count(d));
                 return FALSE;
             }
         }

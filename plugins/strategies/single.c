@@ -7,8 +7,9 @@
  * scaled by 1/accumulate so that the accumulated gradient is the mean over
  * all micro-batches, as with one large batch.
  */
-#include <tandem/strategy.h>
+#include <tandem/ops.h>
 #include <tandem/plugin.h>
+#include <tandem/strategy.h>
 
 typedef struct {
     TdmTensor *dlogits; /* gradient of the loss w.r.t. the logits (slot) */
@@ -40,7 +41,7 @@ static gboolean single_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_u
         return FALSE;
     }
     if (s->opts.accumulate > 1 &&
-        !dev->backend->scale(dev, priv->dlogits, 1.0f / (float)s->opts.accumulate, error)) {
+        !tdm_op_scale(dev, priv->dlogits, 1.0f / (float)s->opts.accumulate, error)) {
         return FALSE;
     }
     if (!tdm_model_backward(model, priv->dlogits, error)) {

@@ -10,6 +10,7 @@
 #define TDM_STRATEGIES_UTIL_H
 
 #include <tandem/comm.h>
+#include <tandem/ops.h>
 #include <tandem/plugin.h>
 #include <tandem/strategy.h>
 
@@ -30,7 +31,7 @@ static inline gboolean su_forward_backward(TdmModel *model, TdmOpCache **loss_ca
                            error)) {
         return FALSE;
     }
-    if (grad_scale != 1.0f && !dev->backend->scale(dev, dlogits, grad_scale, error)) {
+    if (grad_scale != 1.0f && !tdm_op_scale(dev, dlogits, grad_scale, error)) {
         return FALSE;
     }
     return tdm_model_backward(model, dlogits, error);

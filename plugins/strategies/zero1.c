@@ -190,13 +190,12 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
 static gboolean zero1_update(TdmStrategy *s, Zero1Priv *priv, double *waited, GError **error)
 {
     TdmDevice *dev = s->model->device;
-    const TdmBackendClass *be = dev->backend;
     if (priv->n == 0) {
         return TRUE;
     }
     TdmTensor *rs_in = priv->grads_n, *ag_out = priv->values_n;
     if (priv->gpad != NULL) {
-        if (!be->copy(dev, priv->grads_n, priv->gpad_head, error)) {
+        if (!tdm_op_copy(dev, priv->grads_n, priv->gpad_head, error)) {
             return FALSE;
         }
         rs_in = priv->gpad;
@@ -214,7 +213,7 @@ static gboolean zero1_update(TdmStrategy *s, Zero1Priv *priv, double *waited, GE
     if (!tdm_optimizer_step(priv->optimizer, error)) {
         return FALSE;
     }
-    if (priv->len > 0 && !be->copy(dev, priv->my_values, priv->vshard_head, error)) {
+    if (priv->len > 0 && !tdm_op_copy(dev, priv->my_values, priv->vshard_head, error)) {
         return FALSE;
     }
     t0 = tdm_time_now();
@@ -223,7 +222,7 @@ static gboolean zero1_update(TdmStrategy *s, Zero1Priv *priv, double *waited, GE
         return FALSE;
     }
     *waited += tdm_time_now() - t0;
-    if (priv->vpad != NULL && !be->copy(dev, priv->vpad_head, priv->values_n, error)) {
+    if (priv->vpad != NULL && !tdm_op_copy(dev, priv->vpad_head, priv->values_n, error)) {
         return FALSE;
     }
     return TRUE;
