@@ -105,16 +105,7 @@ static void test_conv_by_hand(void)
     TdmConv2dParams pg = {1, 1, 0, 0, 1, 1, 2};
     OK(B->conv2d_forward(dev, NULL, &pg, xg, wg, NULL, y, ERR));
     expect(y, gy, 2, 0);
-    /* A filter that does not match the input channels is a shape error. */
-    GError *err = NULL;
-    const int64_t bad[4] = {1, 3, 3, 3};
-    TdmTensor *wbad = mk(4, bad, NULL);
-    g_assert_false(B->conv2d_forward(dev, NULL, &p, x, wbad, NULL, y, &err));
-    g_assert_error(err, TDM_ERROR, TDM_ERROR_SHAPE);
-    g_assert_nonnull(strstr(err->message, "[1, 1, 3, 3]"));
-    g_assert_nonnull(strstr(err->message, "[1, 3, 3, 3]"));
-    g_error_free(err);
-    TdmTensor *all[] = {x, w, b, y, wr, dy, dx, dw, db, xg, wg, wbad};
+    TdmTensor *all[] = {x, w, b, y, wr, dy, dx, dw, db, xg, wg};
     for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
         tdm_tensor_unref(all[i]);
     }
@@ -229,7 +220,7 @@ static void test_conv_finite_differences(void)
 
 static void test_gemm_by_hand(void)
 {
-    const int64_t s22[2] = {2, 2}, s2 = 2, s23[2] = {2, 3};
+    const int64_t s22[2] = {2, 2}, s2 = 2;
     const float av[4] = {1, 2, 3, 4}, bv[4] = {5, 6, 7, 8}, biasv[2] = {1, -1};
     const float onesv[4] = {1, 1, 1, 1}, nanv[4] = {NAN, NAN, NAN, NAN};
     TdmTensor *a = mk(2, s22, av), *b = mk(2, s22, bv), *bias = mk(1, &s2, biasv);
@@ -251,20 +242,12 @@ static void test_gemm_by_hand(void)
     const float ab_bias[4] = {20, 21, 44, 49};
     OK(B->gemm(dev, NULL, FALSE, FALSE, 1.0f, a, b, 0.0f, cn, bias, ERR));
     expect(cn, ab_bias, 4, 0);
-    /* Inner dimensions that differ: a shape error naming both shapes. */
-    GError *err = NULL;
-    TdmTensor *b23 = mk(2, s23, NULL), *cs = slot();
-    g_assert_false(B->gemm(dev, NULL, FALSE, FALSE, 1.0f, b23, b, 0.0f, cs, NULL, &err));
-    g_assert_error(err, TDM_ERROR, TDM_ERROR_SHAPE);
-    g_assert_nonnull(strstr(err->message, "[2, 3]"));
-    g_assert_nonnull(strstr(err->message, "[2, 2]"));
-    g_clear_error(&err);
     /* bias_grad sums dy over rows, into what is there. */
     TdmTensor *db = mk(1, &s2, onesv);
     const float db_want[2] = {1 + 1 + 3, 1 + 2 + 4};
     OK(B->bias_grad(dev, NULL, a, db, ERR));
     expect(db, db_want, 2, 0);
-    TdmTensor *all[] = {a, b, bias, c, c1, cn, b23, cs, db};
+    TdmTensor *all[] = {a, b, bias, c, c1, cn, db};
     for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
         tdm_tensor_unref(all[i]);
     }
@@ -526,16 +509,10 @@ static void test_elementwise(void)
     OK(B->scale(dev, a, 0.5f, ERR));
     const float half[4] = {-1, -0.5f, 0.5f, -2};
     expect(a, half, 4, 0);
-    /* Shapes that differ are an error naming both. */
+    /* A non-plain input is not something ref can read. */
     const int64_t s22[2] = {2, 2};
     TdmTensor *c = mk(2, s22, av);
     GError *err = NULL;
-    g_assert_false(B->add(dev, NULL, a, c, y, &err));
-    g_assert_error(err, TDM_ERROR, TDM_ERROR_SHAPE);
-    g_assert_nonnull(strstr(err->message, "[4]"));
-    g_assert_nonnull(strstr(err->message, "[2, 2]"));
-    g_clear_error(&err);
-    /* A non-plain input is not something ref can read. */
     c->layout = (gconstpointer)c; /* any non-NULL handle */
     g_assert_false(B->relu_forward(dev, NULL, c, y, &err));
     g_assert_error(err, TDM_ERROR, TDM_ERROR_UNSUPPORTED);
@@ -777,12 +754,7 @@ static void test_devices(void)
     g_assert_nonnull(pinned);
     g_assert_cmpuint((guintptr)pinned % 64, ==, 0);
     B->host_free(dev, pinned);
-    /* Mixing devices in one op is an error that names both. */
-    TdmTensor *y = slot();
-    g_assert_false(B->add(dev, NULL, a, b, y, &err));
-    g_assert_error(err, TDM_ERROR, TDM_ERROR_INVALID_ARG);
-    g_assert_nonnull(strstr(err->message, "ref:2"));
-    g_clear_error(&err);
+    /* (Mixing devices in one op is refused by the front end: test-ops.) */
     OK(d2->backend->add(d2, NULL, b, b, b, ERR));
     const float twice[4] = {2, 4, 6, 8};
     expect(b, twice, 4, 0);
@@ -790,7 +762,6 @@ static void test_devices(void)
     g_assert_cmpstr(B->layout_name(dev, NULL), ==, "plain");
     tdm_tensor_unref(a);
     tdm_tensor_unref(b);
-    tdm_tensor_unref(y);
 }
 
 /* The oracle implements every member of the class: no NULL function pointer

@@ -6,9 +6,9 @@
  * that spreads work over several devices runs honestly on one CPU. Memory is
  * host memory (64-byte aligned, zero-filled); every copy is a memcpy and
  * nothing runs asynchronously, except copies queued on the copy stream
- * (ref-device.c, TDM_REF_COPY_DELAY_US). Only the plain layout exists here; read and
- * write also accept strided plain views. The argument checks every op uses
- * live here too, so that all error messages look alike.
+ * (ref-device.c, TDM_REF_COPY_DELAY_US). Only the plain layout exists here;
+ * read and write also accept strided plain views. The one argument check
+ * every op makes (plain and dense, ref's own limit) lives here too.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -20,17 +20,7 @@
 #define REF_ALIGN 64
 #define REF_MAX_DEVICES 256
 
-/* ---- argument checks ---- */
-
-char *ref_shape_string(int ndim, const int64_t *shape)
-{
-    GString *s = g_string_new("[");
-    for (int i = 0; i < ndim; i++) {
-        g_string_append_printf(s, i ? ", %" G_GINT64_FORMAT : "%" G_GINT64_FORMAT, shape[i]);
-    }
-    g_string_append_c(s, ']');
-    return g_string_free(s, FALSE);
-}
+/* ---- what ref cannot read ---- */
 
 /* Dense row-major strides, ignoring dims of size 1 (their stride never matters). */
 static gboolean ref_is_dense(const TdmTensor *t)
@@ -45,28 +35,12 @@ static gboolean ref_is_dense(const TdmTensor *t)
     return TRUE;
 }
 
-gboolean ref_check_input(TdmDevice *dev, const char *op, const char *what, const TdmTensor *t,
-                         int dtype, GError **error)
+gboolean ref_check_plain(const char *op, const char *what, const TdmTensor *t, GError **error)
 {
-    if (t == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: %s is NULL", op, what);
-        return FALSE;
-    }
-    if (t->device != dev) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: %s is on device %s but the op runs on %s", op, what,
-                    t->device ? t->device->name : "(none)", dev->name);
-        return FALSE;
-    }
     if (t->layout != NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
                     "ref %s: %s has a non-plain layout; the ref backend handles plain tensors only",
                     op, what);
-        return FALSE;
-    }
-    if (dtype >= 0 && t->dtype != (TdmDType)dtype) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: %s has dtype %s, expected %s",
-                    op, what, tdm_dtype_name(t->dtype), tdm_dtype_name((TdmDType)dtype));
         return FALSE;
     }
     if (!ref_is_dense(t)) {
@@ -75,61 +49,12 @@ gboolean ref_check_input(TdmDevice *dev, const char *op, const char *what, const
                     "ref %s: %s %s is a strided view; ops need contiguous tensors", op, what, s);
         return FALSE;
     }
-    if (t->storage == NULL && tdm_tensor_numel(t) > 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: %s has no storage (an empty output slot used as an input)", op, what);
-        return FALSE;
-    }
     return TRUE;
 }
 
-gboolean ref_check_shape(const char *op, const char *what, const TdmTensor *t, int ndim,
-                         const int64_t *shape, GError **error)
+gboolean ref_ensure_out(TdmTensor *t, TdmDType dtype, int ndim, const int64_t *shape,
+                        GError **error)
 {
-    gboolean same = t->ndim == ndim;
-    for (int i = 0; same && i < ndim; i++) {
-        same = t->shape[i] == shape[i];
-    }
-    if (!same) {
-        g_autofree char *got = tdm_tensor_shape_string(t);
-        g_autofree char *want = ref_shape_string(ndim, shape);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref %s: %s has shape %s, expected %s", op,
-                    what, got, want);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-gboolean ref_check_same_shape(const char *op, const char *what_a, const TdmTensor *a,
-                              const char *what_b, const TdmTensor *b, GError **error)
-{
-    gboolean same = a->ndim == b->ndim;
-    for (int i = 0; same && i < a->ndim; i++) {
-        same = a->shape[i] == b->shape[i];
-    }
-    if (!same) {
-        g_autofree char *sa = tdm_tensor_shape_string(a);
-        g_autofree char *sb = tdm_tensor_shape_string(b);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref %s: %s %s and %s %s differ in shape",
-                    op, what_a, sa, what_b, sb);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-gboolean ref_ensure_out(TdmDevice *dev, const char *op, const char *what, TdmTensor *t,
-                        TdmDType dtype, int ndim, const int64_t *shape, GError **error)
-{
-    if (t == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: output %s is NULL", op, what);
-        return FALSE;
-    }
-    if (t->device != dev) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: output %s is on device %s but the op runs on %s", op, what,
-                    t->device ? t->device->name : "(none)", dev->name);
-        return FALSE;
-    }
     return tdm_tensor_ensure(t, dtype, ndim, shape, NULL, 0, error);
 }
 
@@ -301,28 +226,14 @@ static void ref_strided_copy(TdmTensor *t, void *host, gboolean to_host)
     }
 }
 
-static gboolean ref_check_transfer(TdmDevice *dev, const char *op, const TdmTensor *t,
-                                   const void *host, GError **error)
+/* read, write and reorder reach ref through tdm_tensor_read/write and
+ * tdm_tensor_reorder, which check the tensor; ref adds its layout limit. */
+static gboolean ref_check_transfer(const char *op, const TdmTensor *t, GError **error)
 {
-    if (t == NULL || host == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: %s is NULL", op,
-                    t == NULL ? "tensor" : "host buffer");
-        return FALSE;
-    }
-    if (t->device != dev) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: tensor is on device %s, not %s", op,
-                    t->device ? t->device->name : "(none)", dev->name);
-        return FALSE;
-    }
     if (t->layout != NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
                     "ref %s: tensor has a non-plain layout; the ref backend handles plain only",
                     op);
-        return FALSE;
-    }
-    if (t->storage == NULL && tdm_tensor_numel(t) > 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: tensor has no storage", op);
         return FALSE;
     }
     return TRUE;
@@ -330,7 +241,7 @@ static gboolean ref_check_transfer(TdmDevice *dev, const char *op, const TdmTens
 
 static gboolean ref_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error)
 {
-    if (!ref_check_transfer(dev, "read", t, host, error)) {
+    if (!ref_check_transfer("read", t, error)) {
         return FALSE;
     }
     if (tdm_tensor_numel(t) > 0) {
@@ -341,7 +252,7 @@ static gboolean ref_read(TdmDevice *dev, TdmTensor *t, void *host, GError **erro
 
 static gboolean ref_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error)
 {
-    if (!ref_check_transfer(dev, "write", t, host, error)) {
+    if (!ref_check_transfer("write", t, error)) {
         return FALSE;
     }
     if (tdm_tensor_numel(t) > 0) {
@@ -353,7 +264,7 @@ static gboolean ref_write(TdmDevice *dev, TdmTensor *t, const void *host, GError
 static gboolean ref_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
                             const TdmTensor *like, TdmTensor *dst, GError **error)
 {
-    if (!ref_check_transfer(dev, "reorder", src, src, error)) {
+    if (!ref_check_transfer("reorder", src, error)) {
         return FALSE;
     }
     if (like != NULL && like->layout != NULL) {
@@ -370,7 +281,7 @@ static gboolean ref_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
     }
     int64_t shape[TDM_MAX_DIMS];
     memcpy(shape, src->shape, sizeof(shape));
-    gboolean ok = ref_ensure_out(dev, "reorder", "dst", dst, src->dtype, src->ndim, shape, error);
+    gboolean ok = ref_ensure_out(dst, src->dtype, src->ndim, shape, error);
     if (ok && nbytes > 0) {
         memcpy(tdm_tensor_data(dst), tmp, nbytes);
     }

@@ -21,45 +21,21 @@ gboolean ref_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
                   TdmTensor *bias, GError **error)
 {
     const char *op = "gemm";
-    if (!ref_check_input(dev, op, "a", a, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "b", b, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
-    if (a->ndim != 2 || b->ndim != 2) {
-        g_autofree char *sa = tdm_tensor_shape_string(a);
-        g_autofree char *sb = tdm_tensor_shape_string(b);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref gemm: a %s and b %s must be 2-D", sa,
-                    sb);
+    if (!ref_check_plain(op, "a", a, error) || !ref_check_plain(op, "b", b, error) ||
+        (bias != NULL && !ref_check_plain(op, "bias", bias, error))) {
         return FALSE;
     }
     int64_t lda = a->shape[1], ldb = b->shape[1];
     int64_t M = trans_a ? a->shape[1] : a->shape[0];
     int64_t K = trans_a ? a->shape[0] : a->shape[1];
-    int64_t Kb = trans_b ? b->shape[1] : b->shape[0];
     int64_t N = trans_b ? b->shape[0] : b->shape[1];
-    if (K != Kb) {
-        g_autofree char *sa = tdm_tensor_shape_string(a);
-        g_autofree char *sb = tdm_tensor_shape_string(b);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "ref gemm: inner dimensions differ: a %s%s and b %s%s", sa,
-                    trans_a ? " (transposed)" : "", sb, trans_b ? " (transposed)" : "");
-        return FALSE;
-    }
     int64_t cshape[2] = {M, N};
-    if (c != NULL && c->storage == NULL && beta == 0.0f) {
-        if (!ref_ensure_out(dev, op, "c", c, TDM_DTYPE_F32, 2, cshape, error)) {
+    if (c->storage == NULL && beta == 0.0f) {
+        if (!ref_ensure_out(c, TDM_DTYPE_F32, 2, cshape, error)) {
             return FALSE;
         }
-    } else if (!ref_check_input(dev, op, "c", c, TDM_DTYPE_F32, error) ||
-               !ref_check_shape(op, "c", c, 2, cshape, error)) {
+    } else if (!ref_check_plain(op, "c", c, error)) {
         return FALSE;
-    }
-    if (bias != NULL) {
-        int64_t bshape[1] = {N};
-        if (!ref_check_input(dev, op, "bias", bias, TDM_DTYPE_F32, error) ||
-            !ref_check_shape(op, "bias", bias, 1, bshape, error)) {
-            return FALSE;
-        }
     }
     const float *A = ref_f32(a), *B = ref_f32(b);
     const float *bs = bias ? ref_f32(bias) : NULL;
@@ -90,22 +66,13 @@ gboolean ref_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTen
                        GError **error)
 {
     const char *op = "bias_grad";
-    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "bias_grad", bias_grad, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
-    if (dy->ndim < 2) {
-        g_autofree char *s = tdm_tensor_shape_string(dy);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref bias_grad: dy %s needs at least 2 dims",
-                    s);
+    if (!ref_check_plain(op, "dy", dy, error) ||
+        !ref_check_plain(op, "bias_grad", bias_grad, error)) {
         return FALSE;
     }
     int64_t C = dy->shape[1], inner = 1;
     for (int d = 2; d < dy->ndim; d++) {
         inner *= dy->shape[d];
-    }
-    if (!ref_check_shape(op, "bias_grad", bias_grad, 1, &C, error)) {
-        return FALSE;
     }
     const float *g = ref_f32(dy);
     float *db = ref_f32(bias_grad);
@@ -130,28 +97,11 @@ typedef struct {
     int64_t G, Cg, Og;  /* groups, channels per group in and out */
 } RefConvGeom;
 
-/* Derives the geometry from the input shape and the filter (or filter
- * gradient) shape, checking every parameter. */
-static gboolean ref_conv_geometry(const char *op, const TdmConv2dParams *p, const TdmTensor *x,
-                                  const char *wname, const TdmTensor *w, RefConvGeom *g,
-                                  GError **error)
+/* The geometry of the input shape and the filter (or filter gradient)
+ * shape; the front end (tdm_op_conv2d_*) has checked that they fit. */
+static void ref_conv_geometry(const TdmConv2dParams *p, const TdmTensor *x, const TdmTensor *w,
+                              RefConvGeom *g)
 {
-    if (p == NULL || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
-        p->dilation_h < 1 || p->dilation_w < 1 || p->groups < 1) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: invalid parameters (stride %d,%d pad %d,%d dilation %d,%d groups %d)",
-                    op, p ? p->stride_h : 0, p ? p->stride_w : 0, p ? p->pad_h : 0,
-                    p ? p->pad_w : 0, p ? p->dilation_h : 0, p ? p->dilation_w : 0,
-                    p ? p->groups : 0);
-        return FALSE;
-    }
-    if (x->ndim != 4 || w->ndim != 4) {
-        g_autofree char *sx = tdm_tensor_shape_string(x);
-        g_autofree char *sw = tdm_tensor_shape_string(w);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref %s: x %s and %s %s must be 4-D", op, sx,
-                    wname, sw);
-        return FALSE;
-    }
     g->N = x->shape[0];
     g->C = x->shape[1];
     g->H = x->shape[2];
@@ -164,19 +114,8 @@ static gboolean ref_conv_geometry(const char *op, const TdmConv2dParams *p, cons
     g->Og = g->O / g->G;
     int64_t eff_h = (int64_t)p->dilation_h * (g->KH - 1) + 1;
     int64_t eff_w = (int64_t)p->dilation_w * (g->KW - 1) + 1;
-    gboolean ok = g->C % g->G == 0 && g->O % g->G == 0 && w->shape[1] * g->G == g->C &&
-                  g->H + 2 * p->pad_h >= eff_h && g->W + 2 * p->pad_w >= eff_w;
-    if (!ok) {
-        g_autofree char *sx = tdm_tensor_shape_string(x);
-        g_autofree char *sw = tdm_tensor_shape_string(w);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "ref %s: x %s and %s %s do not fit (groups %d, padding %d,%d, dilation %d,%d)",
-                    op, sx, wname, sw, p->groups, p->pad_h, p->pad_w, p->dilation_h, p->dilation_w);
-        return FALSE;
-    }
     g->OH = (g->H + 2 * p->pad_h - eff_h) / p->stride_h + 1;
     g->OW = (g->W + 2 * p->pad_w - eff_w) / p->stride_w + 1;
-    return TRUE;
 }
 
 #define IDX4(a, b, c, d, B, C, D) ((((a) * (B) + (b)) * (C) + (c)) * (D) + (d))
@@ -187,17 +126,13 @@ gboolean ref_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
 {
     const char *op = "conv2d_forward";
     RefConvGeom g;
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) ||
-        !ref_conv_geometry(op, p, x, "w", w, &g, error)) {
+    if (!ref_check_plain(op, "x", x, error) || !ref_check_plain(op, "w", w, error) ||
+        (bias != NULL && !ref_check_plain(op, "bias", bias, error))) {
         return FALSE;
     }
-    if (bias != NULL && (!ref_check_input(dev, op, "bias", bias, TDM_DTYPE_F32, error) ||
-                         !ref_check_shape(op, "bias", bias, 1, &g.O, error))) {
-        return FALSE;
-    }
+    ref_conv_geometry(p, x, w, &g);
     int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
-    if (!ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, 4, yshape, error)) {
+    if (!ref_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x), *Wt = ref_f32(w), *B = bias ? ref_f32(bias) : NULL;
@@ -251,19 +186,12 @@ gboolean ref_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
 {
     const char *op = "conv2d_backward_data";
     RefConvGeom g;
-    if (x_like == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: x_like is NULL", op);
+    if (!ref_check_plain(op, "dy", dy, error) || !ref_check_plain(op, "w", w, error)) {
         return FALSE;
     }
-    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) ||
-        !ref_conv_geometry(op, p, x_like, "w", w, &g, error)) {
-        return FALSE;
-    }
-    int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
+    ref_conv_geometry(p, x_like, w, &g);
     int64_t xshape[4] = {g.N, g.C, g.H, g.W};
-    if (!ref_check_shape(op, "dy", dy, 4, yshape, error) ||
-        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, 4, xshape, error)) {
+    if (!ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error)) {
         return FALSE;
     }
     const float *DY = ref_f32(dy), *Wt = ref_f32(w);
@@ -306,20 +234,12 @@ gboolean ref_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
 {
     const char *op = "conv2d_backward_filter";
     RefConvGeom g;
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "dw", dw, TDM_DTYPE_F32, error) ||
-        !ref_conv_geometry(op, p, x, "dw", dw, &g, error)) {
+    if (!ref_check_plain(op, "x", x, error) || !ref_check_plain(op, "dy", dy, error) ||
+        !ref_check_plain(op, "dw", dw, error) ||
+        (db != NULL && !ref_check_plain(op, "db", db, error))) {
         return FALSE;
     }
-    int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
-    if (!ref_check_shape(op, "dy", dy, 4, yshape, error)) {
-        return FALSE;
-    }
-    if (db != NULL && (!ref_check_input(dev, op, "db", db, TDM_DTYPE_F32, error) ||
-                       !ref_check_shape(op, "db", db, 1, &g.O, error))) {
-        return FALSE;
-    }
+    ref_conv_geometry(p, x, dw, &g);
     const float *X = ref_f32(x), *DY = ref_f32(dy);
     float *DW = ref_f32(dw);
     for (int64_t o = 0; o < g.O; o++) {
@@ -370,27 +290,18 @@ gboolean ref_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
 /* ---- batch norm ---- */
 
 /* x is [N, C] or [N, C, H, W]: element (n, c, s) is at (n * C + c) * S + s. */
-static gboolean ref_bn_dims(const char *op, const TdmTensor *x, int64_t *N, int64_t *C, int64_t *S,
-                            GError **error)
+static void ref_bn_dims(const TdmTensor *x, int64_t *N, int64_t *C, int64_t *S)
 {
-    if (x->ndim != 2 && x->ndim != 4) {
-        g_autofree char *s = tdm_tensor_shape_string(x);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "ref %s: x %s must be [N, C] or [N, C, H, W]", op, s);
-        return FALSE;
-    }
     *N = x->shape[0];
     *C = x->shape[1];
     *S = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
-    return TRUE;
 }
 
-/* An optional per-channel [C] f32 input. */
-static gboolean ref_check_channel(TdmDevice *dev, const char *op, const char *what,
-                                  const TdmTensor *t, int64_t C, GError **error)
+/* An optional per-channel input. */
+static gboolean ref_check_channel(const char *op, const char *what, const TdmTensor *t,
+                                  GError **error)
 {
-    return t == NULL || (ref_check_input(dev, op, what, t, TDM_DTYPE_F32, error) &&
-                         ref_check_shape(op, what, t, 1, &C, error));
+    return t == NULL || ref_check_plain(op, what, t, error);
 }
 
 gboolean ref_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
@@ -400,33 +311,20 @@ gboolean ref_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
 {
     const char *op = "batchnorm_forward";
     int64_t N, C, S;
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_bn_dims(op, x, &N, &C, &S, error) ||
-        !ref_check_channel(dev, op, "gamma", gamma, C, error) ||
-        !ref_check_channel(dev, op, "beta", beta, C, error) ||
-        !ref_check_channel(dev, op, "running_mean", running_mean, C, error) ||
-        !ref_check_channel(dev, op, "running_var", running_var, C, error)) {
+    if (!ref_check_plain(op, "x", x, error) || !ref_check_channel(op, "gamma", gamma, error) ||
+        !ref_check_channel(op, "beta", beta, error) ||
+        !ref_check_channel(op, "running_mean", running_mean, error) ||
+        !ref_check_channel(op, "running_var", running_var, error)) {
         return FALSE;
     }
+    ref_bn_dims(x, &N, &C, &S);
     int64_t m = N * S;
-    if (training && m < 2) {
-        g_autofree char *s = tdm_tensor_shape_string(x);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "ref %s: training needs more than one value per channel, x is %s", op, s);
-        return FALSE;
-    }
-    if (!training && (running_mean == NULL || running_var == NULL)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: eval mode needs running_mean and running_var", op);
-        return FALSE;
-    }
     int64_t xshape[4] = {x->shape[0], x->shape[1], x->ndim == 4 ? x->shape[2] : 0,
                          x->ndim == 4 ? x->shape[3] : 0};
     if ((training && save_mean != NULL &&
-         !ref_ensure_out(dev, op, "save_mean", save_mean, TDM_DTYPE_F32, 1, &C, error)) ||
-        (training && save_var != NULL &&
-         !ref_ensure_out(dev, op, "save_var", save_var, TDM_DTYPE_F32, 1, &C, error)) ||
-        !ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, x->ndim, xshape, error)) {
+         !ref_ensure_out(save_mean, TDM_DTYPE_F32, 1, &C, error)) ||
+        (training && save_var != NULL && !ref_ensure_out(save_var, TDM_DTYPE_F32, 1, &C, error)) ||
+        !ref_ensure_out(y, TDM_DTYPE_F32, x->ndim, xshape, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x);
@@ -487,22 +385,18 @@ gboolean ref_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
 {
     const char *op = "batchnorm_backward";
     int64_t N, C, S;
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_same_shape(op, "x", x, "dy", dy, error) ||
-        !ref_bn_dims(op, x, &N, &C, &S, error) ||
-        !ref_check_channel(dev, op, "gamma", gamma, C, error) ||
-        !ref_check_input(dev, op, "save_mean", save_mean, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "save_var", save_var, TDM_DTYPE_F32, error) ||
-        !ref_check_channel(dev, op, "save_mean", save_mean, C, error) ||
-        !ref_check_channel(dev, op, "save_var", save_var, C, error) ||
-        !ref_check_channel(dev, op, "dgamma", dgamma, C, error) ||
-        !ref_check_channel(dev, op, "dbeta", dbeta, C, error)) {
+    if (!ref_check_plain(op, "x", x, error) || !ref_check_plain(op, "dy", dy, error) ||
+        !ref_check_channel(op, "gamma", gamma, error) ||
+        !ref_check_plain(op, "save_mean", save_mean, error) ||
+        !ref_check_plain(op, "save_var", save_var, error) ||
+        !ref_check_channel(op, "dgamma", dgamma, error) ||
+        !ref_check_channel(op, "dbeta", dbeta, error)) {
         return FALSE;
     }
+    ref_bn_dims(x, &N, &C, &S);
     int64_t xshape[4] = {x->shape[0], x->shape[1], x->ndim == 4 ? x->shape[2] : 0,
                          x->ndim == 4 ? x->shape[3] : 0};
-    if (dx != NULL && !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, x->ndim, xshape, error)) {
+    if (dx != NULL && !ref_ensure_out(dx, TDM_DTYPE_F32, x->ndim, xshape, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x), *DY = ref_f32(dy), *G = gamma ? ref_f32(gamma) : NULL;
@@ -544,8 +438,8 @@ gboolean ref_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
 gboolean ref_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                           GError **error)
 {
-    if (!ref_check_input(dev, "relu_forward", "x", x, TDM_DTYPE_F32, error) ||
-        !ref_ensure_out(dev, "relu_forward", "y", y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
+    if (!ref_check_plain("relu_forward", "x", x, error) ||
+        !ref_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x);
@@ -561,10 +455,8 @@ gboolean ref_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
                            TdmTensor *dx, GError **error)
 {
     const char *op = "relu_backward";
-    if (!ref_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_same_shape(op, "y", y, "dy", dy, error) ||
-        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, y->ndim, y->shape, error)) {
+    if (!ref_check_plain(op, "y", y, error) || !ref_check_plain(op, "dy", dy, error) ||
+        !ref_ensure_out(dx, TDM_DTYPE_F32, y->ndim, y->shape, error)) {
         return FALSE;
     }
     const float *Y = ref_f32(y), *DY = ref_f32(dy);
@@ -579,10 +471,8 @@ gboolean ref_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
 gboolean ref_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
                  GError **error)
 {
-    if (!ref_check_input(dev, "add", "a", a, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, "add", "b", b, TDM_DTYPE_F32, error) ||
-        !ref_check_same_shape("add", "a", a, "b", b, error) ||
-        !ref_ensure_out(dev, "add", "y", y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
+    if (!ref_check_plain("add", "a", a, error) || !ref_check_plain("add", "b", b, error) ||
+        !ref_ensure_out(y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
         return FALSE;
     }
     const float *A = ref_f32(a), *B = ref_f32(b);
@@ -624,9 +514,7 @@ gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
                                      TdmTensor *dbeta, GError **error)
 {
     const char *op = "batchnorm_relu_backward";
-    if (!ref_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_same_shape(op, "y", y, "dy", dy, error)) {
+    if (!ref_check_plain(op, "y", y, error) || !ref_check_plain(op, "dy", dy, error)) {
         return FALSE;
     }
     g_autoptr(TdmTensor) masked = tdm_tensor_new(dev, TDM_DTYPE_F32, dy->ndim, dy->shape, error);
@@ -650,10 +538,8 @@ gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
 gboolean ref_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
                       GError **error)
 {
-    if (!ref_check_input(dev, "add_relu", "a", a, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, "add_relu", "b", b, TDM_DTYPE_F32, error) ||
-        !ref_check_same_shape("add_relu", "a", a, "b", b, error) ||
-        !ref_ensure_out(dev, "add_relu", "y", y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
+    if (!ref_check_plain("add_relu", "a", a, error) || !ref_check_plain("add_relu", "b", b, error) ||
+        !ref_ensure_out(y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
         return FALSE;
     }
     const float *A = ref_f32(a), *B = ref_f32(b);

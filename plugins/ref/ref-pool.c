@@ -18,34 +18,16 @@ typedef struct {
     int64_t N, C, H, W, OH, OW;
 } RefPoolGeom;
 
-static gboolean ref_pool_geometry(const char *op, const TdmPool2dParams *p, const TdmTensor *x,
-                                  RefPoolGeom *g, GError **error)
+/* The geometry of x under p; the front end (tdm_op_*pool2d_*) has checked
+ * both against PyTorch's rules. */
+static void ref_pool_geometry(const TdmPool2dParams *p, const TdmTensor *x, RefPoolGeom *g)
 {
-    if (p == NULL || p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 1 || p->stride_w < 1 ||
-        p->pad_h < 0 || p->pad_w < 0 || p->pad_h > p->kernel_h / 2 || p->pad_w > p->kernel_w / 2) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: invalid parameters (kernel %d,%d stride %d,%d pad %d,%d; padding "
-                    "must be at most half the kernel)",
-                    op, p ? p->kernel_h : 0, p ? p->kernel_w : 0, p ? p->stride_h : 0,
-                    p ? p->stride_w : 0, p ? p->pad_h : 0, p ? p->pad_w : 0);
-        return FALSE;
-    }
-    if (x->ndim != 4 || x->shape[2] + 2 * p->pad_h < p->kernel_h ||
-        x->shape[3] + 2 * p->pad_w < p->kernel_w) {
-        g_autofree char *s = tdm_tensor_shape_string(x);
-        g_set_error(
-            error, TDM_ERROR, TDM_ERROR_SHAPE,
-            "ref %s: x %s must be [N, C, H, W] and at least the kernel %dx%d (with padding)", op, s,
-            p->kernel_h, p->kernel_w);
-        return FALSE;
-    }
     g->N = x->shape[0];
     g->C = x->shape[1];
     g->H = x->shape[2];
     g->W = x->shape[3];
     g->OH = (g->H + 2 * p->pad_h - p->kernel_h) / p->stride_h + 1;
     g->OW = (g->W + 2 * p->pad_w - p->kernel_w) / p->stride_w + 1;
-    return TRUE;
 }
 
 gboolean ref_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
@@ -53,13 +35,13 @@ gboolean ref_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool
 {
     const char *op = "maxpool2d_forward";
     RefPoolGeom g;
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_pool_geometry(op, p, x, &g, error)) {
+    if (!ref_check_plain(op, "x", x, error)) {
         return FALSE;
     }
+    ref_pool_geometry(p, x, &g);
     int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
-    if (!ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, 4, yshape, error) ||
-        !ref_ensure_out(dev, op, "workspace", workspace, TDM_DTYPE_I32, 4, yshape, error)) {
+    if (!ref_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error) ||
+        !ref_ensure_out(workspace, TDM_DTYPE_I32, 4, yshape, error)) {
         return FALSE;
     }
     /* The workspace holds, per output, the flat h * W + w index of the chosen
@@ -99,20 +81,24 @@ gboolean ref_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
 {
     const char *op = "maxpool2d_backward";
     RefPoolGeom g;
-    if (x_like == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: x_like is NULL", op);
+    if (!ref_check_plain(op, "dy", dy, error) ||
+        !ref_check_plain(op, "workspace", workspace, error)) {
         return FALSE;
     }
-    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "workspace", workspace, TDM_DTYPE_I32, error) ||
-        !ref_pool_geometry(op, p, x_like, &g, error)) {
-        return FALSE;
-    }
+    ref_pool_geometry(p, x_like, &g);
+    /* The workspace is ref's own (the front end cannot check it): i32
+     * [N, C, OH, OW] as ref's forward makes it. */
     int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
+    if (workspace->dtype != TDM_DTYPE_I32 || workspace->ndim != 4 ||
+        memcmp(workspace->shape, yshape, sizeof yshape) != 0) {
+        g_autofree char *s = tdm_tensor_shape_string(workspace);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: workspace %s (%s) is not what ref's maxpool2d_forward made for dy", op,
+                    s, tdm_dtype_name(workspace->dtype));
+        return FALSE;
+    }
     int64_t xshape[4] = {g.N, g.C, g.H, g.W};
-    if (!ref_check_shape(op, "dy", dy, 4, yshape, error) ||
-        !ref_check_shape(op, "workspace", workspace, 4, yshape, error) ||
-        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, 4, xshape, error)) {
+    if (!ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error)) {
         return FALSE;
     }
     const float *DY = ref_f32(dy);
@@ -156,12 +142,12 @@ gboolean ref_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool
 {
     const char *op = "avgpool2d_forward";
     RefPoolGeom g;
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_pool_geometry(op, p, x, &g, error)) {
+    if (!ref_check_plain(op, "x", x, error)) {
         return FALSE;
     }
+    ref_pool_geometry(p, x, &g);
     int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
-    if (!ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, 4, yshape, error)) {
+    if (!ref_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x);
@@ -191,18 +177,12 @@ gboolean ref_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
 {
     const char *op = "avgpool2d_backward";
     RefPoolGeom g;
-    if (x_like == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: x_like is NULL", op);
+    if (!ref_check_plain(op, "dy", dy, error)) {
         return FALSE;
     }
-    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_pool_geometry(op, p, x_like, &g, error)) {
-        return FALSE;
-    }
-    int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
+    ref_pool_geometry(p, x_like, &g);
     int64_t xshape[4] = {g.N, g.C, g.H, g.W};
-    if (!ref_check_shape(op, "dy", dy, 4, yshape, error) ||
-        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, 4, xshape, error)) {
+    if (!ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error)) {
         return FALSE;
     }
     /* Overlapping windows (stride < kernel) add up: accumulate in double. */
@@ -236,17 +216,11 @@ gboolean ref_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
 gboolean ref_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                                     GError **error)
 {
-    const char *op = "global_avgpool_forward";
-    if (!ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
-    if (x->ndim != 4) {
-        g_autofree char *s = tdm_tensor_shape_string(x);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref %s: x %s must be [N, C, H, W]", op, s);
+    if (!ref_check_plain("global_avgpool_forward", "x", x, error)) {
         return FALSE;
     }
     int64_t NC = x->shape[0] * x->shape[1], S = x->shape[2] * x->shape[3];
-    if (!ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, 2, x->shape, error)) {
+    if (!ref_ensure_out(y, TDM_DTYPE_F32, 2, x->shape, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x);
@@ -264,24 +238,12 @@ gboolean ref_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
 gboolean ref_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
                                      const TdmTensor *x_like, TdmTensor *dx, GError **error)
 {
-    const char *op = "global_avgpool_backward";
-    if (x_like == NULL || x_like->ndim != 4) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "ref %s: x_like must be [N, C, H, W]", op);
-        return FALSE;
-    }
-    if (!ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
-    /* dy is [N, C]; [N, C, 1, 1] (the same numbers) is accepted too. */
-    int64_t dshape[4] = {x_like->shape[0], x_like->shape[1], 1, 1};
-    if (dy->ndim != 4 && !ref_check_shape(op, "dy", dy, 2, dshape, error)) {
-        return FALSE;
-    }
-    if (dy->ndim == 4 && !ref_check_shape(op, "dy", dy, 4, dshape, error)) {
+    /* dy is [N, C] or [N, C, 1, 1]: the same numbers. */
+    if (!ref_check_plain("global_avgpool_backward", "dy", dy, error)) {
         return FALSE;
     }
     int64_t xshape[4] = {x_like->shape[0], x_like->shape[1], x_like->shape[2], x_like->shape[3]};
-    if (!ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, 4, xshape, error)) {
+    if (!ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error)) {
         return FALSE;
     }
     int64_t NC = xshape[0] * xshape[1], S = xshape[2] * xshape[3];

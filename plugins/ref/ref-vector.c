@@ -15,21 +15,6 @@
 
 #include "ref.h"
 
-/* Two tensors with the same number of elements (flat vector ops). */
-static gboolean ref_check_same_numel(const char *op, const char *what_a, const TdmTensor *a,
-                                     const char *what_b, const TdmTensor *b, GError **error)
-{
-    if (tdm_tensor_numel(a) != tdm_tensor_numel(b)) {
-        g_autofree char *sa = tdm_tensor_shape_string(a);
-        g_autofree char *sb = tdm_tensor_shape_string(b);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "ref %s: %s %s and %s %s have different numbers of elements", op, what_a, sa,
-                    what_b, sb);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 /* ---- loss ---- */
 
 static int64_t ref_label_at(const TdmTensor *labels, int64_t i)
@@ -45,31 +30,12 @@ gboolean ref_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
                           GError **error)
 {
     const char *op = "softmax_xent";
-    if (!ref_check_input(dev, op, "logits", logits, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, op, "labels", labels, -1, error)) {
-        return FALSE;
-    }
-    if (labels->dtype != TDM_DTYPE_I32 && labels->dtype != TDM_DTYPE_I64) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: labels have dtype %s, expected i32 or i64", op,
-                    tdm_dtype_name(labels->dtype));
-        return FALSE;
-    }
-    if (logits->ndim != 2 || logits->shape[0] < 1 || logits->shape[1] < 1) {
-        g_autofree char *s = tdm_tensor_shape_string(logits);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "ref %s: logits %s must be a non-empty [N, K]", op, s);
+    if (!ref_check_plain(op, "logits", logits, error) ||
+        !ref_check_plain(op, "labels", labels, error)) {
         return FALSE;
     }
     int64_t N = logits->shape[0], K = logits->shape[1];
-    if (!ref_check_shape(op, "labels", labels, 1, &N, error)) {
-        return FALSE;
-    }
-    if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: label_smoothing %g is outside [0, 1]", op, label_smoothing);
-        return FALSE;
-    }
+    /* The values of the labels: only the backend reads them. */
     for (int64_t i = 0; i < N; i++) {
         int64_t y = ref_label_at(labels, i);
         if (y < 0 || y >= K) {
@@ -80,8 +46,7 @@ gboolean ref_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
             return FALSE;
         }
     }
-    if (dlogits != NULL &&
-        !ref_ensure_out(dev, op, "dlogits", dlogits, TDM_DTYPE_F32, 2, logits->shape, error)) {
+    if (dlogits != NULL && !ref_ensure_out(dlogits, TDM_DTYPE_F32, 2, logits->shape, error)) {
         return FALSE;
     }
     /* PyTorch's smoothing: the target is (1 - eps) on the label plus eps / K
@@ -131,10 +96,7 @@ gboolean ref_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *l
                                 TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
                                 TdmTensor *stats, GError **error)
 {
-    const char *op = "softmax_xent_stats";
-    const int64_t len = TDM_XENT_STATS_LEN;
-    if (!ref_check_input(dev, op, "stats", stats, TDM_DTYPE_F32, error) ||
-        !ref_check_shape(op, "stats", stats, 1, &len, error)) {
+    if (!ref_check_plain("softmax_xent_stats", "stats", stats, error)) {
         return FALSE;
     }
     /* The same loss as softmax_xent by construction: its mean times the
@@ -167,24 +129,12 @@ gboolean ref_dropout_keep(guint64 seed, guint64 index, float p)
     return u >= p;
 }
 
-static gboolean ref_check_dropout_p(const char *op, float p, GError **error)
-{
-    if (!(p >= 0.0f && p <= 1.0f)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: p = %g is outside [0, 1]", op,
-                    p);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 gboolean ref_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
                              TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error)
 {
-    const char *op = "dropout_forward";
-    if (!ref_check_dropout_p(op, p, error) ||
-        !ref_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !ref_ensure_out(dev, op, "mask", mask, TDM_DTYPE_U8, x->ndim, x->shape, error) ||
-        !ref_ensure_out(dev, op, "y", y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
+    if (!ref_check_plain("dropout_forward", "x", x, error) ||
+        !ref_ensure_out(mask, TDM_DTYPE_U8, x->ndim, x->shape, error) ||
+        !ref_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
         return FALSE;
     }
     /* p == 1 drops everything; the scale is then never used. */
@@ -204,11 +154,8 @@ gboolean ref_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTe
                               TdmTensor *dy, TdmTensor *dx, GError **error)
 {
     const char *op = "dropout_backward";
-    if (!ref_check_dropout_p(op, p, error) ||
-        !ref_check_input(dev, op, "mask", mask, TDM_DTYPE_U8, error) ||
-        !ref_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
-        !ref_check_same_shape(op, "mask", mask, "dy", dy, error) ||
-        !ref_ensure_out(dev, op, "dx", dx, TDM_DTYPE_F32, dy->ndim, dy->shape, error)) {
+    if (!ref_check_plain(op, "mask", mask, error) || !ref_check_plain(op, "dy", dy, error) ||
+        !ref_ensure_out(dx, TDM_DTYPE_F32, dy->ndim, dy->shape, error)) {
         return FALSE;
     }
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
@@ -222,13 +169,11 @@ gboolean ref_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTe
     return TRUE;
 }
 
-/* ---- vector ops ---- */
+/* ---- vector ops: the front ends pass only plain contiguous tensors of
+ * the right dtypes and lengths ---- */
 
 gboolean ref_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error)
 {
-    if (!ref_check_input(dev, "fill", "x", x, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
     float *X = ref_f32(x);
     int64_t n = tdm_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
@@ -239,11 +184,6 @@ gboolean ref_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error)
 
 gboolean ref_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error)
 {
-    if (!ref_check_input(dev, "copy", "src", src, -1, error) ||
-        !ref_check_input(dev, "copy", "dst", dst, src->dtype, error) ||
-        !ref_check_same_numel("copy", "src", src, "dst", dst, error)) {
-        return FALSE;
-    }
     memmove(tdm_tensor_data(dst), tdm_tensor_data(src),
             (size_t)tdm_tensor_numel(src) * tdm_dtype_size(src->dtype));
     return TRUE;
@@ -251,9 +191,6 @@ gboolean ref_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error
 
 gboolean ref_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error)
 {
-    if (!ref_check_input(dev, "scale", "x", x, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
     float *X = ref_f32(x);
     int64_t n = tdm_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
@@ -264,11 +201,6 @@ gboolean ref_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error)
 
 gboolean ref_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error)
 {
-    if (!ref_check_input(dev, "axpy", "x", x, TDM_DTYPE_F32, error) ||
-        !ref_check_input(dev, "axpy", "y", y, TDM_DTYPE_F32, error) ||
-        !ref_check_same_numel("axpy", "x", x, "y", y, error)) {
-        return FALSE;
-    }
     const float *X = ref_f32(x);
     float *Y = ref_f32(y);
     int64_t n = tdm_tensor_numel(x);
@@ -280,9 +212,6 @@ gboolean ref_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GErro
 
 gboolean ref_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error)
 {
-    if (!ref_check_input(dev, "sum_squares", "x", x, TDM_DTYPE_F32, error)) {
-        return FALSE;
-    }
     const float *X = ref_f32(x);
     int64_t n = tdm_tensor_numel(x);
     double acc = 0.0;
@@ -444,17 +373,8 @@ static void ref_store_int(void *base, TdmDType t, int64_t i, gint64 v)
 gboolean ref_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
                   GError **error)
 {
-    const char *op = "cast";
-    if (!ref_check_input(dev, op, "src", src, -1, error)) {
-        return FALSE;
-    }
-    if (dst != NULL && dst->storage == NULL) {
-        /* An empty slot: shape it like src, in its own dtype. */
-        if (!ref_ensure_out(dev, op, "dst", dst, dst->dtype, src->ndim, src->shape, error)) {
-            return FALSE;
-        }
-    } else if (!ref_check_input(dev, op, "dst", dst, -1, error) ||
-               !ref_check_same_shape(op, "src", src, "dst", dst, error)) {
+    /* An empty slot is shaped like src, in its own dtype. */
+    if (dst->storage == NULL && !ref_ensure_out(dst, dst->dtype, src->ndim, src->shape, error)) {
         return FALSE;
     }
     const void *s = tdm_tensor_data(src);
@@ -473,36 +393,12 @@ gboolean ref_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean norma
     return TRUE;
 }
 
-/* ---- optimizer updates ---- */
-
-static gboolean ref_check_arena(TdmDevice *dev, const char *op, const char *what,
-                                const TdmTensor *t, const TdmTensor *param, GError **error)
-{
-    return ref_check_input(dev, op, what, t, TDM_DTYPE_F32, error) &&
-           ref_check_same_numel(op, "param", param, what, t, error);
-}
+/* ---- optimizer updates (arguments checked by the front ends) ---- */
 
 gboolean ref_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
                         TdmTensor *momentum_buf, GError **error)
 {
-    const char *op = "sgd_update";
-    if (hp == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "ref %s: no hyper-parameters", op);
-        return FALSE;
-    }
     gboolean use_buf = hp->momentum != 0.0f;
-    if (!ref_check_input(dev, op, "param", param, TDM_DTYPE_F32, error) ||
-        !ref_check_arena(dev, op, "grad", grad, param, error)) {
-        return FALSE;
-    }
-    if (use_buf && momentum_buf == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: momentum %g needs a momentum buffer", op, hp->momentum);
-        return FALSE;
-    }
-    if (use_buf && !ref_check_arena(dev, op, "momentum_buf", momentum_buf, param, error)) {
-        return FALSE;
-    }
     float *P = ref_f32(param);
     const float *G = ref_f32(grad);
     float *BUF = use_buf ? ref_f32(momentum_buf) : NULL;
@@ -526,19 +422,6 @@ gboolean ref_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *p
                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
                           GError **error)
 {
-    const char *op = "adamw_update";
-    if (hp == NULL || hp->step < 1) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "ref %s: step must be >= 1 (got %" G_GINT64_FORMAT ")", op,
-                    hp ? hp->step : (int64_t)0);
-        return FALSE;
-    }
-    if (!ref_check_input(dev, op, "param", param, TDM_DTYPE_F32, error) ||
-        !ref_check_arena(dev, op, "grad", grad, param, error) ||
-        !ref_check_arena(dev, op, "exp_avg", exp_avg, param, error) ||
-        !ref_check_arena(dev, op, "exp_avg_sq", exp_avg_sq, param, error)) {
-        return FALSE;
-    }
     const double b1 = hp->beta1, b2 = hp->beta2;
     const double bc1 = 1.0 - pow(b1, (double)hp->step);
     const double bc2 = 1.0 - pow(b2, (double)hp->step);

@@ -2,8 +2,11 @@
  *
  * The ref backend is the oracle every other backend is checked against, so
  * it is written to be obviously correct rather than fast: plain loops over
- * plain row-major f32 tensors, sums accumulated in double, every argument
- * checked with a message that names the op, the tensor and its shape.
+ * plain row-major f32 tensors, sums accumulated in double. Arguments come
+ * through the core's op front ends (tdm_op_*), which check devices,
+ * dtypes and shapes; the ref backend checks only what is its own limit
+ * (plain dense tensors) and what only it can see (label values, workspace
+ * entries).
  * ref-backend.c holds the plugin, the devices, memory and host transfers;
  * ref-ops.c the layer ops (gemm, conv, batch norm, relu, add); ref-pool.c
  * the pooling ops; ref-vector.c the loss, dropout, vector ops, cast and
@@ -26,24 +29,15 @@ typedef struct {
     RefCopyStream *copy; /* the copy stream (ref-device.c) */
 } RefDevice;
 
-/* ---- argument checks (ref-backend.c) ---- */
+/* ---- what the ref backend cannot read (ref-backend.c) ---- */
 
-/* `t` is a usable input of `op`: non-NULL, on `dev`, allocated, plain and
- * contiguous, of dtype `dtype` (pass -1 to accept any dtype). `what` names
- * the argument in the message ("x", "dy"...). */
-gboolean ref_check_input(TdmDevice *dev, const char *op, const char *what, const TdmTensor *t,
-                         int dtype, GError **error);
-/* `t` has exactly this shape; otherwise a TDM_ERROR_SHAPE naming both. */
-gboolean ref_check_shape(const char *op, const char *what, const TdmTensor *t, int ndim,
-                         const int64_t *shape, GError **error);
-/* a and b have the same logical shape; otherwise TDM_ERROR_SHAPE naming both. */
-gboolean ref_check_same_shape(const char *op, const char *what_a, const TdmTensor *a,
-                              const char *what_b, const TdmTensor *b, GError **error);
-/* An out slot: on `dev`; then shaped plain contiguous with tdm_tensor_ensure. */
-gboolean ref_ensure_out(TdmDevice *dev, const char *op, const char *what, TdmTensor *t,
-                        TdmDType dtype, int ndim, const int64_t *shape, GError **error);
-/* "[2, 3]" for a shape array (transfer full). */
-char *ref_shape_string(int ndim, const int64_t *shape);
+/* `t` is in the plain layout and dense (a strided view is not): the only
+ * tensors ref's loops index correctly. `what` names the argument in the
+ * message ("x", "dy"...). */
+gboolean ref_check_plain(const char *op, const char *what, const TdmTensor *t, GError **error);
+/* An out slot shaped plain contiguous (tdm_tensor_ensure). */
+gboolean ref_ensure_out(TdmTensor *t, TdmDType dtype, int ndim, const int64_t *shape,
+                        GError **error);
 
 static inline float *ref_f32(const TdmTensor *t)
 {

@@ -1,0 +1,534 @@
+/* tests/test-ops.c - the op front ends (tdm_op_*, include/tandem/ops.h).
+ *
+ * Bad arguments through each family of front ends (dense, convolution,
+ * batch norm, elementwise, pooling, loss, dropout, vector ops, optimizer
+ * updates, reorder) give an error of the right code whose message starts
+ * with the op's name and names the shapes, before any backend sees them;
+ * a tensor on another device is refused naming both devices. Then the
+ * fused front ends are run on a backend that has the fused ops and on the
+ * same backend with those slots emptied, which takes the unfused
+ * sequences: ref must agree bit for bit (its fused ops are defined by its
+ * unfused ones), cpu (when present) within rounding. Runs with two ref
+ * devices (TDM_REF_DEVICES=2).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include <tandem/tandem.h>
+
+static TdmDevice *dev, *dev1; /* ref:0, ref:1 */
+static GPtrArray *made;       /* tensors of the current test, freed at its end */
+static GError *err;           /* every failing call below reports here */
+
+static TdmTensor *keep(TdmTensor *t)
+{
+    g_ptr_array_add(made, t);
+    return t;
+}
+
+/* A zero-filled tensor on d: ndim dims given as ints. */
+static TdmTensor *mk(TdmDevice *d, TdmDType dtype, int ndim, ...)
+{
+    int64_t shape[TDM_MAX_DIMS];
+    va_list ap;
+    va_start(ap, ndim);
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = va_arg(ap, int);
+    }
+    va_end(ap);
+    GError *e = NULL;
+    TdmTensor *t = tdm_tensor_new(d, dtype, ndim, shape, &e);
+    g_assert_no_error(e);
+    return keep(t);
+}
+
+static TdmTensor *slot(TdmDevice *d)
+{
+    return keep(tdm_tensor_new_empty(d, TDM_DTYPE_F32));
+}
+
+/* The call failed with `code`, its message starts with "op: " and holds
+ * every further string (NULL-terminated). */
+static void expect_error(gboolean ok, TdmErrorCode code, const char *op, ...)
+{
+    g_assert_false(ok);
+    g_assert_nonnull(err);
+    if (err->domain != TDM_ERROR || err->code != (int)code) {
+        g_error("expected code %d, got %d: %s", code, err->code, err->message);
+    }
+    g_autofree char *prefix = g_strconcat(op, ": ", NULL);
+    if (!g_str_has_prefix(err->message, prefix)) {
+        g_error("message '%s' does not start with '%s'", err->message, prefix);
+    }
+    va_list ap;
+    va_start(ap, op);
+    for (const char *s = va_arg(ap, const char *); s != NULL; s = va_arg(ap, const char *)) {
+        if (strstr(err->message, s) == NULL) {
+            g_error("message '%s' lacks '%s'", err->message, s);
+        }
+    }
+    va_end(ap);
+    g_test_message("%s", err->message);
+    g_clear_error(&err);
+}
+
+static void test_setup(void)
+{
+    made = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_tensor_unref);
+}
+
+static void test_teardown(void)
+{
+    g_ptr_array_unref(made);
+    g_assert_null(err);
+}
+
+/* ---- bad arguments, family by family ---- */
+
+static void test_gemm_errors(void)
+{
+    test_setup();
+    TdmTensor *a = mk(dev, TDM_DTYPE_F32, 2, 64, 784), *b = mk(dev, TDM_DTYPE_F32, 2, 512, 700);
+    TdmTensor *c = slot(dev);
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, TRUE, 1.0f, a, b, 0.0f, c, NULL, &err),
+                 TDM_ERROR_SHAPE, "gemm", "a [64, 784] and b [512, 700] (transposed)",
+                 "inner dimensions differ", NULL);
+    TdmTensor *ai = mk(dev, TDM_DTYPE_I32, 2, 2, 3), *b32 = mk(dev, TDM_DTYPE_F32, 2, 3, 2);
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, ai, b32, 0.0f, c, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "gemm", "a [2, 3] is i32, expected f32", NULL);
+    TdmTensor *a23 = mk(dev, TDM_DTYPE_F32, 2, 2, 3), *b_other = mk(dev1, TDM_DTYPE_F32, 2, 3, 2);
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b_other, 0.0f, c, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "gemm", "b [3, 2] is on device ref:1", "runs on ref:0",
+                 NULL);
+    TdmTensor *c33 = mk(dev, TDM_DTYPE_F32, 2, 3, 3);
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 1.0f, c33, NULL, &err),
+                 TDM_ERROR_SHAPE, "gemm", "c [3, 3], expected [2, 2]", NULL);
+    TdmTensor *bias3 = mk(dev, TDM_DTYPE_F32, 1, 3);
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 0.0f, c, bias3, &err),
+                 TDM_ERROR_SHAPE, "gemm", "bias [3], expected [2]", NULL);
+    /* beta != 0 reads c: an empty slot is not an input. */
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 1.0f, c, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "gemm", "c [] has no storage", NULL);
+    TdmTensor *dy1 = mk(dev, TDM_DTYPE_F32, 1, 4), *db = mk(dev, TDM_DTYPE_F32, 1, 4);
+    expect_error(tdm_op_bias_grad(dev, NULL, dy1, db, &err), TDM_ERROR_SHAPE, "bias_grad",
+                 "dy [4] needs at least 2 dims", NULL);
+    TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 2, 8, 4), *db3 = mk(dev, TDM_DTYPE_F32, 1, 3);
+    expect_error(tdm_op_bias_grad(dev, NULL, dy, db3, &err), TDM_ERROR_SHAPE, "bias_grad",
+                 "bias_grad [3], expected [4]", NULL);
+    /* And the right arguments work. */
+    g_assert_true(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 0.0f, c, NULL, &err));
+    g_assert_cmpint(c->shape[0], ==, 2);
+    test_teardown();
+}
+
+static void test_conv_errors(void)
+{
+    test_setup();
+    TdmConv2dParams p = {1, 1, 1, 1, 1, 1, 1};
+    TdmTensor *x = mk(dev, TDM_DTYPE_F32, 4, 1, 1, 3, 3), *w = mk(dev, TDM_DTYPE_F32, 4, 1, 3, 3, 3);
+    TdmTensor *y = slot(dev);
+    expect_error(tdm_op_conv2d_forward(dev, NULL, &p, x, w, NULL, y, &err), TDM_ERROR_SHAPE,
+                 "conv2d_forward", "x [1, 1, 3, 3]", "w [1, 3, 3, 3]", "channels differ", NULL);
+    TdmTensor *w1 = mk(dev, TDM_DTYPE_F32, 4, 2, 1, 3, 3);
+    TdmConv2dParams bad = {0, 1, 1, 1, 1, 1, 1};
+    expect_error(tdm_op_conv2d_relu_forward(dev, NULL, &bad, x, w1, NULL, y, &err),
+                 TDM_ERROR_INVALID_ARG, "conv2d_relu_forward", "invalid parameters", NULL);
+    TdmTensor *xu8 = mk(dev, TDM_DTYPE_U8, 4, 1, 1, 3, 3);
+    expect_error(tdm_op_conv2d_relu_forward(dev, NULL, &p, xu8, w1, NULL, y, &err),
+                 TDM_ERROR_INVALID_ARG, "conv2d_relu_forward", "x [1, 1, 3, 3] is u8", NULL);
+    TdmTensor *w7 = mk(dev, TDM_DTYPE_F32, 4, 2, 1, 7, 7);
+    expect_error(tdm_op_conv2d_forward(dev, NULL, &p, x, w7, NULL, y, &err), TDM_ERROR_SHAPE,
+                 "conv2d_forward", "smaller than the kernel", "[2, 1, 7, 7]", NULL);
+    TdmTensor *bias3 = mk(dev, TDM_DTYPE_F32, 1, 3);
+    expect_error(tdm_op_conv2d_forward(dev, NULL, &p, x, w1, bias3, y, &err), TDM_ERROR_SHAPE,
+                 "conv2d_forward", "bias [3], expected [2]", NULL);
+    /* Backward data: dy must be the forward's output shape. */
+    TdmTensor *dy_bad = mk(dev, TDM_DTYPE_F32, 4, 1, 2, 2, 2), *dx = slot(dev);
+    expect_error(tdm_op_conv2d_backward_data(dev, NULL, &p, dy_bad, w1, x, dx, &err),
+                 TDM_ERROR_SHAPE, "conv2d_backward_data", "dy [1, 2, 2, 2], expected [1, 2, 3, 3]",
+                 NULL);
+    TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 1, 2, 3, 3), *dw = mk(dev, TDM_DTYPE_F32, 4, 2, 1, 3, 3);
+    TdmTensor *db_bad = mk(dev, TDM_DTYPE_F32, 1, 5);
+    expect_error(tdm_op_conv2d_backward_filter(dev, NULL, &p, x, dy, dw, db_bad, &err),
+                 TDM_ERROR_SHAPE, "conv2d_backward_filter", "db [5], expected [2]", NULL);
+    TdmTensor *x_other = mk(dev1, TDM_DTYPE_F32, 4, 1, 1, 3, 3);
+    expect_error(tdm_op_conv2d_backward_filter(dev, NULL, &p, x_other, dy, dw, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "conv2d_backward_filter", "on device ref:1", NULL);
+    g_assert_true(tdm_op_conv2d_forward(dev, NULL, &p, x, w1, NULL, y, &err));
+    test_teardown();
+}
+
+static void test_batchnorm_errors(void)
+{
+    test_setup();
+    TdmTensor *x3 = mk(dev, TDM_DTYPE_F32, 3, 2, 2, 2), *y = slot(dev), *ws = slot(dev);
+    expect_error(tdm_op_batchnorm_forward(dev, NULL, x3, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, TRUE,
+                                          NULL, NULL, y, &err),
+                 TDM_ERROR_SHAPE, "batchnorm_forward", "x [2, 2, 2] must be [N, C]", NULL);
+    TdmTensor *x = mk(dev, TDM_DTYPE_F32, 4, 2, 2, 3, 3), *g3 = mk(dev, TDM_DTYPE_F32, 1, 3);
+    expect_error(tdm_op_batchnorm_relu_forward(dev, NULL, x, g3, NULL, NULL, NULL, 0.1f, 1e-5f,
+                                               TRUE, NULL, NULL, ws, y, &err),
+                 TDM_ERROR_SHAPE, "batchnorm_relu_forward", "gamma [3], expected [2]", NULL);
+    TdmTensor *x1 = mk(dev, TDM_DTYPE_F32, 2, 1, 2);
+    expect_error(tdm_op_batchnorm_forward(dev, NULL, x1, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, TRUE,
+                                          NULL, NULL, y, &err),
+                 TDM_ERROR_SHAPE, "batchnorm_forward", "more than one value per channel",
+                 "[1, 2]", NULL);
+    expect_error(tdm_op_batchnorm_forward(dev, NULL, x, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, FALSE,
+                                          NULL, NULL, y, &err),
+                 TDM_ERROR_INVALID_ARG, "batchnorm_forward", "eval mode needs running_mean",
+                 NULL);
+    expect_error(tdm_op_batchnorm_relu_forward(dev, NULL, x, NULL, NULL, NULL, NULL, 0.1f, 1e-5f,
+                                               TRUE, NULL, NULL, NULL, y, &err),
+                 TDM_ERROR_INVALID_ARG, "batchnorm_relu_forward", "workspace is NULL", NULL);
+    TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 2, 2, 3, 4), *sm = mk(dev, TDM_DTYPE_F32, 1, 2);
+    TdmTensor *sv = mk(dev, TDM_DTYPE_F32, 1, 2), *dx = slot(dev);
+    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy, NULL, sm, sv, 1e-5f, dx, NULL, NULL,
+                                           &err),
+                 TDM_ERROR_SHAPE, "batchnorm_backward", "x [2, 2, 3, 3] and dy [2, 2, 3, 4]",
+                 NULL);
+    TdmTensor *dy_ok = mk(dev, TDM_DTYPE_F32, 4, 2, 2, 3, 3);
+    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, NULL, sv, 1e-5f, dx, NULL,
+                                           NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "batchnorm_backward", "save_mean is NULL", NULL);
+    expect_error(tdm_op_batchnorm_relu_backward(dev, NULL, x, dy, ws, dy_ok, NULL, sm, sv, 1e-5f,
+                                                dx, NULL, NULL, &err),
+                 TDM_ERROR_SHAPE, "batchnorm_relu_backward", "y [2, 2, 3, 4] and dy [2, 2, 3, 3]",
+                 NULL);
+    TdmTensor *dgamma_other = mk(dev1, TDM_DTYPE_F32, 1, 2);
+    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, sm, sv, 1e-5f, dx,
+                                           dgamma_other, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "batchnorm_backward", "dgamma [2] is on device ref:1",
+                 NULL);
+    test_teardown();
+}
+
+static void test_elementwise_errors(void)
+{
+    test_setup();
+    TdmTensor *a = mk(dev, TDM_DTYPE_F32, 1, 4), *c = mk(dev, TDM_DTYPE_F32, 2, 2, 2);
+    TdmTensor *y = slot(dev);
+    expect_error(tdm_op_add(dev, NULL, a, c, y, &err), TDM_ERROR_SHAPE, "add",
+                 "a [4] and b [2, 2] differ in shape", NULL);
+    TdmTensor *b_other = mk(dev1, TDM_DTYPE_F32, 1, 4);
+    expect_error(tdm_op_add_relu(dev, NULL, a, b_other, y, &err), TDM_ERROR_INVALID_ARG,
+                 "add_relu", "b [4] is on device ref:1 but the op runs on ref:0", NULL);
+    TdmTensor *y_other = slot(dev1);
+    expect_error(tdm_op_relu_forward(dev, NULL, a, y_other, &err), TDM_ERROR_INVALID_ARG,
+                 "relu_forward", "y [] is on device ref:1", NULL);
+    /* An empty output slot used as an input. */
+    TdmTensor *empty = slot(dev);
+    empty->ndim = 1;
+    empty->shape[0] = 4;
+    expect_error(tdm_op_relu_forward(dev, NULL, empty, y, &err), TDM_ERROR_INVALID_ARG,
+                 "relu_forward", "x [4] has no storage", NULL);
+    expect_error(tdm_op_relu_backward(dev, NULL, a, c, y, &err), TDM_ERROR_SHAPE,
+                 "relu_backward", "y [4] and dy [2, 2] differ in shape", NULL);
+    test_teardown();
+}
+
+static void test_pool_errors(void)
+{
+    test_setup();
+    TdmPool2dParams wide = {2, 2, 2, 2, 2, 2, TRUE};
+    TdmTensor *x = mk(dev, TDM_DTYPE_F32, 4, 1, 1, 4, 4), *y = slot(dev), *ws = slot(dev);
+    expect_error(tdm_op_maxpool2d_forward(dev, NULL, &wide, x, y, ws, &err),
+                 TDM_ERROR_INVALID_ARG, "maxpool2d_forward", "at most half the kernel", NULL);
+    TdmPool2dParams p = {2, 2, 2, 2, 0, 0, TRUE};
+    TdmTensor *x3 = mk(dev, TDM_DTYPE_F32, 3, 1, 4, 4);
+    expect_error(tdm_op_avgpool2d_forward(dev, NULL, &p, x3, y, &err), TDM_ERROR_SHAPE,
+                 "avgpool2d_forward", "x [1, 4, 4] must be [N, C, H, W]", NULL);
+    TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 1, 1, 3, 3), *dx = slot(dev);
+    expect_error(tdm_op_avgpool2d_backward(dev, NULL, &p, dy, x, dx, &err), TDM_ERROR_SHAPE,
+                 "avgpool2d_backward", "dy [1, 1, 3, 3], expected [1, 1, 2, 2]", NULL);
+    g_assert_true(tdm_op_maxpool2d_forward(dev, NULL, &p, x, y, ws, &err));
+    expect_error(tdm_op_maxpool2d_backward(dev, NULL, &p, dy, ws, x, dx, &err), TDM_ERROR_SHAPE,
+                 "maxpool2d_backward", "dy [1, 1, 3, 3], expected [1, 1, 2, 2]", NULL);
+    TdmTensor *x2 = mk(dev, TDM_DTYPE_F32, 2, 2, 3);
+    expect_error(tdm_op_global_avgpool_forward(dev, NULL, x2, y, &err), TDM_ERROR_SHAPE,
+                 "global_avgpool_forward", "x [2, 3] must be [N, C, H, W]", NULL);
+    TdmTensor *gdy = mk(dev, TDM_DTYPE_F32, 2, 1, 2);
+    expect_error(tdm_op_global_avgpool_backward(dev, NULL, gdy, x, dx, &err), TDM_ERROR_SHAPE,
+                 "global_avgpool_backward", "dy [1, 2], expected [1, 1]", NULL);
+    test_teardown();
+}
+
+static void test_loss_and_dropout_errors(void)
+{
+    test_setup();
+    TdmTensor *logits = mk(dev, TDM_DTYPE_F32, 2, 3, 4), *l2 = mk(dev, TDM_DTYPE_I64, 1, 2);
+    float loss;
+    expect_error(tdm_op_softmax_xent(dev, NULL, logits, l2, 0.0f, &loss, NULL, NULL, &err),
+                 TDM_ERROR_SHAPE, "softmax_xent", "labels [2] do not match logits [3, 4]", NULL);
+    TdmTensor *lf = mk(dev, TDM_DTYPE_F32, 1, 3);
+    expect_error(tdm_op_softmax_xent(dev, NULL, logits, lf, 0.0f, &loss, NULL, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "softmax_xent", "labels [3] are f32, expected i32 or i64",
+                 NULL);
+    TdmTensor *l3 = mk(dev, TDM_DTYPE_I32, 1, 3);
+    expect_error(tdm_op_softmax_xent(dev, NULL, logits, l3, 1.5f, &loss, NULL, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "softmax_xent", "label smoothing 1.5", NULL);
+    TdmTensor *l3_other = mk(dev1, TDM_DTYPE_I32, 1, 3);
+    expect_error(tdm_op_softmax_xent(dev, NULL, logits, l3_other, 0.0f, &loss, NULL, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "softmax_xent", "labels [3] is on device ref:1", NULL);
+    /* tdm_cross_entropy is this front end. */
+    expect_error(tdm_cross_entropy(dev, NULL, logits, l2, 0.0f, &loss, NULL, NULL, &err),
+                 TDM_ERROR_SHAPE, "softmax_xent", "[2]", "[3, 4]", NULL);
+    TdmTensor *x = mk(dev, TDM_DTYPE_F32, 1, 4), *mask = slot(dev), *y = slot(dev);
+    expect_error(tdm_op_dropout_forward(dev, NULL, 1.5f, 7, x, mask, y, &err),
+                 TDM_ERROR_INVALID_ARG, "dropout_forward", "p = 1.5 is outside [0, 1]", NULL);
+    TdmTensor *fmask = mk(dev, TDM_DTYPE_F32, 1, 4);
+    expect_error(tdm_op_dropout_backward(dev, NULL, 0.5f, fmask, x, y, &err),
+                 TDM_ERROR_INVALID_ARG, "dropout_backward", "mask [4] is f32, expected u8", NULL);
+    test_teardown();
+}
+
+static void test_vector_errors(void)
+{
+    test_setup();
+    TdmTensor *i4 = mk(dev, TDM_DTYPE_I32, 1, 4), *f4 = mk(dev, TDM_DTYPE_F32, 1, 4);
+    TdmTensor *f5 = mk(dev, TDM_DTYPE_F32, 1, 5);
+    expect_error(tdm_op_fill(dev, i4, 0.0f, &err), TDM_ERROR_INVALID_ARG, "fill",
+                 "x [4] is i32, expected f32", NULL);
+    expect_error(tdm_op_copy(dev, f4, f5, &err), TDM_ERROR_SHAPE, "copy",
+                 "src [4] and dst [5] differ in number of elements", NULL);
+    expect_error(tdm_op_copy(dev, f4, i4, &err), TDM_ERROR_INVALID_ARG, "copy",
+                 "dst [4] is i32, expected f32", NULL);
+    expect_error(tdm_op_axpy(dev, 1.0f, f4, f5, &err), TDM_ERROR_SHAPE, "axpy",
+                 "x [4] and y [5] differ in number of elements", NULL);
+    TdmTensor *f22 = mk(dev, TDM_DTYPE_F32, 2, 2, 2), *u5 = mk(dev, TDM_DTYPE_U8, 1, 5);
+    expect_error(tdm_op_cast(dev, u5, f22, TRUE, &err), TDM_ERROR_SHAPE, "cast",
+                 "src [5] and dst [2, 2] differ in shape", NULL);
+    /* Columns 0 and 2 of a [2, 4] tensor: a strided view. */
+    TdmTensor *base = mk(dev, TDM_DTYPE_F32, 2, 2, 4);
+    int64_t s22[2] = {2, 2};
+    TdmTensor *view = keep(tdm_tensor_new_view(base, 0, TDM_DTYPE_F32, 2, s22, &err));
+    g_assert_no_error(err);
+    view->stride[1] = 2;
+    view->stride[0] = 4;
+    expect_error(tdm_op_scale(dev, view, 2.0f, &err), TDM_ERROR_INVALID_ARG, "scale",
+                 "x [2, 2] is not plain and contiguous (a strided view)", NULL);
+    double ss;
+    TdmTensor *other = mk(dev1, TDM_DTYPE_F32, 1, 4);
+    expect_error(tdm_op_sum_squares(dev, other, &ss, &err), TDM_ERROR_INVALID_ARG, "sum_squares",
+                 "x [4] is on device ref:1", NULL);
+    /* reorder: `like` must have src's shape. */
+    TdmTensor *dst = slot(dev);
+    expect_error(tdm_tensor_reorder(f4, f5, dst, NULL, &err), TDM_ERROR_SHAPE, "reorder",
+                 "src [4] and like [5] differ in shape", NULL);
+    test_teardown();
+}
+
+static void test_optimizer_errors(void)
+{
+    test_setup();
+    TdmTensor *p = mk(dev, TDM_DTYPE_F32, 1, 8), *g = mk(dev, TDM_DTYPE_F32, 1, 8);
+    TdmTensor *g7 = mk(dev, TDM_DTYPE_F32, 1, 7);
+    TdmSgdParams sgd = {.lr = 0.1f, .momentum = 0.9f};
+    expect_error(tdm_op_sgd_update(dev, &sgd, p, g, NULL, &err), TDM_ERROR_INVALID_ARG,
+                 "sgd_update", "momentum 0.9 needs a momentum buffer", NULL);
+    sgd.momentum = 0.0f;
+    expect_error(tdm_op_sgd_update_zero_grad(dev, &sgd, p, g7, NULL, &err), TDM_ERROR_SHAPE,
+                 "sgd_update_zero_grad", "param [8] and grad [7] differ in number of elements",
+                 NULL);
+    TdmTensor *m = mk(dev, TDM_DTYPE_F32, 1, 8), *v_other = mk(dev1, TDM_DTYPE_F32, 1, 8);
+    TdmAdamWParams adam = {.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .step = 0};
+    expect_error(tdm_op_adamw_update(dev, &adam, p, g, m, m, &err), TDM_ERROR_INVALID_ARG,
+                 "adamw_update", "step must be >= 1 (got 0)", NULL);
+    adam.step = 1;
+    expect_error(tdm_op_adamw_update_zero_grad(dev, &adam, p, g, m, v_other, &err),
+                 TDM_ERROR_INVALID_ARG, "adamw_update_zero_grad",
+                 "exp_avg_sq [8] is on device ref:1", NULL);
+    test_teardown();
+}
+
+/* ---- fused and unfused: the same numbers ---- */
+
+/* A copy of a device whose backend has no fused ops: the front ends then
+ * run the unfused sequences on the same backend. */
+typedef struct {
+    TdmBackendClass klass;
+    TdmDevice dev;
+} Unfused;
+
+static Unfused *unfused_new(TdmDevice *orig)
+{
+    Unfused *u = g_new0(Unfused, 1);
+    u->klass = *orig->backend;
+    u->klass.batchnorm_relu_forward = NULL;
+    u->klass.batchnorm_relu_backward = NULL;
+    u->klass.add_relu = NULL;
+    u->klass.conv2d_relu_forward = NULL;
+    u->klass.sgd_update_zero_grad = NULL;
+    u->klass.adamw_update_zero_grad = NULL;
+    u->dev = *orig;
+    u->dev.backend = &u->klass;
+    return u;
+}
+
+/* A tensor of uniform values in [lo, hi) from `seed`. */
+static TdmTensor *rnd(TdmDevice *d, guint32 seed, double lo, double hi, int ndim, ...)
+{
+    int64_t shape[TDM_MAX_DIMS];
+    va_list ap;
+    va_start(ap, ndim);
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = va_arg(ap, int);
+    }
+    va_end(ap);
+    TdmTensor *t = keep(tdm_tensor_new(d, TDM_DTYPE_F32, ndim, shape, &err));
+    g_assert_no_error(err);
+    int64_t n = tdm_tensor_numel(t);
+    float *v = g_new(float, n);
+    GRand *r = g_rand_new_with_seed(seed);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = (float)g_rand_double_range(r, lo, hi);
+    }
+    g_rand_free(r);
+    g_assert_true(tdm_tensor_write(t, v, &err));
+    g_free(v);
+    return t;
+}
+
+/* Appends t's values (plain order) to out. */
+static void collect(GArray *out, TdmTensor *t)
+{
+    float *v = tdm_tensor_read_f32(t, &err);
+    g_assert_no_error(err);
+    g_array_append_vals(out, v, (guint)tdm_tensor_numel(t));
+    g_free(v);
+}
+
+#define OKOP(call)                                                                                 \
+    do {                                                                                           \
+        gboolean ok_ = (call);                                                                     \
+        g_assert_no_error(err);                                                                    \
+        g_assert_true(ok_);                                                                        \
+    } while (0)
+
+/* Every fused front end once, on device d; the results in one array. */
+static GArray *run_fused_ops(TdmDevice *d)
+{
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(float));
+    TdmOpCache *c1 = NULL, *c2 = NULL, *c3 = NULL, *c4 = NULL;
+    /* conv + ReLU */
+    TdmConv2dParams p = {1, 1, 1, 1, 1, 1, 1};
+    TdmTensor *x = rnd(d, 1, -1, 1, 4, 2, 3, 6, 6), *w = rnd(d, 2, -0.5, 0.5, 4, 4, 3, 3, 3);
+    TdmTensor *b = rnd(d, 3, -0.2, 0.2, 1, 4), *y = slot(d);
+    OKOP(tdm_op_conv2d_relu_forward(d, &c1, &p, x, w, b, y, &err));
+    collect(out, y);
+    /* batch norm + ReLU, training forward and backward, then eval */
+    TdmTensor *gamma = rnd(d, 4, 0.5, 1.5, 1, 4), *beta = rnd(d, 5, -0.5, 0.5, 1, 4);
+    TdmTensor *rm = rnd(d, 6, -0.1, 0.1, 1, 4), *rv = rnd(d, 7, 0.9, 1.1, 1, 4);
+    TdmTensor *sm = slot(d), *sv = slot(d), *ws = keep(tdm_tensor_new_empty(d, TDM_DTYPE_U8));
+    TdmTensor *ybn = slot(d), *dx = slot(d);
+    OKOP(tdm_op_batchnorm_relu_forward(d, &c2, y, gamma, beta, rm, rv, 0.1f, 1e-5f, TRUE, sm, sv,
+                                       ws, ybn, &err));
+    TdmTensor *dy = rnd(d, 8, -1, 1, 4, 2, 4, 6, 6);
+    TdmTensor *dgamma = mk(d, TDM_DTYPE_F32, 1, 4), *dbeta = mk(d, TDM_DTYPE_F32, 1, 4);
+    OKOP(tdm_op_batchnorm_relu_backward(d, &c3, y, ybn, ws, dy, gamma, sm, sv, 1e-5f, dx, dgamma,
+                                        dbeta, &err));
+    collect(out, ybn);
+    collect(out, rm);
+    collect(out, rv);
+    collect(out, dx);
+    collect(out, dgamma);
+    collect(out, dbeta);
+    OKOP(tdm_op_batchnorm_relu_forward(d, &c2, y, gamma, beta, rm, rv, 0.1f, 1e-5f, FALSE, NULL,
+                                       NULL, ws, ybn, &err));
+    collect(out, ybn);
+    /* add + ReLU, into a slot and in place */
+    TdmTensor *a = rnd(d, 9, -1, 1, 4, 2, 3, 4, 4), *a2 = rnd(d, 10, -1, 1, 4, 2, 3, 4, 4);
+    TdmTensor *ya = slot(d);
+    OKOP(tdm_op_add_relu(d, &c4, a, a2, ya, &err));
+    OKOP(tdm_op_add_relu(d, &c4, a, a2, a, &err));
+    collect(out, ya);
+    collect(out, a);
+    /* update + zero_grad: SGD with momentum, then AdamW, two steps each */
+    TdmTensor *param = rnd(d, 11, -1, 1, 1, 1000), *buf = mk(d, TDM_DTYPE_F32, 1, 1000);
+    TdmTensor *m = mk(d, TDM_DTYPE_F32, 1, 1000), *v = mk(d, TDM_DTYPE_F32, 1, 1000);
+    for (int step = 1; step <= 2; step++) {
+        TdmTensor *grad = rnd(d, 11 + step, -1, 1, 1, 1000);
+        TdmSgdParams sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-3f,
+                            .first_step = step == 1};
+        OKOP(tdm_op_sgd_update_zero_grad(d, &sgd, param, grad, buf, &err));
+        collect(out, grad); /* zero */
+        TdmTensor *grad2 = rnd(d, 21 + step, -1, 1, 1, 1000);
+        TdmAdamWParams adam = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                               .weight_decay = 0.01f, .step = step};
+        OKOP(tdm_op_adamw_update_zero_grad(d, &adam, param, grad2, m, v, &err));
+        collect(out, grad2);
+    }
+    collect(out, param);
+    collect(out, buf);
+    collect(out, m);
+    collect(out, v);
+    tdm_op_cache_clear(d, &c1);
+    tdm_op_cache_clear(d, &c2);
+    tdm_op_cache_clear(d, &c3);
+    tdm_op_cache_clear(d, &c4);
+    return out;
+}
+
+static void compare_fused_unfused(TdmDevice *d, double tol)
+{
+    test_setup();
+    Unfused *u = unfused_new(d);
+    GArray *fused = run_fused_ops(d);
+    GArray *plain = run_fused_ops(&u->dev);
+    g_assert_cmpuint(fused->len, ==, plain->len);
+    const float *f = (const float *)(void *)fused->data, *p = (const float *)(void *)plain->data;
+    int zeros = 0;
+    for (guint i = 0; i < fused->len; i++) {
+        if (fabs((double)f[i] - p[i]) > tol * MAX(1.0, fabs(f[i]))) {
+            g_error("%s element %u: fused %.9g, unfused %.9g", d->name, i, f[i], p[i]);
+        }
+        zeros += f[i] == 0.0f;
+    }
+    /* The ReLUs and the zeroed gradients did their part. */
+    g_assert_cmpint(zeros, >, 4000);
+    g_assert_cmpint(zeros, <, (int)fused->len);
+    g_array_unref(fused);
+    g_array_unref(plain);
+    test_teardown();
+    g_free(u);
+}
+
+static void test_fused_unfused_ref(void)
+{
+    compare_fused_unfused(dev, 0.0);
+}
+
+static void test_fused_unfused_cpu(void)
+{
+    GError *e = NULL;
+    TdmDevice *cpu = tdm_device_get("cpu", &e);
+    if (cpu == NULL) {
+        g_test_skip(e->message);
+        g_error_free(e);
+        return;
+    }
+    compare_fused_unfused(cpu, 1e-5);
+}
+
+int main(int argc, char **argv)
+{
+    g_setenv("TDM_REF_DEVICES", "2", TRUE);
+    g_test_init(&argc, &argv, NULL);
+    GError *e = NULL;
+    dev = tdm_device_get("ref:0", &e);
+    g_assert_no_error(e);
+    dev1 = tdm_device_get("ref:1", &e);
+    g_assert_no_error(e);
+    g_test_add_func("/ops/errors/gemm", test_gemm_errors);
+    g_test_add_func("/ops/errors/conv2d", test_conv_errors);
+    g_test_add_func("/ops/errors/batchnorm", test_batchnorm_errors);
+    g_test_add_func("/ops/errors/elementwise", test_elementwise_errors);
+    g_test_add_func("/ops/errors/pool", test_pool_errors);
+    g_test_add_func("/ops/errors/loss-dropout", test_loss_and_dropout_errors);
+    g_test_add_func("/ops/errors/vector", test_vector_errors);
+    g_test_add_func("/ops/errors/optimizer", test_optimizer_errors);
+    g_test_add_func("/ops/fused-unfused/ref", test_fused_unfused_ref);
+    g_test_add_func("/ops/fused-unfused/cpu", test_fused_unfused_cpu);
+    return g_test_run();
+}
