@@ -101,6 +101,17 @@ gboolean tdm_ops_check_f32_shaped(TdmDevice *dev, const char *op, const char *wh
            tdm_ops_check_shape(op, what, t, ndim, shape, error);
 }
 
+gboolean tdm_ops_check_f32_vector(TdmDevice *dev, const char *op, const char *what,
+                                  const TdmTensor *t, int64_t n, gboolean optional,
+                                  GError **error)
+{
+    if (t == NULL && optional) {
+        return TRUE;
+    }
+    return tdm_ops_check_f32_shaped(dev, op, what, t, 1, &n, FALSE, error) &&
+           tdm_ops_check_contiguous(op, what, t, error);
+}
+
 gboolean tdm_ops_check_same_shape(const char *op, const char *what_a, const TdmTensor *a,
                                   const char *what_b, const TdmTensor *b, GError **error)
 {
@@ -123,6 +134,18 @@ gboolean tdm_ops_check_same_numel(const char *op, const char *what_a, const TdmT
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
                     "%s: %s %s and %s %s differ in number of elements", op, what_a, sa, what_b,
                     sb);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean tdm_ops_check_plain(const char *op, const char *what, const TdmTensor *t,
+                             GError **error)
+{
+    if (t->layout != NULL) {
+        g_autofree char *s = tdm_tensor_shape_string(t);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s: %s %s is in a backend layout; the op takes it plain", op, what, s);
         return FALSE;
     }
     return TRUE;

@@ -46,12 +46,15 @@ gboolean tdm_op_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gbool
         return FALSE;
     }
     int64_t cshape[2] = {m, n};
-    gboolean c_slot = c != NULL && c->storage == NULL && beta == 0.0f;
-    if (c_slot ? !tdm_ops_check_out(dev, op, "c", c, error)
-               : !tdm_ops_check_f32_shaped(dev, op, "c", c, 2, cshape, FALSE, error)) {
+    if (c != NULL && c->storage == NULL && beta == 0.0f) {
+        if (!tdm_ops_check_out(dev, op, "c", c, error)) {
+            return FALSE;
+        }
+    } else if (!tdm_ops_check_f32_shaped(dev, op, "c", c, 2, cshape, FALSE, error) ||
+               !tdm_ops_check_plain(op, "c", c, error)) {
         return FALSE;
     }
-    if (!tdm_ops_check_f32_shaped(dev, op, "bias", bias, 1, &n, TRUE, error)) {
+    if (!tdm_ops_check_f32_vector(dev, op, "bias", bias, n, TRUE, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_GEMM, dev, error,
@@ -72,8 +75,7 @@ gboolean tdm_op_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, Tdm
                     s);
         return FALSE;
     }
-    if (!tdm_ops_check_f32_shaped(dev, op, "bias_grad", bias_grad, 1, &dy->shape[1], FALSE,
-                                  error)) {
+    if (!tdm_ops_check_f32_vector(dev, op, "bias_grad", bias_grad, dy->shape[1], FALSE, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_BIAS_GRAD, dev, error,
@@ -144,7 +146,7 @@ static gboolean check_conv_forward(TdmDevice *dev, const char *op, const TdmConv
     return tdm_ops_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) &&
            tdm_ops_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) &&
            conv_geometry(op, p, x, "w", w, &g, error) &&
-           tdm_ops_check_f32_shaped(dev, op, "bias", bias, 1, &g.O, TRUE, error) &&
+           tdm_ops_check_f32_vector(dev, op, "bias", bias, g.O, TRUE, error) &&
            tdm_ops_check_out(dev, op, "y", y, error);
 }
 
@@ -219,7 +221,8 @@ gboolean tdm_op_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache,
     }
     int64_t yshape[4] = {g.N, g.O, g.OH, g.OW};
     if (!tdm_ops_check_f32_shaped(dev, op, "dy", dy, 4, yshape, FALSE, error) ||
-        !tdm_ops_check_f32_shaped(dev, op, "db", db, 1, &g.O, TRUE, error)) {
+        !tdm_ops_check_contiguous(op, "dw", dw, error) ||
+        !tdm_ops_check_f32_vector(dev, op, "db", db, g.O, TRUE, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_CONV2D_BACKWARD_FILTER, dev, error,
@@ -252,10 +255,10 @@ static gboolean check_bn_forward(TdmDevice *dev, const char *op, TdmTensor *x, T
 {
     int64_t C;
     if (!bn_check_x(dev, op, x, &C, error) ||
-        !tdm_ops_check_f32_shaped(dev, op, "gamma", gamma, 1, &C, TRUE, error) ||
-        !tdm_ops_check_f32_shaped(dev, op, "beta", beta, 1, &C, TRUE, error) ||
-        !tdm_ops_check_f32_shaped(dev, op, "running_mean", running_mean, 1, &C, TRUE, error) ||
-        !tdm_ops_check_f32_shaped(dev, op, "running_var", running_var, 1, &C, TRUE, error)) {
+        !tdm_ops_check_f32_vector(dev, op, "gamma", gamma, C, TRUE, error) ||
+        !tdm_ops_check_f32_vector(dev, op, "beta", beta, C, TRUE, error) ||
+        !tdm_ops_check_f32_vector(dev, op, "running_mean", running_mean, C, TRUE, error) ||
+        !tdm_ops_check_f32_vector(dev, op, "running_var", running_var, C, TRUE, error)) {
         return FALSE;
     }
     int64_t per_channel = tdm_tensor_numel(x) / MAX(C, 1);
@@ -284,11 +287,11 @@ static gboolean check_bn_backward(TdmDevice *dev, const char *op, TdmTensor *x, 
     return bn_check_x(dev, op, x, &C, error) &&
            tdm_ops_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) &&
            tdm_ops_check_same_shape(op, "x", x, "dy", dy, error) &&
-           tdm_ops_check_f32_shaped(dev, op, "gamma", gamma, 1, &C, TRUE, error) &&
-           tdm_ops_check_f32_shaped(dev, op, "save_mean", save_mean, 1, &C, FALSE, error) &&
-           tdm_ops_check_f32_shaped(dev, op, "save_var", save_var, 1, &C, FALSE, error) &&
-           tdm_ops_check_f32_shaped(dev, op, "dgamma", dgamma, 1, &C, TRUE, error) &&
-           tdm_ops_check_f32_shaped(dev, op, "dbeta", dbeta, 1, &C, TRUE, error) &&
+           tdm_ops_check_f32_vector(dev, op, "gamma", gamma, C, TRUE, error) &&
+           tdm_ops_check_f32_vector(dev, op, "save_mean", save_mean, C, FALSE, error) &&
+           tdm_ops_check_f32_vector(dev, op, "save_var", save_var, C, FALSE, error) &&
+           tdm_ops_check_f32_vector(dev, op, "dgamma", dgamma, C, TRUE, error) &&
+           tdm_ops_check_f32_vector(dev, op, "dbeta", dbeta, C, TRUE, error) &&
            (dx == NULL || tdm_ops_check_out(dev, op, "dx", dx, error));
 }
 

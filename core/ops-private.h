@@ -97,13 +97,22 @@ gboolean tdm_ops_check_shape(const char *op, const char *what, const TdmTensor *
 gboolean tdm_ops_check_f32_shaped(TdmDevice *dev, const char *op, const char *what,
                                   const TdmTensor *t, int ndim, const int64_t *shape,
                                   gboolean optional, GError **error);
+/* An f32 [n] input, plain and contiguous: biases, per-channel vectors and
+ * their (acc) gradients. NULL passes when `optional`. */
+gboolean tdm_ops_check_f32_vector(TdmDevice *dev, const char *op, const char *what,
+                                  const TdmTensor *t, int64_t n, gboolean optional,
+                                  GError **error);
 /* a and b have the same logical shape. */
 gboolean tdm_ops_check_same_shape(const char *op, const char *what_a, const TdmTensor *a,
                                   const char *what_b, const TdmTensor *b, GError **error);
 /* a and b have the same number of elements. */
 gboolean tdm_ops_check_same_numel(const char *op, const char *what_a, const TdmTensor *a,
                                   const char *what_b, const TdmTensor *b, GError **error);
-/* `t` is plain and contiguous (vector ops and optimizer updates). */
+/* `t` is in the plain layout (strides allowed). */
+gboolean tdm_ops_check_plain(const char *op, const char *what, const TdmTensor *t,
+                             GError **error);
+/* `t` is plain and contiguous (vector ops, optimizer updates, (acc)
+ * outputs). */
 gboolean tdm_ops_check_contiguous(const char *op, const char *what, const TdmTensor *t,
                                   GError **error);
 /* "[2, 3]" for a shape array (transfer full). */

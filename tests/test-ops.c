@@ -107,6 +107,12 @@ static void test_gemm_errors(void)
     TdmTensor *bias3 = mk(dev, TDM_DTYPE_F32, 1, 3);
     expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 0.0f, c, bias3, &err),
                  TDM_ERROR_SHAPE, "gemm", "bias [3], expected [2]", NULL);
+    /* c is plain: not in a layout of the backend's. */
+    TdmTensor *c22 = mk(dev, TDM_DTYPE_F32, 2, 2, 2);
+    c22->layout = c22; /* any handle */
+    expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 1.0f, c22, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "gemm", "c [2, 2] is in a backend layout", NULL);
+    c22->layout = NULL;
     /* beta != 0 reads c: an empty slot is not an input. */
     expect_error(tdm_op_gemm(dev, NULL, FALSE, FALSE, 1.0f, a23, b32, 1.0f, c, NULL, &err),
                  TDM_ERROR_INVALID_ARG, "gemm", "c [] has no storage", NULL);
@@ -196,6 +202,16 @@ static void test_batchnorm_errors(void)
                                                 dx, NULL, NULL, &err),
                  TDM_ERROR_SHAPE, "batchnorm_relu_backward", "y [2, 2, 3, 4] and dy [2, 2, 3, 3]",
                  NULL);
+    /* Per-channel vectors are plain and contiguous: not every other float. */
+    TdmTensor *base = mk(dev, TDM_DTYPE_F32, 1, 4);
+    int64_t two = 2;
+    TdmTensor *strided = keep(tdm_tensor_new_view(base, 0, TDM_DTYPE_F32, 1, &two, &err));
+    g_assert_no_error(err);
+    strided->stride[0] = 2;
+    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, sm, sv, 1e-5f, dx, strided,
+                                           NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "batchnorm_backward",
+                 "dgamma [2] is not plain and contiguous", NULL);
     TdmTensor *dgamma_other = mk(dev1, TDM_DTYPE_F32, 1, 2);
     expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, sm, sv, 1e-5f, dx,
                                            dgamma_other, NULL, &err),
