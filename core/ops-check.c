@@ -39,8 +39,8 @@ static gboolean check_on_device(TdmDevice *dev, const char *op, const char *what
     return TRUE;
 }
 
-gboolean tdm_ops_check_input(TdmDevice *dev, const char *op, const char *what,
-                             const TdmTensor *t, int dtype, GError **error)
+gboolean tdm_ops_check_input(TdmDevice *dev, const char *op, const char *what, const TdmTensor *t,
+                             int dtype, GError **error)
 {
     if (!check_on_device(dev, op, what, t, error)) {
         return FALSE;
@@ -102,8 +102,7 @@ gboolean tdm_ops_check_f32_shaped(TdmDevice *dev, const char *op, const char *wh
 }
 
 gboolean tdm_ops_check_f32_vector(TdmDevice *dev, const char *op, const char *what,
-                                  const TdmTensor *t, int64_t n, gboolean optional,
-                                  GError **error)
+                                  const TdmTensor *t, int64_t n, gboolean optional, GError **error)
 {
     if (t == NULL && optional) {
         return TRUE;
@@ -132,15 +131,13 @@ gboolean tdm_ops_check_same_numel(const char *op, const char *what_a, const TdmT
         g_autofree char *sa = tdm_tensor_shape_string(a);
         g_autofree char *sb = tdm_tensor_shape_string(b);
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "%s: %s %s and %s %s differ in number of elements", op, what_a, sa, what_b,
-                    sb);
+                    "%s: %s %s and %s %s differ in number of elements", op, what_a, sa, what_b, sb);
         return FALSE;
     }
     return TRUE;
 }
 
-gboolean tdm_ops_check_plain(const char *op, const char *what, const TdmTensor *t,
-                             GError **error)
+gboolean tdm_ops_check_plain(const char *op, const char *what, const TdmTensor *t, GError **error)
 {
     if (t->layout != NULL) {
         g_autofree char *s = tdm_tensor_shape_string(t);

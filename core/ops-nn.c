@@ -71,8 +71,7 @@ gboolean tdm_op_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, Tdm
     }
     if (dy->ndim < 2) {
         g_autofree char *s = tdm_tensor_shape_string(dy);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "bias_grad: dy %s needs at least 2 dims",
-                    s);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "bias_grad: dy %s needs at least 2 dims", s);
         return FALSE;
     }
     if (!tdm_ops_check_f32_vector(dev, op, "bias_grad", bias_grad, dy->shape[1], FALSE, error)) {
@@ -99,12 +98,12 @@ static gboolean conv_geometry(const char *op, const TdmConv2dParams *p, const Td
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: no parameters", op);
         return FALSE;
     }
-    if (p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
-        p->dilation_h < 1 || p->dilation_w < 1 || p->groups < 1) {
+    if (p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 || p->dilation_h < 1 ||
+        p->dilation_w < 1 || p->groups < 1) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "%s: invalid parameters (stride %d,%d padding %d,%d dilation %d,%d groups %d)",
-                    op, p->stride_h, p->stride_w, p->pad_h, p->pad_w, p->dilation_h,
-                    p->dilation_w, p->groups);
+                    op, p->stride_h, p->stride_w, p->pad_h, p->pad_w, p->dilation_h, p->dilation_w,
+                    p->groups);
         return FALSE;
     }
     const char *why = NULL;
@@ -138,35 +137,14 @@ static gboolean conv_geometry(const char *op, const TdmConv2dParams *p, const Td
     return TRUE;
 }
 
-static gboolean check_conv_forward(TdmDevice *dev, const char *op, const TdmConv2dParams *p,
-                                   TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                                   GError **error)
-{
-    ConvGeom g;
-    return tdm_ops_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) &&
-           tdm_ops_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) &&
-           conv_geometry(op, p, x, "w", w, &g, error) &&
-           tdm_ops_check_f32_vector(dev, op, "bias", bias, g.O, TRUE, error) &&
-           tdm_ops_check_out(dev, op, "y", y, error);
-}
-
-gboolean tdm_op_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                               TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                               GError **error)
-{
-    g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_conv_forward(dev, "conv2d_forward", p, x, w, bias, y, error)) {
-        return FALSE;
-    }
-    TDM_OP_RUN(TDM_OPID_CONV2D_FORWARD, dev, error,
-               dev->backend->conv2d_forward(dev, cache, p, x, w, bias, y, error));
-}
-
-static gboolean conv2d_relu_run(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                                TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                                GError **error)
+static gboolean conv2d_forward_run(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                   TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
+                                   TdmTensor *y, GError **error)
 {
     const TdmBackendClass *be = dev->backend;
+    if (!relu) {
+        return be->conv2d_forward(dev, cache, p, x, w, bias, y, error);
+    }
     if (be->conv2d_relu_forward != NULL) {
         return be->conv2d_relu_forward(dev, cache, p, x, w, bias, y, error);
     }
@@ -174,16 +152,38 @@ static gboolean conv2d_relu_run(TdmDevice *dev, TdmOpCache **cache, const TdmCon
            be->relu_forward(dev, NULL, y, y, error);
 }
 
+/* The front end of conv2d_forward (relu FALSE) and conv2d_relu_forward. */
+static gboolean conv2d_forward_front(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                     TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
+                                     TdmTensor *y, GError **error)
+{
+    const char *op = relu ? "conv2d_relu_forward" : "conv2d_forward";
+    ConvGeom g;
+    if (!tdm_ops_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
+        !tdm_ops_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) ||
+        !conv_geometry(op, p, x, "w", w, &g, error) ||
+        !tdm_ops_check_f32_vector(dev, op, "bias", bias, g.O, TRUE, error) ||
+        !tdm_ops_check_out(dev, op, "y", y, error)) {
+        return FALSE;
+    }
+    TDM_OP_RUN(relu ? TDM_OPID_CONV2D_RELU_FORWARD : TDM_OPID_CONV2D_FORWARD, dev, error,
+               conv2d_forward_run(dev, cache, p, x, w, bias, relu, y, error));
+}
+
+gboolean tdm_op_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                               TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                               GError **error)
+{
+    g_return_val_if_fail(dev != NULL, FALSE);
+    return conv2d_forward_front(dev, cache, p, x, w, bias, FALSE, y, error);
+}
+
 gboolean tdm_op_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                                     TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
                                     GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_conv_forward(dev, "conv2d_relu_forward", p, x, w, bias, y, error)) {
-        return FALSE;
-    }
-    TDM_OP_RUN(TDM_OPID_CONV2D_RELU_FORWARD, dev, error,
-               conv2d_relu_run(dev, cache, p, x, w, bias, y, error));
+    return conv2d_forward_front(dev, cache, p, x, w, bias, TRUE, y, error);
 }
 
 gboolean tdm_op_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
@@ -207,9 +207,9 @@ gboolean tdm_op_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const T
                dev->backend->conv2d_backward_data(dev, cache, p, dy, w, x_like, dx, error));
 }
 
-gboolean tdm_op_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache,
-                                       const TdmConv2dParams *p, TdmTensor *x, TdmTensor *dy,
-                                       TdmTensor *dw, TdmTensor *db, GError **error)
+gboolean tdm_op_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                       TdmTensor *x, TdmTensor *dy, TdmTensor *dw, TdmTensor *db,
+                                       GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "conv2d_backward_filter";
@@ -240,8 +240,8 @@ static gboolean bn_check_x(TdmDevice *dev, const char *op, const TdmTensor *x, i
     }
     if (x->ndim != 2 && x->ndim != 4) {
         g_autofree char *s = tdm_tensor_shape_string(x);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "%s: x %s must be [N, C] or [N, C, H, W]", op, s);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "%s: x %s must be [N, C] or [N, C, H, W]",
+                    op, s);
         return FALSE;
     }
     *C = x->shape[1];
@@ -249,9 +249,9 @@ static gboolean bn_check_x(TdmDevice *dev, const char *op, const TdmTensor *x, i
 }
 
 static gboolean check_bn_forward(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *gamma,
-                                 TdmTensor *beta, TdmTensor *running_mean,
-                                 TdmTensor *running_var, gboolean training, TdmTensor *save_mean,
-                                 TdmTensor *save_var, TdmTensor *y, GError **error)
+                                 TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                                 gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                 TdmTensor *y, GError **error)
 {
     int64_t C;
     if (!bn_check_x(dev, op, x, &C, error) ||
@@ -318,8 +318,8 @@ gboolean tdm_op_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor
                                    GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_bn_backward(dev, "batchnorm_backward", x, dy, gamma, save_mean, save_var, dx,
-                           dgamma, dbeta, error)) {
+    if (!check_bn_backward(dev, "batchnorm_backward", x, dy, gamma, save_mean, save_var, dx, dgamma,
+                           dbeta, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_BATCHNORM_BACKWARD, dev, error,
@@ -333,10 +333,9 @@ static gboolean bn_relu_fused(const TdmBackendClass *be)
 }
 
 static gboolean bn_relu_forward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *rm,
-                                    TdmTensor *rv, float momentum, float eps, gboolean training,
-                                    TdmTensor *sm, TdmTensor *sv, TdmTensor *ws, TdmTensor *y,
-                                    GError **error)
+                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *rm, TdmTensor *rv,
+                                    float momentum, float eps, gboolean training, TdmTensor *sm,
+                                    TdmTensor *sv, TdmTensor *ws, TdmTensor *y, GError **error)
 {
     const TdmBackendClass *be = dev->backend;
     if (bn_relu_fused(be)) {
@@ -351,18 +350,18 @@ static gboolean bn_relu_forward_run(TdmDevice *dev, TdmOpCache **cache, TdmTenso
 gboolean tdm_op_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                        TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
                                        TdmTensor *running_var, float momentum, float eps,
-                                       gboolean training, TdmTensor *save_mean,
-                                       TdmTensor *save_var, TdmTensor *workspace, TdmTensor *y,
-                                       GError **error)
+                                       gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                       TdmTensor *workspace, TdmTensor *y, GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "batchnorm_relu_forward";
-    if (!check_bn_forward(dev, op, x, gamma, beta, running_mean, running_var, training,
-                          save_mean, save_var, y, error)) {
+    if (!check_bn_forward(dev, op, x, gamma, beta, running_mean, running_var, training, save_mean,
+                          save_var, y, error)) {
         return FALSE;
     }
-    if (training ? !tdm_ops_check_out(dev, op, "workspace", workspace, error)
-                 : workspace != NULL && !tdm_ops_check_out(dev, op, "workspace", workspace, error)) {
+    if (training
+            ? !tdm_ops_check_out(dev, op, "workspace", workspace, error)
+            : workspace != NULL && !tdm_ops_check_out(dev, op, "workspace", workspace, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_BATCHNORM_RELU_FORWARD, dev, error,
@@ -370,33 +369,31 @@ gboolean tdm_op_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTe
                                    eps, training, save_mean, save_var, workspace, y, error));
 }
 
-static gboolean bn_relu_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                     TdmTensor *y, TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma,
-                                     TdmTensor *sm, TdmTensor *sv, float eps, TdmTensor *dx,
-                                     TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
+static gboolean bn_relu_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                                     TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
+                                     TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                     TdmTensor *dbeta, GError **error)
 {
     const TdmBackendClass *be = dev->backend;
     if (bn_relu_fused(be)) {
-        return be->batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx,
-                                           dgamma, dbeta, error);
+        return be->batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
+                                           dbeta, error);
     }
     /* The unfused forward wrote nothing into the workspace: it holds the
      * masked gradient now. */
     return be->relu_backward(dev, NULL, y, dy, ws, error) &&
-           be->batchnorm_backward(dev, cache, x, ws, gamma, sm, sv, eps, dx, dgamma, dbeta,
-                                  error);
+           be->batchnorm_backward(dev, cache, x, ws, gamma, sm, sv, eps, dx, dgamma, dbeta, error);
 }
 
 gboolean tdm_op_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                         TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
-                                        TdmTensor *gamma, TdmTensor *save_mean,
-                                        TdmTensor *save_var, float eps, TdmTensor *dx,
-                                        TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
+                                        TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                        float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                        TdmTensor *dbeta, GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "batchnorm_relu_backward";
-    if (!check_bn_backward(dev, op, x, dy, gamma, save_mean, save_var, dx, dgamma, dbeta,
-                           error) ||
+    if (!check_bn_backward(dev, op, x, dy, gamma, save_mean, save_var, dx, dgamma, dbeta, error) ||
         !tdm_ops_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
         !tdm_ops_check_same_shape(op, "y", y, "dy", dy, error) ||
         !tdm_ops_check_out(dev, op, "workspace", workspace, error)) {
@@ -436,8 +433,8 @@ gboolean tdm_op_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, 
                dev->backend->relu_backward(dev, cache, y, dy, dx, error));
 }
 
-static gboolean check_add(TdmDevice *dev, const char *op, TdmTensor *a, TdmTensor *b,
-                          TdmTensor *y, GError **error)
+static gboolean check_add(TdmDevice *dev, const char *op, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                          GError **error)
 {
     return tdm_ops_check_input(dev, op, "a", a, TDM_DTYPE_F32, error) &&
            tdm_ops_check_input(dev, op, "b", b, TDM_DTYPE_F32, error) &&

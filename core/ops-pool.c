@@ -20,8 +20,8 @@ static gboolean pool_geometry(const char *op, const TdmPool2dParams *p, const ch
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: no parameters", op);
         return FALSE;
     }
-    if (p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 1 || p->stride_w < 1 ||
-        p->pad_h < 0 || p->pad_w < 0 || p->pad_h > p->kernel_h / 2 || p->pad_w > p->kernel_w / 2) {
+    if (p->kernel_h < 1 || p->kernel_w < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 ||
+        p->pad_w < 0 || p->pad_h > p->kernel_h / 2 || p->pad_w > p->kernel_w / 2) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "%s: invalid parameters (kernel %d,%d stride %d,%d padding %d,%d; padding "
                     "must be at most half the kernel)",

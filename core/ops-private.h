@@ -56,8 +56,7 @@ extern int tdm_ops_profiling;
 gboolean tdm_ops_profile_begin(TdmDevice *dev, double *t0, GError **error);
 /* Waits for the device again when the op succeeded (an async backend has
  * only queued it), adds the time to row `id`, returns whether both worked. */
-gboolean tdm_ops_profile_end(TdmOpId id, TdmDevice *dev, double t0, gboolean ok,
-                             GError **error);
+gboolean tdm_ops_profile_end(TdmOpId id, TdmDevice *dev, double t0, gboolean ok, GError **error);
 
 /* The tail of every front end: run `call` (a backend call returning
  * gboolean), timed when profiling. `call` is written once but expanded in
@@ -81,8 +80,8 @@ gboolean tdm_ops_profile_end(TdmOpId id, TdmDevice *dev, double t0, gboolean ok,
 
 /* A required input: non-NULL, on `dev`, with storage when it has elements,
  * of dtype `dtype` (-1: any). */
-gboolean tdm_ops_check_input(TdmDevice *dev, const char *op, const char *what,
-                             const TdmTensor *t, int dtype, GError **error);
+gboolean tdm_ops_check_input(TdmDevice *dev, const char *op, const char *what, const TdmTensor *t,
+                             int dtype, GError **error);
 /* The same for an input that may be NULL. */
 gboolean tdm_ops_check_optional(TdmDevice *dev, const char *op, const char *what,
                                 const TdmTensor *t, int dtype, GError **error);
@@ -100,8 +99,7 @@ gboolean tdm_ops_check_f32_shaped(TdmDevice *dev, const char *op, const char *wh
 /* An f32 [n] input, plain and contiguous: biases, per-channel vectors and
  * their (acc) gradients. NULL passes when `optional`. */
 gboolean tdm_ops_check_f32_vector(TdmDevice *dev, const char *op, const char *what,
-                                  const TdmTensor *t, int64_t n, gboolean optional,
-                                  GError **error);
+                                  const TdmTensor *t, int64_t n, gboolean optional, GError **error);
 /* a and b have the same logical shape. */
 gboolean tdm_ops_check_same_shape(const char *op, const char *what_a, const TdmTensor *a,
                                   const char *what_b, const TdmTensor *b, GError **error);
@@ -109,8 +107,7 @@ gboolean tdm_ops_check_same_shape(const char *op, const char *what_a, const TdmT
 gboolean tdm_ops_check_same_numel(const char *op, const char *what_a, const TdmTensor *a,
                                   const char *what_b, const TdmTensor *b, GError **error);
 /* `t` is in the plain layout (strides allowed). */
-gboolean tdm_ops_check_plain(const char *op, const char *what, const TdmTensor *t,
-                             GError **error);
+gboolean tdm_ops_check_plain(const char *op, const char *what, const TdmTensor *t, GError **error);
 /* `t` is plain and contiguous (vector ops, optimizer updates, (acc)
  * outputs). */
 gboolean tdm_ops_check_contiguous(const char *op, const char *what, const TdmTensor *t,

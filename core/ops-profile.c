@@ -96,15 +96,15 @@ static BackendRows *rows_of(const TdmBackendClass *backend)
     }
     if (n_backends < PROFILE_MAX_BACKENDS) {
         backends[n_backends].backend = backend;
-        g_strlcpy(backends[n_backends].name, backend->device_type != NULL ? backend->device_type : "?",
+        g_strlcpy(backends[n_backends].name,
+                  backend->device_type != NULL ? backend->device_type : "?",
                   sizeof backends[n_backends].name);
         return &backends[n_backends++];
     }
     return &backends[PROFILE_MAX_BACKENDS - 1];
 }
 
-gboolean tdm_ops_profile_end(TdmOpId id, TdmDevice *dev, double t0, gboolean ok,
-                             GError **error)
+gboolean tdm_ops_profile_end(TdmOpId id, TdmDevice *dev, double t0, gboolean ok, GError **error)
 {
     if (ok && !tdm_device_synchronize(dev, error)) {
         g_prefix_error(error, "TDM_PROFILE: waiting for %s after %s: ", dev->name, op_names[id]);

@@ -65,8 +65,7 @@ gboolean tdm_op_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logi
 static gboolean check_dropout_p(const char *op, float p, GError **error)
 {
     if (!(p >= 0.0f && p <= 1.0f)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: p = %g is outside [0, 1]", op,
-                    p);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: p = %g is outside [0, 1]", op, p);
         return FALSE;
     }
     return TRUE;
@@ -168,8 +167,7 @@ gboolean tdm_op_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError
     if (!check_vector(dev, "sum_squares", "x", x, TDM_DTYPE_F32, error)) {
         return FALSE;
     }
-    TDM_OP_RUN(TDM_OPID_SUM_SQUARES, dev, error,
-               dev->backend->sum_squares(dev, x, result, error));
+    TDM_OP_RUN(TDM_OPID_SUM_SQUARES, dev, error, dev->backend->sum_squares(dev, x, result, error));
 }
 
 gboolean tdm_op_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
@@ -189,14 +187,13 @@ gboolean tdm_op_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean no
                !tdm_ops_check_same_shape(op, "src", src, "dst", dst, error)) {
         return FALSE;
     }
-    TDM_OP_RUN(TDM_OPID_CAST, dev, error,
-               dev->backend->cast(dev, src, dst, normalize_u8, error));
+    TDM_OP_RUN(TDM_OPID_CAST, dev, error, dev->backend->cast(dev, src, dst, normalize_u8, error));
 }
 
 /* ---- optimizer updates ---- */
 
-static gboolean check_sgd(TdmDevice *dev, const char *op, const TdmSgdParams *hp,
-                          TdmTensor *param, TdmTensor *grad, TdmTensor *buf, GError **error)
+static gboolean check_sgd(TdmDevice *dev, const char *op, const TdmSgdParams *hp, TdmTensor *param,
+                          TdmTensor *grad, TdmTensor *buf, GError **error)
 {
     if (hp == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: no hyper-parameters", op);
@@ -282,17 +279,15 @@ static gboolean adamw_zero_run(TdmDevice *dev, const TdmAdamWParams *hp, TdmTens
     if (be->adamw_update_zero_grad != NULL) {
         return be->adamw_update_zero_grad(dev, hp, param, grad, m, v, error);
     }
-    return be->adamw_update(dev, hp, param, grad, m, v, error) &&
-           be->fill(dev, grad, 0.0f, error);
+    return be->adamw_update(dev, hp, param, grad, m, v, error) && be->fill(dev, grad, 0.0f, error);
 }
 
-gboolean tdm_op_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp,
-                                       TdmTensor *param, TdmTensor *grad, TdmTensor *exp_avg,
-                                       TdmTensor *exp_avg_sq, GError **error)
+gboolean tdm_op_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                                       TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                                       GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_adamw(dev, "adamw_update_zero_grad", hp, param, grad, exp_avg, exp_avg_sq,
-                     error)) {
+    if (!check_adamw(dev, "adamw_update_zero_grad", hp, param, grad, exp_avg, exp_avg_sq, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_ADAMW_UPDATE_ZERO_GRAD, dev, error,

@@ -132,7 +132,8 @@ static void test_conv_errors(void)
 {
     test_setup();
     TdmConv2dParams p = {1, 1, 1, 1, 1, 1, 1};
-    TdmTensor *x = mk(dev, TDM_DTYPE_F32, 4, 1, 1, 3, 3), *w = mk(dev, TDM_DTYPE_F32, 4, 1, 3, 3, 3);
+    TdmTensor *x = mk(dev, TDM_DTYPE_F32, 4, 1, 1, 3, 3),
+              *w = mk(dev, TDM_DTYPE_F32, 4, 1, 3, 3, 3);
     TdmTensor *y = slot(dev);
     expect_error(tdm_op_conv2d_forward(dev, NULL, &p, x, w, NULL, y, &err), TDM_ERROR_SHAPE,
                  "conv2d_forward", "x [1, 1, 3, 3]", "w [1, 3, 3, 3]", "channels differ", NULL);
@@ -154,7 +155,8 @@ static void test_conv_errors(void)
     expect_error(tdm_op_conv2d_backward_data(dev, NULL, &p, dy_bad, w1, x, dx, &err),
                  TDM_ERROR_SHAPE, "conv2d_backward_data", "dy [1, 2, 2, 2], expected [1, 2, 3, 3]",
                  NULL);
-    TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 1, 2, 3, 3), *dw = mk(dev, TDM_DTYPE_F32, 4, 2, 1, 3, 3);
+    TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 1, 2, 3, 3),
+              *dw = mk(dev, TDM_DTYPE_F32, 4, 2, 1, 3, 3);
     TdmTensor *db_bad = mk(dev, TDM_DTYPE_F32, 1, 5);
     expect_error(tdm_op_conv2d_backward_filter(dev, NULL, &p, x, dy, dw, db_bad, &err),
                  TDM_ERROR_SHAPE, "conv2d_backward_filter", "db [5], expected [2]", NULL);
@@ -179,25 +181,23 @@ static void test_batchnorm_errors(void)
     TdmTensor *x1 = mk(dev, TDM_DTYPE_F32, 2, 1, 2);
     expect_error(tdm_op_batchnorm_forward(dev, NULL, x1, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, TRUE,
                                           NULL, NULL, y, &err),
-                 TDM_ERROR_SHAPE, "batchnorm_forward", "more than one value per channel",
-                 "[1, 2]", NULL);
+                 TDM_ERROR_SHAPE, "batchnorm_forward", "more than one value per channel", "[1, 2]",
+                 NULL);
     expect_error(tdm_op_batchnorm_forward(dev, NULL, x, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, FALSE,
                                           NULL, NULL, y, &err),
-                 TDM_ERROR_INVALID_ARG, "batchnorm_forward", "eval mode needs running_mean",
-                 NULL);
+                 TDM_ERROR_INVALID_ARG, "batchnorm_forward", "eval mode needs running_mean", NULL);
     expect_error(tdm_op_batchnorm_relu_forward(dev, NULL, x, NULL, NULL, NULL, NULL, 0.1f, 1e-5f,
                                                TRUE, NULL, NULL, NULL, y, &err),
                  TDM_ERROR_INVALID_ARG, "batchnorm_relu_forward", "workspace is NULL", NULL);
     TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 2, 2, 3, 4), *sm = mk(dev, TDM_DTYPE_F32, 1, 2);
     TdmTensor *sv = mk(dev, TDM_DTYPE_F32, 1, 2), *dx = slot(dev);
-    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy, NULL, sm, sv, 1e-5f, dx, NULL, NULL,
-                                           &err),
-                 TDM_ERROR_SHAPE, "batchnorm_backward", "x [2, 2, 3, 3] and dy [2, 2, 3, 4]",
-                 NULL);
+    expect_error(
+        tdm_op_batchnorm_backward(dev, NULL, x, dy, NULL, sm, sv, 1e-5f, dx, NULL, NULL, &err),
+        TDM_ERROR_SHAPE, "batchnorm_backward", "x [2, 2, 3, 3] and dy [2, 2, 3, 4]", NULL);
     TdmTensor *dy_ok = mk(dev, TDM_DTYPE_F32, 4, 2, 2, 3, 3);
-    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, NULL, sv, 1e-5f, dx, NULL,
-                                           NULL, &err),
-                 TDM_ERROR_INVALID_ARG, "batchnorm_backward", "save_mean is NULL", NULL);
+    expect_error(
+        tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, NULL, sv, 1e-5f, dx, NULL, NULL, &err),
+        TDM_ERROR_INVALID_ARG, "batchnorm_backward", "save_mean is NULL", NULL);
     expect_error(tdm_op_batchnorm_relu_backward(dev, NULL, x, dy, ws, dy_ok, NULL, sm, sv, 1e-5f,
                                                 dx, NULL, NULL, &err),
                  TDM_ERROR_SHAPE, "batchnorm_relu_backward", "y [2, 2, 3, 4] and dy [2, 2, 3, 3]",
@@ -228,8 +228,8 @@ static void test_elementwise_errors(void)
     expect_error(tdm_op_add(dev, NULL, a, c, y, &err), TDM_ERROR_SHAPE, "add",
                  "a [4] and b [2, 2] differ in shape", NULL);
     TdmTensor *b_other = mk(dev1, TDM_DTYPE_F32, 1, 4);
-    expect_error(tdm_op_add_relu(dev, NULL, a, b_other, y, &err), TDM_ERROR_INVALID_ARG,
-                 "add_relu", "b [4] is on device ref:1 but the op runs on ref:0", NULL);
+    expect_error(tdm_op_add_relu(dev, NULL, a, b_other, y, &err), TDM_ERROR_INVALID_ARG, "add_relu",
+                 "b [4] is on device ref:1 but the op runs on ref:0", NULL);
     TdmTensor *y_other = slot(dev1);
     expect_error(tdm_op_relu_forward(dev, NULL, a, y_other, &err), TDM_ERROR_INVALID_ARG,
                  "relu_forward", "y [] is on device ref:1", NULL);
@@ -239,8 +239,8 @@ static void test_elementwise_errors(void)
     empty->shape[0] = 4;
     expect_error(tdm_op_relu_forward(dev, NULL, empty, y, &err), TDM_ERROR_INVALID_ARG,
                  "relu_forward", "x [4] has no storage", NULL);
-    expect_error(tdm_op_relu_backward(dev, NULL, a, c, y, &err), TDM_ERROR_SHAPE,
-                 "relu_backward", "y [4] and dy [2, 2] differ in shape", NULL);
+    expect_error(tdm_op_relu_backward(dev, NULL, a, c, y, &err), TDM_ERROR_SHAPE, "relu_backward",
+                 "y [4] and dy [2, 2] differ in shape", NULL);
     test_teardown();
 }
 
@@ -249,8 +249,8 @@ static void test_pool_errors(void)
     test_setup();
     TdmPool2dParams wide = {2, 2, 2, 2, 2, 2, TRUE};
     TdmTensor *x = mk(dev, TDM_DTYPE_F32, 4, 1, 1, 4, 4), *y = slot(dev), *ws = slot(dev);
-    expect_error(tdm_op_maxpool2d_forward(dev, NULL, &wide, x, y, ws, &err),
-                 TDM_ERROR_INVALID_ARG, "maxpool2d_forward", "at most half the kernel", NULL);
+    expect_error(tdm_op_maxpool2d_forward(dev, NULL, &wide, x, y, ws, &err), TDM_ERROR_INVALID_ARG,
+                 "maxpool2d_forward", "at most half the kernel", NULL);
     TdmPool2dParams p = {2, 2, 2, 2, 0, 0, TRUE};
     TdmTensor *x3 = mk(dev, TDM_DTYPE_F32, 3, 1, 4, 4);
     expect_error(tdm_op_avgpool2d_forward(dev, NULL, &p, x3, y, &err), TDM_ERROR_SHAPE,
@@ -294,8 +294,8 @@ static void test_loss_and_dropout_errors(void)
     expect_error(tdm_op_dropout_forward(dev, NULL, 1.5f, 7, x, mask, y, &err),
                  TDM_ERROR_INVALID_ARG, "dropout_forward", "p = 1.5 is outside [0, 1]", NULL);
     TdmTensor *fmask = mk(dev, TDM_DTYPE_F32, 1, 4);
-    expect_error(tdm_op_dropout_backward(dev, NULL, 0.5f, fmask, x, y, &err),
-                 TDM_ERROR_INVALID_ARG, "dropout_backward", "mask [4] is f32, expected u8", NULL);
+    expect_error(tdm_op_dropout_backward(dev, NULL, 0.5f, fmask, x, y, &err), TDM_ERROR_INVALID_ARG,
+                 "dropout_backward", "mask [4] is f32, expected u8", NULL);
     test_teardown();
 }
 
@@ -382,18 +382,9 @@ static Unfused *unfused_new(TdmDevice *orig)
     return u;
 }
 
-/* A tensor of uniform values in [lo, hi) from `seed`. */
-static TdmTensor *rnd(TdmDevice *d, guint32 seed, double lo, double hi, int ndim, ...)
+/* t filled with uniform values in [lo, hi) from `seed` (transfer none). */
+static TdmTensor *rnd(TdmTensor *t, guint32 seed, double lo, double hi)
 {
-    int64_t shape[TDM_MAX_DIMS];
-    va_list ap;
-    va_start(ap, ndim);
-    for (int i = 0; i < ndim; i++) {
-        shape[i] = va_arg(ap, int);
-    }
-    va_end(ap);
-    TdmTensor *t = keep(tdm_tensor_new(d, TDM_DTYPE_F32, ndim, shape, &err));
-    g_assert_no_error(err);
     int64_t n = tdm_tensor_numel(t);
     float *v = g_new(float, n);
     GRand *r = g_rand_new_with_seed(seed);
@@ -429,18 +420,21 @@ static GArray *run_fused_ops(TdmDevice *d)
     TdmOpCache *c1 = NULL, *c2 = NULL, *c3 = NULL, *c4 = NULL;
     /* conv + ReLU */
     TdmConv2dParams p = {1, 1, 1, 1, 1, 1, 1};
-    TdmTensor *x = rnd(d, 1, -1, 1, 4, 2, 3, 6, 6), *w = rnd(d, 2, -0.5, 0.5, 4, 4, 3, 3, 3);
-    TdmTensor *b = rnd(d, 3, -0.2, 0.2, 1, 4), *y = slot(d);
+    TdmTensor *x = rnd(mk(d, TDM_DTYPE_F32, 4, 2, 3, 6, 6), 1, -1, 1),
+              *w = rnd(mk(d, TDM_DTYPE_F32, 4, 4, 3, 3, 3), 2, -0.5, 0.5);
+    TdmTensor *b = rnd(mk(d, TDM_DTYPE_F32, 1, 4), 3, -0.2, 0.2), *y = slot(d);
     OKOP(tdm_op_conv2d_relu_forward(d, &c1, &p, x, w, b, y, &err));
     collect(out, y);
     /* batch norm + ReLU, training forward and backward, then eval */
-    TdmTensor *gamma = rnd(d, 4, 0.5, 1.5, 1, 4), *beta = rnd(d, 5, -0.5, 0.5, 1, 4);
-    TdmTensor *rm = rnd(d, 6, -0.1, 0.1, 1, 4), *rv = rnd(d, 7, 0.9, 1.1, 1, 4);
+    TdmTensor *gamma = rnd(mk(d, TDM_DTYPE_F32, 1, 4), 4, 0.5, 1.5),
+              *beta = rnd(mk(d, TDM_DTYPE_F32, 1, 4), 5, -0.5, 0.5);
+    TdmTensor *rm = rnd(mk(d, TDM_DTYPE_F32, 1, 4), 6, -0.1, 0.1),
+              *rv = rnd(mk(d, TDM_DTYPE_F32, 1, 4), 7, 0.9, 1.1);
     TdmTensor *sm = slot(d), *sv = slot(d), *ws = keep(tdm_tensor_new_empty(d, TDM_DTYPE_U8));
     TdmTensor *ybn = slot(d), *dx = slot(d);
     OKOP(tdm_op_batchnorm_relu_forward(d, &c2, y, gamma, beta, rm, rv, 0.1f, 1e-5f, TRUE, sm, sv,
                                        ws, ybn, &err));
-    TdmTensor *dy = rnd(d, 8, -1, 1, 4, 2, 4, 6, 6);
+    TdmTensor *dy = rnd(mk(d, TDM_DTYPE_F32, 4, 2, 4, 6, 6), 8, -1, 1);
     TdmTensor *dgamma = mk(d, TDM_DTYPE_F32, 1, 4), *dbeta = mk(d, TDM_DTYPE_F32, 1, 4);
     OKOP(tdm_op_batchnorm_relu_backward(d, &c3, y, ybn, ws, dy, gamma, sm, sv, 1e-5f, dx, dgamma,
                                         dbeta, &err));
@@ -454,24 +448,30 @@ static GArray *run_fused_ops(TdmDevice *d)
                                        NULL, ws, ybn, &err));
     collect(out, ybn);
     /* add + ReLU, into a slot and in place */
-    TdmTensor *a = rnd(d, 9, -1, 1, 4, 2, 3, 4, 4), *a2 = rnd(d, 10, -1, 1, 4, 2, 3, 4, 4);
+    TdmTensor *a = rnd(mk(d, TDM_DTYPE_F32, 4, 2, 3, 4, 4), 9, -1, 1),
+              *a2 = rnd(mk(d, TDM_DTYPE_F32, 4, 2, 3, 4, 4), 10, -1, 1);
     TdmTensor *ya = slot(d);
     OKOP(tdm_op_add_relu(d, &c4, a, a2, ya, &err));
     OKOP(tdm_op_add_relu(d, &c4, a, a2, a, &err));
     collect(out, ya);
     collect(out, a);
     /* update + zero_grad: SGD with momentum, then AdamW, two steps each */
-    TdmTensor *param = rnd(d, 11, -1, 1, 1, 1000), *buf = mk(d, TDM_DTYPE_F32, 1, 1000);
+    TdmTensor *param = rnd(mk(d, TDM_DTYPE_F32, 1, 1000), 11, -1, 1),
+              *buf = mk(d, TDM_DTYPE_F32, 1, 1000);
     TdmTensor *m = mk(d, TDM_DTYPE_F32, 1, 1000), *v = mk(d, TDM_DTYPE_F32, 1, 1000);
     for (int step = 1; step <= 2; step++) {
-        TdmTensor *grad = rnd(d, 11 + step, -1, 1, 1, 1000);
-        TdmSgdParams sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-3f,
-                            .first_step = step == 1};
+        TdmTensor *grad = rnd(mk(d, TDM_DTYPE_F32, 1, 1000), 11 + step, -1, 1);
+        TdmSgdParams sgd = {
+            .lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-3f, .first_step = step == 1};
         OKOP(tdm_op_sgd_update_zero_grad(d, &sgd, param, grad, buf, &err));
         collect(out, grad); /* zero */
-        TdmTensor *grad2 = rnd(d, 21 + step, -1, 1, 1, 1000);
-        TdmAdamWParams adam = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                               .weight_decay = 0.01f, .step = step};
+        TdmTensor *grad2 = rnd(mk(d, TDM_DTYPE_F32, 1, 1000), 21 + step, -1, 1);
+        TdmAdamWParams adam = {.lr = 0.01f,
+                               .beta1 = 0.9f,
+                               .beta2 = 0.999f,
+                               .eps = 1e-8f,
+                               .weight_decay = 0.01f,
+                               .step = step};
         OKOP(tdm_op_adamw_update_zero_grad(d, &adam, param, grad2, m, v, &err));
         collect(out, grad2);
     }

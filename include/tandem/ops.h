@@ -37,18 +37,18 @@ G_BEGIN_DECLS
 /* c = alpha * op(a) @ op(b) + beta * c (+ bias [N] per row, may be NULL).
  * a, b, c plain 2-D f32; c is [M, N] already, or an empty slot when
  * beta == 0 (then it is shaped). */
-TDM_API gboolean tdm_op_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a,
-                             gboolean trans_b, float alpha, TdmTensor *a, TdmTensor *b,
-                             float beta, TdmTensor *c, TdmTensor *bias, GError **error);
+TDM_API gboolean tdm_op_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
+                             float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
+                             TdmTensor *bias, GError **error);
 /* bias_grad (acc) [C] += sum of dy ([N, C] or [N, C, ...]) over every dim but 1. */
 TDM_API gboolean tdm_op_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
                                   TdmTensor *bias_grad, GError **error);
 
 /* ---- convolution: x [N, C, H, W], w [O, C/groups, KH, KW], bias [O] or NULL ---- */
 
-TDM_API gboolean tdm_op_conv2d_forward(TdmDevice *dev, TdmOpCache **cache,
-                                       const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
-                                       TdmTensor *bias, TdmTensor *y, GError **error);
+TDM_API gboolean tdm_op_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                       TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                                       GError **error);
 /* conv2d_forward then y = max(y, 0) (in place when unfused). */
 TDM_API gboolean tdm_op_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache,
                                             const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
@@ -56,8 +56,8 @@ TDM_API gboolean tdm_op_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache,
 /* dx (out) shaped like x_like (the forward input; only its shape, device
  * and layout are used). */
 TDM_API gboolean tdm_op_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache,
-                                             const TdmConv2dParams *p, TdmTensor *dy,
-                                             TdmTensor *w, const TdmTensor *x_like, TdmTensor *dx,
+                                             const TdmConv2dParams *p, TdmTensor *dy, TdmTensor *w,
+                                             const TdmTensor *x_like, TdmTensor *dx,
                                              GError **error);
 /* dw (acc) [O, C/groups, KH, KW]; db (acc, may be NULL) [O]. */
 TDM_API gboolean tdm_op_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache,
@@ -87,8 +87,7 @@ TDM_API gboolean tdm_op_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cach
                                                TdmTensor *running_mean, TdmTensor *running_var,
                                                float momentum, float eps, gboolean training,
                                                TdmTensor *save_mean, TdmTensor *save_var,
-                                               TdmTensor *workspace, TdmTensor *y,
-                                               GError **error);
+                                               TdmTensor *workspace, TdmTensor *y, GError **error);
 /* batchnorm_backward of dy * (y > 0), y and workspace (not NULL) from the
  * training-mode tdm_op_batchnorm_relu_forward on x. Unfused, the masked
  * gradient is made in the workspace. */
@@ -101,8 +100,8 @@ TDM_API gboolean tdm_op_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cac
 
 /* ---- elementwise (f32, same logical shape) ---- */
 
-TDM_API gboolean tdm_op_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                     TdmTensor *y, GError **error);
+TDM_API gboolean tdm_op_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                                     GError **error);
 /* dx (out) = dy where y > 0, else 0. */
 TDM_API gboolean tdm_op_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y,
                                       TdmTensor *dy, TdmTensor *dx, GError **error);
@@ -129,14 +128,13 @@ TDM_API gboolean tdm_op_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache,
                                           GError **error);
 TDM_API gboolean tdm_op_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache,
                                            const TdmPool2dParams *p, TdmTensor *dy,
-                                           const TdmTensor *x_like, TdmTensor *dx,
-                                           GError **error);
+                                           const TdmTensor *x_like, TdmTensor *dx, GError **error);
 /* y (out) [N, C] plain; dy is [N, C] or [N, C, 1, 1]. */
 TDM_API gboolean tdm_op_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                                TdmTensor *y, GError **error);
-TDM_API gboolean tdm_op_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache,
-                                                TdmTensor *dy, const TdmTensor *x_like,
-                                                TdmTensor *dx, GError **error);
+TDM_API gboolean tdm_op_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
+                                                const TdmTensor *x_like, TdmTensor *dx,
+                                                GError **error);
 
 /* ---- loss ---- */
 
@@ -169,12 +167,11 @@ TDM_API gboolean tdm_op_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError 
 TDM_API gboolean tdm_op_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y,
                              GError **error);
 /* *result (host) = sum of x (f32) squared. */
-TDM_API gboolean tdm_op_sum_squares(TdmDevice *dev, TdmTensor *x, double *result,
-                                    GError **error);
+TDM_API gboolean tdm_op_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
 /* dst = src converted to dst's dtype; dst has src's shape, or is an empty
  * slot (then it is shaped). */
-TDM_API gboolean tdm_op_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst,
-                             gboolean normalize_u8, GError **error);
+TDM_API gboolean tdm_op_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
+                             GError **error);
 
 /* ---- optimizer updates over f32 tensors of one number of elements ---- */
 
