@@ -213,30 +213,74 @@ static gboolean check_sgd(TdmDevice *dev, const char *op, const TdmSgdParams *hp
     return check_f32_pair(dev, op, "param", param, "momentum_buf", buf, error);
 }
 
-static gboolean check_adamw(TdmDevice *dev, const char *op, const TdmAdamWParams *hp,
-                            TdmTensor *param, TdmTensor *grad, TdmTensor *m, TdmTensor *v,
-                            GError **error)
+/* The update, then grad = 0 when `zero`: the backend's fused op when it
+ * has one, else the update and a fill. */
+static gboolean sgd_run(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
+                        TdmTensor *buf, gboolean zero, GError **error)
 {
-    if (hp == NULL || hp->step < 1) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%s: step must be >= 1 (got %" G_GINT64_FORMAT ")", op,
-                    hp != NULL ? hp->step : (int64_t)0);
+    const TdmBackendClass *be = dev->backend;
+    if (zero && be->sgd_update_zero_grad != NULL) {
+        return be->sgd_update_zero_grad(dev, hp, param, grad, buf, error);
+    }
+    return be->sgd_update(dev, hp, param, grad, buf, error) &&
+           (!zero || be->fill(dev, grad, 0.0f, error));
+}
+
+static gboolean sgd_front(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
+                          TdmTensor *buf, gboolean zero, GError **error)
+{
+    if (!check_sgd(dev, zero ? "sgd_update_zero_grad" : "sgd_update", hp, param, grad, buf,
+                   error)) {
         return FALSE;
     }
-    return check_f32_pair(dev, op, "param", param, "grad", grad, error) &&
-           check_f32_pair(dev, op, "param", param, "exp_avg", m, error) &&
-           check_f32_pair(dev, op, "param", param, "exp_avg_sq", v, error);
+    TDM_OP_RUN(zero ? TDM_OPID_SGD_UPDATE_ZERO_GRAD : TDM_OPID_SGD_UPDATE, dev, error,
+               sgd_run(dev, hp, param, grad, buf, zero, error));
 }
 
 gboolean tdm_op_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
                            TdmTensor *grad, TdmTensor *momentum_buf, GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_sgd(dev, "sgd_update", hp, param, grad, momentum_buf, error)) {
+    return sgd_front(dev, hp, param, grad, momentum_buf, FALSE, error);
+}
+
+gboolean tdm_op_sgd_update_zero_grad(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
+                                     TdmTensor *grad, TdmTensor *momentum_buf, GError **error)
+{
+    g_return_val_if_fail(dev != NULL, FALSE);
+    return sgd_front(dev, hp, param, grad, momentum_buf, TRUE, error);
+}
+
+static gboolean adamw_run(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                          TdmTensor *grad, TdmTensor *m, TdmTensor *v, gboolean zero,
+                          GError **error)
+{
+    const TdmBackendClass *be = dev->backend;
+    if (zero && be->adamw_update_zero_grad != NULL) {
+        return be->adamw_update_zero_grad(dev, hp, param, grad, m, v, error);
+    }
+    return be->adamw_update(dev, hp, param, grad, m, v, error) &&
+           (!zero || be->fill(dev, grad, 0.0f, error));
+}
+
+static gboolean adamw_front(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                            TdmTensor *grad, TdmTensor *m, TdmTensor *v, gboolean zero,
+                            GError **error)
+{
+    const char *op = zero ? "adamw_update_zero_grad" : "adamw_update";
+    if (hp == NULL || hp->step < 1) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s: step must be >= 1 (got %" G_GINT64_FORMAT ")", op,
+                    hp != NULL ? hp->step : (int64_t)0);
         return FALSE;
     }
-    TDM_OP_RUN(TDM_OPID_SGD_UPDATE, dev, error,
-               dev->backend->sgd_update(dev, hp, param, grad, momentum_buf, error));
+    if (!check_f32_pair(dev, op, "param", param, "grad", grad, error) ||
+        !check_f32_pair(dev, op, "param", param, "exp_avg", m, error) ||
+        !check_f32_pair(dev, op, "param", param, "exp_avg_sq", v, error)) {
+        return FALSE;
+    }
+    TDM_OP_RUN(zero ? TDM_OPID_ADAMW_UPDATE_ZERO_GRAD : TDM_OPID_ADAMW_UPDATE, dev, error,
+               adamw_run(dev, hp, param, grad, m, v, zero, error));
 }
 
 gboolean tdm_op_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
@@ -244,42 +288,7 @@ gboolean tdm_op_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor
                              GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_adamw(dev, "adamw_update", hp, param, grad, exp_avg, exp_avg_sq, error)) {
-        return FALSE;
-    }
-    TDM_OP_RUN(TDM_OPID_ADAMW_UPDATE, dev, error,
-               dev->backend->adamw_update(dev, hp, param, grad, exp_avg, exp_avg_sq, error));
-}
-
-static gboolean sgd_zero_run(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
-                             TdmTensor *grad, TdmTensor *buf, GError **error)
-{
-    const TdmBackendClass *be = dev->backend;
-    if (be->sgd_update_zero_grad != NULL) {
-        return be->sgd_update_zero_grad(dev, hp, param, grad, buf, error);
-    }
-    return be->sgd_update(dev, hp, param, grad, buf, error) && be->fill(dev, grad, 0.0f, error);
-}
-
-gboolean tdm_op_sgd_update_zero_grad(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
-                                     TdmTensor *grad, TdmTensor *momentum_buf, GError **error)
-{
-    g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_sgd(dev, "sgd_update_zero_grad", hp, param, grad, momentum_buf, error)) {
-        return FALSE;
-    }
-    TDM_OP_RUN(TDM_OPID_SGD_UPDATE_ZERO_GRAD, dev, error,
-               sgd_zero_run(dev, hp, param, grad, momentum_buf, error));
-}
-
-static gboolean adamw_zero_run(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
-                               TdmTensor *grad, TdmTensor *m, TdmTensor *v, GError **error)
-{
-    const TdmBackendClass *be = dev->backend;
-    if (be->adamw_update_zero_grad != NULL) {
-        return be->adamw_update_zero_grad(dev, hp, param, grad, m, v, error);
-    }
-    return be->adamw_update(dev, hp, param, grad, m, v, error) && be->fill(dev, grad, 0.0f, error);
+    return adamw_front(dev, hp, param, grad, exp_avg, exp_avg_sq, FALSE, error);
 }
 
 gboolean tdm_op_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
@@ -287,9 +296,5 @@ gboolean tdm_op_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp,
                                        GError **error)
 {
     g_return_val_if_fail(dev != NULL, FALSE);
-    if (!check_adamw(dev, "adamw_update_zero_grad", hp, param, grad, exp_avg, exp_avg_sq, error)) {
-        return FALSE;
-    }
-    TDM_OP_RUN(TDM_OPID_ADAMW_UPDATE_ZERO_GRAD, dev, error,
-               adamw_zero_run(dev, hp, param, grad, exp_avg, exp_avg_sq, error));
+    return adamw_front(dev, hp, param, grad, exp_avg, exp_avg_sq, TRUE, error);
 }
