@@ -44,6 +44,7 @@ static const char *const op_names[TDM_OPID_N] = {
     [TDM_OPID_GLOBAL_AVGPOOL_FORWARD] = "global_avgpool_forward",
     [TDM_OPID_GLOBAL_AVGPOOL_BACKWARD] = "global_avgpool_backward",
     [TDM_OPID_SOFTMAX_XENT] = "softmax_xent",
+    [TDM_OPID_SOFTMAX_XENT_STATS] = "softmax_xent_stats",
     [TDM_OPID_DROPOUT_FORWARD] = "dropout_forward",
     [TDM_OPID_DROPOUT_BACKWARD] = "dropout_backward",
     [TDM_OPID_FILL] = "fill",

@@ -6,7 +6,8 @@
  * Vector ops and updates take plain contiguous tensors (the arenas and
  * their views); the loss and dropout take any layout the backend made, as
  * the layer ops do. A label outside [0, K) is found by the backend, which
- * is the one that reads the labels. The update-and-zero forms run the
+ * is the one that reads the labels. softmax_xent_stats without the
+ * backend's slot goes through the host (see xent_stats_run). The update-and-zero forms run the
  * backend's fused op when it has one, else the update and then fill(0).
  */
 #include "config.h"
@@ -15,12 +16,10 @@
 
 /* ---- loss ---- */
 
-gboolean tdm_op_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                             TdmTensor *labels, float label_smoothing, float *loss,
-                             TdmTensor *dlogits, int64_t *correct, GError **error)
+/* The checks softmax_xent and softmax_xent_stats share. */
+static gboolean check_xent(TdmDevice *dev, const char *op, TdmTensor *logits, TdmTensor *labels,
+                           float label_smoothing, TdmTensor *dlogits, GError **error)
 {
-    g_return_val_if_fail(dev != NULL, FALSE);
-    const char *op = "softmax_xent";
     if (!tdm_ops_check_input(dev, op, "logits", logits, TDM_DTYPE_F32, error) ||
         !tdm_ops_check_input(dev, op, "labels", labels, -1, error)) {
         return FALSE;
@@ -28,13 +27,13 @@ gboolean tdm_op_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logi
     if (logits->ndim != 2 || logits->shape[0] < 1 || logits->shape[1] < 1) {
         g_autofree char *sg = tdm_tensor_shape_string(logits);
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "softmax_xent: logits %s must be a non-empty [N, classes]", sg);
+                    "%s: logits %s must be a non-empty [N, classes]", op, sg);
         return FALSE;
     }
     if (labels->dtype != TDM_DTYPE_I32 && labels->dtype != TDM_DTYPE_I64) {
         g_autofree char *sl = tdm_tensor_shape_string(labels);
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "softmax_xent: labels %s are %s, expected i32 or i64", sl,
+                    "%s: labels %s are %s, expected i32 or i64", op, sl,
                     tdm_dtype_name(labels->dtype));
         return FALSE;
     }
@@ -42,22 +41,67 @@ gboolean tdm_op_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logi
         g_autofree char *sg = tdm_tensor_shape_string(logits);
         g_autofree char *sl = tdm_tensor_shape_string(labels);
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "softmax_xent: labels %s do not match logits %s: expected [%" G_GINT64_FORMAT
-                    "]",
-                    sl, sg, logits->shape[0]);
+                    "%s: labels %s do not match logits %s: expected [%" G_GINT64_FORMAT "]", op, sl,
+                    sg, logits->shape[0]);
         return FALSE;
     }
     if (!(label_smoothing >= 0.0f && label_smoothing <= 1.0f)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "softmax_xent: label smoothing %g is outside [0, 1]", label_smoothing);
+                    "%s: label smoothing %g is outside [0, 1]", op, label_smoothing);
         return FALSE;
     }
-    if (dlogits != NULL && !tdm_ops_check_out(dev, op, "dlogits", dlogits, error)) {
+    return dlogits == NULL || tdm_ops_check_out(dev, op, "dlogits", dlogits, error);
+}
+
+gboolean tdm_op_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                             TdmTensor *labels, float label_smoothing, float *loss,
+                             TdmTensor *dlogits, int64_t *correct, GError **error)
+{
+    g_return_val_if_fail(dev != NULL, FALSE);
+    if (!check_xent(dev, "softmax_xent", logits, labels, label_smoothing, dlogits, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_SOFTMAX_XENT, dev, error,
                dev->backend->softmax_xent(dev, cache, logits, labels, label_smoothing, loss,
                                           dlogits, correct, error));
+}
+
+/* Without the backend's slot, softmax_xent's host figures are added to
+ * stats through the host: correct, but a wait per call, which the slot
+ * exists to avoid. The sum is the mean times the rows, as ref makes it. */
+static gboolean xent_stats_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                               TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
+                               TdmTensor *stats, GError **error)
+{
+    const TdmBackendClass *be = dev->backend;
+    if (be->softmax_xent_stats != NULL) {
+        return be->softmax_xent_stats(dev, cache, logits, labels, label_smoothing, dlogits, stats,
+                                      error);
+    }
+    float mean = 0.0f, acc[TDM_XENT_STATS_LEN];
+    int64_t hits = 0;
+    if (!be->softmax_xent(dev, cache, logits, labels, label_smoothing, &mean, dlogits, &hits,
+                          error) ||
+        !tdm_tensor_read(stats, acc, error)) {
+        return FALSE;
+    }
+    acc[TDM_XENT_STATS_LOSS_SUM] += (float)((double)mean * (double)logits->shape[0]);
+    acc[TDM_XENT_STATS_CORRECT] += (float)hits;
+    return tdm_tensor_write(stats, acc, error);
+}
+
+gboolean tdm_op_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                   TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
+                                   TdmTensor *stats, GError **error)
+{
+    g_return_val_if_fail(dev != NULL, FALSE);
+    const char *op = "softmax_xent_stats";
+    if (!check_xent(dev, op, logits, labels, label_smoothing, dlogits, error) ||
+        !tdm_ops_check_f32_vector(dev, op, "stats", stats, TDM_XENT_STATS_LEN, FALSE, error)) {
+        return FALSE;
+    }
+    TDM_OP_RUN(TDM_OPID_SOFTMAX_XENT_STATS, dev, error,
+               xent_stats_run(dev, cache, logits, labels, label_smoothing, dlogits, stats, error));
 }
 
 /* ---- dropout ---- */

@@ -287,6 +287,12 @@ static void test_loss_and_dropout_errors(void)
     TdmTensor *l3_other = mk(dev1, TDM_DTYPE_I32, 1, 3);
     expect_error(tdm_op_softmax_xent(dev, NULL, logits, l3_other, 0.0f, &loss, NULL, NULL, &err),
                  TDM_ERROR_INVALID_ARG, "softmax_xent", "labels [3] is on device ref:1", NULL);
+    TdmTensor *stats3 = mk(dev, TDM_DTYPE_F32, 1, 3), *l3ok = mk(dev, TDM_DTYPE_I32, 1, 3);
+    expect_error(tdm_op_softmax_xent_stats(dev, NULL, logits, l3ok, 0.0f, NULL, stats3, &err),
+                 TDM_ERROR_SHAPE, "softmax_xent_stats", "stats [3], expected [2]", NULL);
+    expect_error(tdm_op_softmax_xent_stats(dev, NULL, logits, l2, 0.0f, NULL, stats3, &err),
+                 TDM_ERROR_SHAPE, "softmax_xent_stats", "labels [2] do not match logits [3, 4]",
+                 NULL);
     /* tdm_cross_entropy is this front end. */
     expect_error(tdm_cross_entropy(dev, NULL, logits, l2, 0.0f, &loss, NULL, NULL, &err),
                  TDM_ERROR_SHAPE, "softmax_xent", "[2]", "[3, 4]", NULL);
@@ -377,6 +383,7 @@ static Unfused *unfused_new(TdmDevice *orig)
     u->klass.conv2d_relu_forward = NULL;
     u->klass.sgd_update_zero_grad = NULL;
     u->klass.adamw_update_zero_grad = NULL;
+    u->klass.softmax_xent_stats = NULL;
     u->dev = *orig;
     u->dev.backend = &u->klass;
     return u;
@@ -475,6 +482,16 @@ static GArray *run_fused_ops(TdmDevice *d)
         OKOP(tdm_op_adamw_update_zero_grad(d, &adam, param, grad2, m, v, &err));
         collect(out, grad2);
     }
+    /* loss statistics kept on the device, over two batches */
+    TdmTensor *logits = rnd(mk(d, TDM_DTYPE_F32, 2, 5, 7), 31, -2, 2), *dl = slot(d);
+    TdmTensor *labels = mk(d, TDM_DTYPE_I32, 1, 5), *stats = mk(d, TDM_DTYPE_F32, 1, 2);
+    const gint32 lv[5] = {0, 6, 3, 3, 1};
+    g_assert_true(tdm_tensor_write(labels, lv, &err));
+    for (int batch = 0; batch < 2; batch++) {
+        OKOP(tdm_op_softmax_xent_stats(d, NULL, logits, labels, 0.1f, dl, stats, &err));
+    }
+    collect(out, dl);
+    collect(out, stats);
     collect(out, param);
     collect(out, buf);
     collect(out, m);

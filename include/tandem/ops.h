@@ -13,7 +13,8 @@
  *    (a layout it cannot read, say) are still that backend's to report.
  *  - picks the fused op when the backend has it and runs the unfused
  *    sequence otherwise (batchnorm_relu_*, conv2d_relu_forward, add_relu,
- *    *_update_zero_grad), so callers never look at the backend table.
+ *    *_update_zero_grad, softmax_xent_stats), so callers never look at the
+ *    backend table.
  *    In an unfused sequence the first op gets `cache` and the ReLU or the
  *    fill that completes it runs without one.
  *  - with TDM_PROFILE=1 in the environment (read when the library loads),
@@ -145,6 +146,15 @@ TDM_API gboolean tdm_op_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cac
 TDM_API gboolean tdm_op_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
                                      TdmTensor *labels, float label_smoothing, float *loss,
                                      TdmTensor *dlogits, int64_t *correct, GError **error);
+
+/* The same loss and dlogits, but the batch's loss sum over rows and its
+ * correct count are added to stats (acc, f32 [TDM_XENT_STATS_LEN], plain,
+ * see TDM_XENT_STATS_*) on the device: no wait for the host where the
+ * backend has the op. Without it, softmax_xent runs and stats is updated
+ * through the host. */
+TDM_API gboolean tdm_op_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                           TdmTensor *labels, float label_smoothing,
+                                           TdmTensor *dlogits, TdmTensor *stats, GError **error);
 
 /* ---- dropout: p in [0, 1]; mask (out, u8) ---- */
 
