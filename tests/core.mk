@@ -1,9 +1,15 @@
 # tests: core (see tests/Makefile.inc) - op front ends, modules, model, zoo,
 # loss, optimizers and schedules, on the ref backend (test-ops also
 # compares cpu's fused and unfused ops when cpu is built).
-check_PROGRAMS += tests/test-gradcheck tests/test-modules tests/test-optim tests/zoo-dump
-TESTS += tests/test-gradcheck tests/test-modules tests/test-optim tests/test-zoo-names.py
+check_PROGRAMS += tests/test-ops tests/test-gradcheck tests/test-modules tests/test-optim \
+	tests/zoo-dump
+TESTS += tests/test-ops tests/test-gradcheck tests/test-modules tests/test-optim \
+	tests/test-zoo-names.py
 EXTRA_DIST += tests/test-zoo-names.py
+
+tests_test_ops_SOURCES = tests/test-ops.c
+tests_test_ops_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_ops_LDADD = $(TDMTEST_LIBS)
 
 tests_test_gradcheck_SOURCES = tests/test-gradcheck.c tests/core-test-util.h
 tests_test_gradcheck_CFLAGS = $(TDMTEST_CFLAGS)
@@ -16,12 +22,6 @@ tests_test_modules_LDADD = $(TDMTEST_LIBS)
 tests_test_optim_SOURCES = tests/test-optim.c tests/core-test-util.h
 tests_test_optim_CFLAGS = $(TDMTEST_CFLAGS)
 tests_test_optim_LDADD = $(TDMTEST_LIBS)
-
-check_PROGRAMS += tests/test-ops
-TESTS += tests/test-ops
-tests_test_ops_SOURCES = tests/test-ops.c
-tests_test_ops_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_ops_LDADD = $(TDMTEST_LIBS)
 
 # Prints a zoo model's names and shapes for tests/test-zoo-names.py.
 tests_zoo_dump_SOURCES = tests/zoo-dump.c
