@@ -4,12 +4,13 @@
  * A safetensors file is an 8-byte little-endian header length, a JSON object
  * naming every tensor's dtype, shape and [begin, end) byte range in the data
  * area, then the raw little-endian data. The reader is strict, because the
- * file comes from outside: the header is parsed by a small JSON parser of our
- * own (objects, arrays, strings with escapes, integers, true/false/null), and
- * every inconsistency (length past the end of the file, bad JSON, unknown
- * dtype, byte range out of bounds or overlapping another, size not matching
- * the shape) is a TDM_ERROR_CORRUPT naming the file and the byte offset.
- * The writer builds the header, pads it to 8 bytes as the reference
+ * file comes from outside: the header is read through json-glib by
+ * core/safetensors-header.c, which refuses anything but strict JSON and
+ * keeps every value's byte offset, and every inconsistency (length past the
+ * end of the file, bad JSON, unknown dtype, byte range out of bounds or
+ * overlapping another, size not matching the shape) is a TDM_ERROR_CORRUPT
+ * naming the file and the byte offset. The writer builds the header with
+ * json-glib's JsonBuilder, pads it to 8 bytes as the reference
  * implementation does, and replaces the destination atomically: temporary
  * file in the same directory, fsync, rename, fsync of the directory, so a
  * crash or a full disk never leaves a half-written file where a good one was.
@@ -24,7 +25,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "json.h"
+#include "safetensors-header.h"
 
 #define MAX_HEADER_BYTES (100u << 20)
 
@@ -105,25 +106,49 @@ static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
 
 /* ---- reading --------------------------------------------------------- */
 
-static gboolean read_tensor_entry(TdmSafeTensors *st, const char *name, const JValue *v,
-                                  size_t data_len, size_t *begin_out, GError **error)
+/* `node`'s integer, when it is one (the header gate lets no other number
+ * through). */
+static gboolean node_int(JsonNode *node, gint64 *out)
+{
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64) {
+        return FALSE;
+    }
+    *out = json_node_get_int(node);
+    return TRUE;
+}
+
+/* `node`'s string, or NULL when it is not one (transfer none). */
+static const char *node_string(JsonNode *node)
+{
+    return JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
+               ? json_node_get_string(node)
+               : NULL;
+}
+
+static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, const char *name,
+                                  JsonNode *v, size_t data_len, size_t *begin_out,
+                                  GError **error)
 {
     const char *path = st->path;
-    if (v->type != J_OBJECT) {
-        return corrupt(error, path, "entry '%s' at byte %zu is not an object", name, v->offset);
+    size_t at = tdm_st_header_offset(h, v);
+    if (!JSON_NODE_HOLDS_OBJECT(v)) {
+        return corrupt(error, path, "entry '%s' at byte %zu is not an object", name, at);
     }
-    for (guint i = 0; i < v->keys->len; i++) {
-        const char *k = v->keys->pdata[i];
+    JsonObject *entry = json_node_get_object(v);
+    JsonObjectIter iter;
+    const char *k;
+    json_object_iter_init_ordered(&iter, entry);
+    while (json_object_iter_next_ordered(&iter, &k, NULL)) {
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0) {
             return corrupt(error, path, "tensor '%s' at byte %zu has an unknown field '%s'", name,
-                           v->offset, k);
+                           at, k);
         }
     }
-    JValue *dtype = json_object_get(v, "dtype");
-    JValue *shape = json_object_get(v, "shape");
-    JValue *offsets = json_object_get(v, "data_offsets");
+    JsonNode *dtype = json_object_get_member(entry, "dtype");
+    JsonNode *shape = json_object_get_member(entry, "shape");
+    JsonNode *offsets = json_object_get_member(entry, "data_offsets");
     if (dtype == NULL || shape == NULL || offsets == NULL) {
-        return corrupt(error, path, "tensor '%s' at byte %zu lacks %s", name, v->offset,
+        return corrupt(error, path, "tensor '%s' at byte %zu lacks %s", name, at,
                        dtype == NULL ? "\"dtype\"" : shape == NULL ? "\"shape\"" : "\"data_offsets\"");
     }
     TdmSafeTensor *t = g_new0(TdmSafeTensor, 1);
@@ -132,61 +157,84 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const char *name, const JV
     g_ptr_array_add(st->tensors, t);
     g_hash_table_insert(st->by_name, t->name, t);
 
+    const char *dtype_name = node_string(dtype);
     gboolean known = FALSE;
-    if (dtype->type == J_STRING) {
-        for (size_t i = 0; i < G_N_ELEMENTS(dtype_names); i++) {
-            if (strcmp(dtype->str, dtype_names[i].name) == 0) {
-                t->dtype = dtype_names[i].dtype;
-                known = TRUE;
-            }
+    for (size_t i = 0; dtype_name != NULL && i < G_N_ELEMENTS(dtype_names); i++) {
+        if (strcmp(dtype_name, dtype_names[i].name) == 0) {
+            t->dtype = dtype_names[i].dtype;
+            known = TRUE;
         }
     }
     if (!known) {
         return corrupt(error, path, "tensor '%s': unknown dtype %s%s%s at byte %zu", name,
-                       dtype->type == J_STRING ? "'" : "",
-                       dtype->type == J_STRING ? dtype->str : "(not a string)",
-                       dtype->type == J_STRING ? "'" : "", dtype->offset);
+                       dtype_name != NULL ? "'" : "",
+                       dtype_name != NULL ? dtype_name : "(not a string)",
+                       dtype_name != NULL ? "'" : "", tdm_st_header_offset(h, dtype));
     }
-    if (shape->type != J_ARRAY || shape->items->len > TDM_MAX_DIMS) {
+    JsonArray *dims = JSON_NODE_HOLDS_ARRAY(shape) ? json_node_get_array(shape) : NULL;
+    if (dims == NULL || json_array_get_length(dims) > TDM_MAX_DIMS) {
         return corrupt(error, path, "tensor '%s': shape at byte %zu is not an array of at most %d "
-                       "integers", name, shape->offset, TDM_MAX_DIMS);
+                       "integers", name, tdm_st_header_offset(h, shape), TDM_MAX_DIMS);
     }
     guint64 numel = 1;
-    t->ndim = (int)shape->items->len;
+    t->ndim = (int)json_array_get_length(dims);
     for (int d = 0; d < t->ndim; d++) {
-        JValue *dim = shape->items->pdata[d];
-        if (dim->type != J_INT || dim->num < 0) {
+        JsonNode *dim = json_array_get_element(dims, (guint)d);
+        gint64 n;
+        if (!node_int(dim, &n) || n < 0) {
             return corrupt(error, path, "tensor '%s': bad dimension at byte %zu", name,
-                           dim->offset);
+                           tdm_st_header_offset(h, dim));
         }
-        t->shape[d] = dim->num;
-        if (dim->num != 0 && numel > G_MAXUINT64 / (guint64)dim->num / 8) {
+        t->shape[d] = n;
+        if (n != 0 && numel > G_MAXUINT64 / (guint64)n / 8) {
             return corrupt(error, path, "tensor '%s': shape at byte %zu is too large", name,
-                           shape->offset);
+                           tdm_st_header_offset(h, shape));
         }
-        numel *= (guint64)dim->num;
+        numel *= (guint64)n;
     }
-    if (offsets->type != J_ARRAY || offsets->items->len != 2 ||
-        ((JValue *)offsets->items->pdata[0])->type != J_INT ||
-        ((JValue *)offsets->items->pdata[1])->type != J_INT) {
+    JsonArray *range = JSON_NODE_HOLDS_ARRAY(offsets) ? json_node_get_array(offsets) : NULL;
+    gint64 begin = 0, end = 0;
+    if (range == NULL || json_array_get_length(range) != 2 ||
+        !node_int(json_array_get_element(range, 0), &begin) ||
+        !node_int(json_array_get_element(range, 1), &end)) {
         return corrupt(error, path, "tensor '%s': data_offsets at byte %zu is not [begin, end]",
-                       name, offsets->offset);
+                       name, tdm_st_header_offset(h, offsets));
     }
-    gint64 begin = ((JValue *)offsets->items->pdata[0])->num;
-    gint64 end = ((JValue *)offsets->items->pdata[1])->num;
     if (begin < 0 || end < begin || (guint64)end > data_len) {
         return corrupt(error, path, "tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %"
                        G_GINT64_FORMAT "] at byte %zu out of range (data area is %zu bytes)",
-                       name, begin, end, offsets->offset, data_len);
+                       name, begin, end, tdm_st_header_offset(h, offsets), data_len);
     }
     guint64 expect = numel * tdm_dtype_size(t->dtype);
     if ((guint64)(end - begin) != expect) {
         return corrupt(error, path, "tensor '%s': %" G_GINT64_FORMAT " bytes at byte %zu but its "
                        "shape and dtype need %" G_GUINT64_FORMAT, name, end - begin,
-                       offsets->offset, expect);
+                       tdm_st_header_offset(h, offsets), expect);
     }
     t->nbytes = (size_t)expect;
     *begin_out = (size_t)begin;
+    return TRUE;
+}
+
+/* The __metadata__ entry: an object of strings. */
+static gboolean read_metadata(TdmSafeTensors *st, const TdmStHeader *h, JsonNode *v,
+                              GError **error)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(v)) {
+        return corrupt(error, st->path, "__metadata__ at byte %zu is not an object",
+                       tdm_st_header_offset(h, v));
+    }
+    JsonObjectIter iter;
+    const char *key;
+    JsonNode *value;
+    json_object_iter_init_ordered(&iter, json_node_get_object(v));
+    while (json_object_iter_next_ordered(&iter, &key, &value)) {
+        if (node_string(value) == NULL) {
+            return corrupt(error, st->path, "__metadata__ value '%s' at byte %zu is not a string",
+                           key, tdm_st_header_offset(h, value));
+        }
+        tdm_safetensors_set_metadata(st, key, node_string(value));
+    }
     return TRUE;
 }
 
@@ -206,7 +254,7 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
     TdmSafeTensors *st = safetensors_alloc();
     st->path = g_strdup(path);
     st->blob = contents;
-    JValue *root = NULL;
+    TdmStHeader h = {0};
     g_autoptr(GPtrArray) sorted = NULL;
 
     if (size < 8) {
@@ -230,45 +278,25 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
                 (size_t)(bad - contents));
         goto fail;
     }
-    JParser p = {contents + 8, (size_t)hlen, 0, 8, path, &local};
-    json_skip_ws(&p);
-    if (p.pos >= p.len || p.s[p.pos] != '{') {
-        json_fail(&p, "the header must be a JSON object");
-        goto fail;
-    }
-    root = json_parse_value(&p, 0);
-    if (root == NULL) {
-        goto fail;
-    }
-    json_skip_ws(&p);
-    if (p.pos != p.len) {
-        json_fail(&p, "trailing data after the JSON object");
+    if (!tdm_st_header_parse(&h, path, contents + 8, (size_t)hlen, 8, &local)) {
         goto fail;
     }
 
     size_t data_start = 8 + (size_t)hlen;
     size_t data_len = size - data_start;
-    for (guint i = 0; i < root->keys->len; i++) {
-        const char *name = root->keys->pdata[i];
-        const JValue *v = root->items->pdata[i];
+    JsonObjectIter iter;
+    const char *name;
+    JsonNode *v;
+    json_object_iter_init_ordered(&iter, h.root);
+    while (json_object_iter_next_ordered(&iter, &name, &v)) {
         if (strcmp(name, "__metadata__") == 0) {
-            if (v->type != J_OBJECT) {
-                corrupt(&local, path, "__metadata__ at byte %zu is not an object", v->offset);
+            if (!read_metadata(st, &h, v, &local)) {
                 goto fail;
-            }
-            for (guint k = 0; k < v->keys->len; k++) {
-                const JValue *mv = v->items->pdata[k];
-                if (mv->type != J_STRING) {
-                    corrupt(&local, path, "__metadata__ value '%s' at byte %zu is not a string",
-                            (char *)v->keys->pdata[k], mv->offset);
-                    goto fail;
-                }
-                tdm_safetensors_set_metadata(st, v->keys->pdata[k], mv->str);
             }
             continue;
         }
         size_t begin = 0;
-        if (!read_tensor_entry(st, name, v, data_len, &begin, &local)) {
+        if (!read_tensor_entry(st, &h, name, v, data_len, &begin, &local)) {
             goto fail;
         }
         TdmSafeTensor *t = st->tensors->pdata[st->tensors->len - 1];
@@ -293,11 +321,11 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
             goto fail;
         }
     }
-    json_value_free(root);
+    tdm_st_header_clear(&h);
     return st;
 
 fail:
-    json_value_free(root);
+    tdm_st_header_clear(&h);
     tdm_safetensors_free(st);
     g_propagate_error(error, g_steal_pointer(&local));
     return NULL;
@@ -392,22 +420,6 @@ void tdm_safetensors_set_metadata(TdmSafeTensors *st, const char *key, const cha
     g_hash_table_insert(st->metadata, stored_key, g_strdup(value));
 }
 
-static void json_append_string(GString *out, const char *s)
-{
-    g_string_append_c(out, '"');
-    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
-        if (*c == '"' || *c == '\\') {
-            g_string_append_c(out, '\\');
-            g_string_append_c(out, (char)*c);
-        } else if (*c < 0x20) {
-            g_string_append_printf(out, "\\u%04x", *c);
-        } else {
-            g_string_append_c(out, (char)*c);
-        }
-    }
-    g_string_append_c(out, '"');
-}
-
 static gboolean write_all(int fd, const void *buf, size_t n, const char *path, GError **error)
 {
     const char *p = buf;
@@ -471,43 +483,54 @@ gboolean tdm_save_path_check(const char *path, GError **error)
     return TRUE;
 }
 
-gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **error)
+/* The JSON header of `st`: its metadata, then each tensor's dtype, shape
+ * and byte range, in the order they were added. */
+static GString *header_build(const TdmSafeTensors *st)
 {
-    g_return_val_if_fail(st != NULL && path != NULL, FALSE);
-
-    g_autoptr(GString) header = g_string_new("{");
-    gboolean first = TRUE;
+    g_autoptr(JsonBuilder) b = json_builder_new_immutable();
+    json_builder_begin_object(b);
     if (st->meta_keys->len > 0) {
-        g_string_append(header, "\"__metadata__\":{");
+        json_builder_set_member_name(b, "__metadata__");
+        json_builder_begin_object(b);
         for (guint i = 0; i < st->meta_keys->len; i++) {
             const char *k = st->meta_keys->pdata[i];
-            if (i > 0) {
-                g_string_append_c(header, ',');
-            }
-            json_append_string(header, k);
-            g_string_append_c(header, ':');
-            json_append_string(header, g_hash_table_lookup(st->metadata, k));
+            json_builder_set_member_name(b, k);
+            json_builder_add_string_value(b, g_hash_table_lookup(st->metadata, k));
         }
-        g_string_append_c(header, '}');
-        first = FALSE;
+        json_builder_end_object(b);
     }
     size_t offset = 0;
     for (guint i = 0; i < st->tensors->len; i++) {
         const TdmSafeTensor *t = st->tensors->pdata[i];
-        if (!first) {
-            g_string_append_c(header, ',');
-        }
-        first = FALSE;
-        json_append_string(header, t->name);
-        g_string_append_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", dtype_to_st(t->dtype));
+        json_builder_set_member_name(b, t->name);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "dtype");
+        json_builder_add_string_value(b, dtype_to_st(t->dtype));
+        json_builder_set_member_name(b, "shape");
+        json_builder_begin_array(b);
         for (int d = 0; d < t->ndim; d++) {
-            g_string_append_printf(header, "%s%" G_GINT64_FORMAT, d > 0 ? "," : "", t->shape[d]);
+            json_builder_add_int_value(b, t->shape[d]);
         }
-        g_string_append_printf(header, "],\"data_offsets\":[%zu,%zu]}", offset,
-                               offset + t->nbytes);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "data_offsets");
+        json_builder_begin_array(b);
+        json_builder_add_int_value(b, (gint64)offset);
+        json_builder_add_int_value(b, (gint64)(offset + t->nbytes));
+        json_builder_end_array(b);
+        json_builder_end_object(b);
         offset += t->nbytes;
     }
-    g_string_append_c(header, '}');
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *text = json_to_string(root, FALSE);
+    return g_string_new(text);
+}
+
+gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **error)
+{
+    g_return_val_if_fail(st != NULL && path != NULL, FALSE);
+
+    g_autoptr(GString) header = header_build(st);
     /* Pad with spaces so the data area starts 8-byte aligned. */
     while (header->len % 8 != 0) {
         g_string_append_c(header, ' ');
