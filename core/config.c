@@ -1,12 +1,15 @@
 /* core/config.c - the training configuration: defaults, "section.key=value"
  * settings and INI files.
  *
- * Every key lives in one table (name, type, field offset, range or allowed
- * values), so defaults, validation, the INI loader and the list of keys
- * shown to users cannot drift apart. tdm_train_config_set() is the single
- * entry point that parses and checks a value; the INI loader (GKeyFile) and
- * the command line's --set both go through it, and errors always name the
- * key and the offending value (and the file, for INI files).
+ * Every key is one entry of TDM_TRAIN_CONFIG_KEYS (include/tandem/trainer.h),
+ * expanded here into a table of specs (key, type, field offset, default,
+ * range), so that the struct's fields, the defaults, validation, the INI
+ * loader and the list of keys shown to users cannot drift apart; the
+ * command line builds its flags from the same list (tools/cmd-train.c).
+ * tdm_train_config_set() is the single entry point that parses and checks
+ * a value; the defaults, the INI loader (GKeyFile) and the command line's
+ * flags and --set all go through it, and errors always name the key and
+ * the offending value (and the file, for INI files).
  */
 #include "config.h"
 
@@ -18,118 +21,79 @@
 #include "internal.h"
 
 typedef enum {
-    KEY_STRING,   /* char *, "" allowed (means unset) */
-    KEY_NAME,     /* char *, must not be empty */
-    KEY_INT,      /* int in [min, max] */
-    KEY_INT64,    /* int64_t in [min, max] */
-    KEY_UINT64,   /* guint64 */
-    KEY_FLOAT,    /* float in [min, max] (or (min, max] when min_open) */
-    KEY_BOOL,     /* gboolean */
+    KEY_STRING, /* char *, "" allowed (means unset) */
+    KEY_PATH,   /* char *, a file name: as KEY_STRING */
+    KEY_NAME,   /* char *, must not be empty */
+    KEY_INT,    /* int in its range */
+    KEY_INT64,  /* int64_t in its range */
+    KEY_UINT64, /* guint64 */
+    KEY_FLOAT,  /* float in its range */
+    KEY_BOOL,   /* gboolean */
 } KeyType;
 
 typedef struct {
     const char *key;
     KeyType type;
     size_t offset;
-    double min, max;
-    gboolean min_open;          /* float: min itself is not allowed */
-    const char *const *choices; /* KEY_NAME: allowed values, NULL = any */
+    const char *def;   /* the default's text, NULL = zero */
+    const char *range; /* TDM_TRAIN_CONFIG_KEYS' range column */
 } KeySpec;
 
-static const char *const schedule_choices[] = {"constant", "step", "cosine", NULL};
+#define KEY_SPEC(field, type, key, def, range, ...)                                            \
+    {key, KEY_##type, offsetof(TdmTrainConfig, field), def, range},
+#define NO_SPEC(...)
+static const KeySpec key_specs[] = {TDM_TRAIN_CONFIG_KEYS(KEY_SPEC, NO_SPEC)};
+#undef KEY_SPEC
+#undef NO_SPEC
 
-#define F(field) offsetof(TdmTrainConfig, field)
-static const KeySpec key_specs[] = {
-    {"model.name", KEY_NAME, F(model), 0, 0, FALSE, NULL},
-    {"model.in_channels", KEY_INT, F(in_channels), 0, 4, FALSE, NULL},
-    {"model.num_classes", KEY_INT, F(num_classes), 0, 1000000, FALSE, NULL},
-    {"model.init", KEY_STRING, F(init_path), 0, 0, FALSE, NULL},
-    {"model.freeze", KEY_STRING, F(freeze), 0, 0, FALSE, NULL},
-    {"model.init_skip", KEY_STRING, F(init_skip), 0, 0, FALSE, NULL},
-    {"data.dataset", KEY_NAME, F(dataset), 0, 0, FALSE, NULL},
-    {"data.limit", KEY_INT64, F(limit), 0, (double)G_MAXINT64, FALSE, NULL},
-    {"data.batch_size", KEY_INT, F(batch_size), 1, 1 << 20, FALSE, NULL},
-    {"data.workers", KEY_INT, F(workers), 0, 1024, FALSE, NULL},
-    {"data.normalize", KEY_BOOL, F(normalize), 0, 0, FALSE, NULL},
-    {"data.prefetch", KEY_INT, F(prefetch), 0, 1024, FALSE, NULL},
-    {"data.transforms", KEY_STRING, F(transforms), 0, 0, FALSE, NULL},
-    {"data.test_transforms", KEY_STRING, F(test_transforms), 0, 0, FALSE, NULL},
-    {"data.pin_memory", KEY_BOOL, F(pin_memory), 0, 0, FALSE, NULL},
-    {"optim.name", KEY_NAME, F(optimizer), 0, 0, FALSE, NULL},
-    {"optim.lr", KEY_FLOAT, F(lr), 0, 1e6, FALSE, NULL},
-    {"optim.momentum", KEY_FLOAT, F(momentum), 0, 1, FALSE, NULL},
-    {"optim.nesterov", KEY_BOOL, F(nesterov), 0, 0, FALSE, NULL},
-    {"optim.weight_decay", KEY_FLOAT, F(weight_decay), 0, 1e6, FALSE, NULL},
-    {"optim.beta1", KEY_FLOAT, F(beta1), 0, 1, FALSE, NULL},
-    {"optim.beta2", KEY_FLOAT, F(beta2), 0, 1, FALSE, NULL},
-    {"optim.eps", KEY_FLOAT, F(eps), 0, 1, TRUE, NULL},
-    {"optim.schedule", KEY_NAME, F(schedule), 0, 0, FALSE, schedule_choices},
-    {"optim.warmup_steps", KEY_INT64, F(warmup_steps), 0, (double)G_MAXINT64, FALSE, NULL},
-    {"optim.step_size", KEY_INT, F(step_size), 1, G_MAXINT, FALSE, NULL},
-    {"optim.gamma", KEY_FLOAT, F(gamma), 0, 1e6, TRUE, NULL},
-    {"optim.min_lr", KEY_FLOAT, F(min_lr), 0, 1e6, FALSE, NULL},
-    {"optim.label_smoothing", KEY_FLOAT, F(label_smoothing), 0, 1, FALSE, NULL},
-    {"train.epochs", KEY_INT, F(epochs), 1, 1000000, FALSE, NULL},
-    {"train.seed", KEY_UINT64, F(seed), 0, 0, FALSE, NULL},
-    {"train.threads", KEY_INT, F(threads), 0, 4096, FALSE, NULL},
-    {"train.device", KEY_NAME, F(device), 0, 0, FALSE, NULL},
-    {"train.strategy", KEY_NAME, F(strategy), 0, 0, FALSE, NULL},
-    {"train.accumulate", KEY_INT, F(accumulate), 1, 1 << 20, FALSE, NULL},
-    {"train.log_file", KEY_STRING, F(log_file), 0, 0, FALSE, NULL},
-    {"train.save", KEY_STRING, F(save_path), 0, 0, FALSE, NULL},
-    {"train.eval", KEY_BOOL, F(eval), 0, 0, FALSE, NULL},
-    {"train.progress", KEY_INT, F(progress), 0, G_MAXINT, FALSE, NULL},
-    {"train.collective", KEY_STRING, F(collective), 0, 0, FALSE, NULL},
-    {"train.devices", KEY_STRING, F(devices), 0, 0, FALSE, NULL},
-    {"train.timeout", KEY_INT, F(timeout), 0, 1000000000, FALSE, NULL},
-};
-#undef F
+/* The structs' sizes are ABI (on 64-bit systems): a new key or figure
+ * takes the room of a reserved slot. */
+G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainConfig) == 288);
+G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainSummary) == 96);
 
-static const char *const key_names[] = {
-    "model.name", "model.in_channels", "model.num_classes", "model.init", "model.freeze",
-    "model.init_skip",
-    "data.dataset", "data.limit", "data.batch_size", "data.workers", "data.normalize",
-    "data.prefetch", "data.transforms", "data.test_transforms", "data.pin_memory",
-    "optim.name", "optim.lr", "optim.momentum", "optim.nesterov", "optim.weight_decay",
-    "optim.beta1", "optim.beta2", "optim.eps", "optim.schedule", "optim.warmup_steps",
-    "optim.step_size", "optim.gamma", "optim.min_lr", "optim.label_smoothing",
-    "train.epochs", "train.seed", "train.threads", "train.device", "train.strategy",
-    "train.accumulate", "train.log_file", "train.save", "train.eval", "train.progress",
-    "train.collective", "train.devices", "train.timeout",
-    NULL,
-};
-G_STATIC_ASSERT(G_N_ELEMENTS(key_names) == G_N_ELEMENTS(key_specs) + 1);
+/* "section.key" of every key, grouped by section in the order the
+ * sections first appear (transfer none, NULL-terminated). */
+static const char *const *key_names_get(void)
+{
+    static const char *names[G_N_ELEMENTS(key_specs) + 1];
+    static gsize done = 0;
+    if (g_once_init_enter(&done)) {
+        size_t n = 0;
+        for (size_t i = 0; i < G_N_ELEMENTS(key_specs); i++) {
+            const char *dot = strchr(key_specs[i].key, '.');
+            size_t section = (size_t)(dot - key_specs[i].key);
+            gboolean seen = FALSE;
+            for (size_t k = 0; k < n && !seen; k++) {
+                seen = strncmp(names[k], key_specs[i].key, section + 1) == 0;
+            }
+            for (size_t j = i; !seen && j < G_N_ELEMENTS(key_specs); j++) {
+                if (strncmp(key_specs[j].key, key_specs[i].key, section + 1) == 0) {
+                    names[n++] = key_specs[j].key;
+                }
+            }
+        }
+        names[n] = NULL;
+        g_once_init_leave(&done, 1);
+    }
+    return names;
+}
 
 const char *const *tdm_train_config_keys(void)
 {
-    return key_names;
+    return key_names_get();
 }
 
 void tdm_train_config_init(TdmTrainConfig *cfg)
 {
     g_return_if_fail(cfg != NULL);
     memset(cfg, 0, sizeof(*cfg));
-    cfg->model = g_strdup("mlp");
-    cfg->dataset = g_strdup("fashion-mnist");
-    cfg->batch_size = 64;
-    cfg->normalize = TRUE;
-    cfg->prefetch = 2;
-    cfg->optimizer = g_strdup("sgd");
-    cfg->lr = 0.05f;
-    cfg->momentum = 0.9f;
-    cfg->weight_decay = 5e-4f;
-    cfg->beta1 = 0.9f;
-    cfg->beta2 = 0.999f;
-    cfg->eps = 1e-8f;
-    cfg->schedule = g_strdup("constant");
-    cfg->step_size = 30;
-    cfg->gamma = 0.1f;
-    cfg->epochs = 1;
-    cfg->device = g_strdup("auto");
-    cfg->strategy = g_strdup("single");
-    cfg->accumulate = 1;
-    cfg->eval = TRUE;
-    cfg->progress = 50;
+    for (size_t i = 0; i < G_N_ELEMENTS(key_specs); i++) {
+        g_autoptr(GError) error = NULL;
+        if (key_specs[i].def != NULL &&
+            !tdm_train_config_set(cfg, key_specs[i].key, key_specs[i].def, &error)) {
+            g_critical("the default of %s: %s", key_specs[i].key, error->message);
+        }
+    }
 }
 
 void tdm_train_config_clear(TdmTrainConfig *cfg)
@@ -138,7 +102,8 @@ void tdm_train_config_clear(TdmTrainConfig *cfg)
         return;
     }
     for (size_t i = 0; i < G_N_ELEMENTS(key_specs); i++) {
-        if (key_specs[i].type == KEY_STRING || key_specs[i].type == KEY_NAME) {
+        KeyType t = key_specs[i].type;
+        if (t == KEY_STRING || t == KEY_PATH || t == KEY_NAME) {
             char **field = (char **)((char *)cfg + key_specs[i].offset);
             g_clear_pointer(field, g_free);
         }
@@ -153,6 +118,27 @@ static const KeySpec *find_key(const char *key)
         }
     }
     return NULL;
+}
+
+/* A number's range from the range column: "[min, max]", "(min, max]"
+ * (min excluded) or ">= min"; without one, [lo, hi]. */
+static void range_bounds(const char *range, double lo, double hi, double *min, double *max,
+                         gboolean *min_open)
+{
+    *min = lo;
+    *max = hi;
+    *min_open = FALSE;
+    if (range == NULL) {
+        return;
+    }
+    if (g_str_has_prefix(range, ">=")) {
+        *min = g_ascii_strtod(range + 2, NULL);
+        return;
+    }
+    char *end = NULL;
+    *min_open = range[0] == '(';
+    *min = g_ascii_strtod(range + 1, &end);
+    *max = g_ascii_strtod(end + 1, NULL); /* past the comma */
 }
 
 static gboolean parse_bool(const char *s, gboolean *out)
@@ -198,7 +184,7 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
                 other = key_specs[i].key;
             }
         }
-        g_autofree char *known = g_strjoinv(", ", (char **)key_names);
+        g_autofree char *known = g_strjoinv(", ", (char **)key_names_get());
         g_autofree char *hint =
             other != NULL ? g_strdup_printf(" (did you mean '%s'?)", other) : g_strdup("");
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
@@ -211,12 +197,14 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
 
     switch (spec->type) {
     case KEY_STRING:
+    case KEY_PATH:
     case KEY_NAME: {
         if (spec->type == KEY_NAME && v[0] == '\0') {
             return invalid(error, key, value, "must not be empty");
         }
-        if (spec->choices != NULL && !g_strv_contains(spec->choices, v)) {
-            g_autofree char *allowed = g_strjoinv(", ", (char **)spec->choices);
+        g_auto(GStrv) choices = spec->range != NULL ? g_strsplit(spec->range, "|", -1) : NULL;
+        if (choices != NULL && !g_strv_contains((const char *const *)choices, v)) {
+            g_autofree char *allowed = g_strjoinv(", ", choices);
             g_autofree char *why = g_strdup_printf("expected one of %s", allowed);
             return invalid(error, key, value, why);
         }
@@ -241,12 +229,19 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
         if (v[0] == '\0' || *end != '\0' || errno != 0) {
             return invalid(error, key, value, "expected an integer");
         }
-        if ((double)n < spec->min || (double)n > spec->max) {
-            /* (double)G_MAXINT64 rounds up to 2^63: no upper bound to print */
+        double min, max;
+        gboolean min_open;
+        if (spec->type == KEY_INT) {
+            range_bounds(spec->range, G_MININT, G_MAXINT, &min, &max, &min_open);
+        } else {
+            range_bounds(spec->range, (double)G_MININT64, (double)G_MAXINT64, &min, &max,
+                         &min_open);
+        }
+        if ((double)n < min || (double)n > max) {
             g_autofree char *why =
-                spec->max >= (double)G_MAXINT64
-                    ? g_strdup_printf("expected an integer >= %.0f", spec->min)
-                    : g_strdup_printf("expected an integer in [%.0f, %.0f]", spec->min, spec->max);
+                spec->range == NULL ? g_strdup("expected an integer that fits an int")
+                : spec->range[0] == '>' ? g_strdup_printf("expected an integer %s", spec->range)
+                                        : g_strdup_printf("expected an integer in %s", spec->range);
             return invalid(error, key, value, why);
         }
         if (spec->type == KEY_INT) {
@@ -273,10 +268,13 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
         if (v[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(d)) {
             return invalid(error, key, value, "expected a number");
         }
-        if (d < spec->min || d > spec->max || (spec->min_open && d == spec->min)) {
-            g_autofree char *why = g_strdup_printf("expected a number in %c%g, %g]",
-                                                   spec->min_open ? '(' : '[', spec->min,
-                                                   spec->max);
+        double min, max;
+        gboolean min_open;
+        range_bounds(spec->range, -G_MAXFLOAT, G_MAXFLOAT, &min, &max, &min_open);
+        if (d < min || d > max || (min_open && d == min)) {
+            g_autofree char *why = spec->range != NULL
+                                       ? g_strdup_printf("expected a number in %s", spec->range)
+                                       : g_strdup("expected a number that fits a float");
             return invalid(error, key, value, why);
         }
         *(float *)field = (float)d;

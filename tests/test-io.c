@@ -519,6 +519,120 @@ static void test_config_load(Fixture *f, gconstpointer data)
     tdm_train_config_clear(&cfg);
 }
 
+/* One entry of TDM_TRAIN_CONFIG_KEYS, as the table test reads it. */
+typedef struct {
+    const char *key, *type, *def, *range, *flag, *arg, *scope;
+    char short_name;
+    gboolean alias;
+} Row;
+
+#define ROW_KEY(field, type, key, def, range, flag, short_name, arg, scope, help)             \
+    {key, #type, def, range, flag, arg, #scope, short_name, FALSE},
+#define ROW_ALIAS(flag, short_name, key, value, arg, scope, help)                               \
+    {key, NULL, value, NULL, flag, arg, #scope, short_name, TRUE},
+static const Row rows[] = {TDM_TRAIN_CONFIG_KEYS(ROW_KEY, ROW_ALIAS)};
+
+/* Setting `key` to `value` fails naming the key, the value and `why`. */
+static void expect_refused(TdmTrainConfig *cfg, const char *key, const char *value,
+                           const char *why)
+{
+    g_autoptr(GError) error = NULL;
+    if (tdm_train_config_set(cfg, key, value, &error) || error == NULL ||
+        strstr(error->message, key) == NULL || strstr(error->message, value) == NULL ||
+        strstr(error->message, why) == NULL) {
+        g_error("%s=%s should be refused naming the key, the value and '%s' (%s)", key, value,
+                why, error != NULL ? error->message : "accepted");
+    }
+}
+
+static void expect_taken(TdmTrainConfig *cfg, const char *key, const char *value)
+{
+    g_autoptr(GError) error = NULL;
+    if (!tdm_train_config_set(cfg, key, value, &error)) {
+        g_error("%s=%s should be taken: %s", key, value, error->message);
+    }
+}
+
+/* The key list is consistent: every key once, in tdm_train_config_keys()
+ * grouped by section; flags unique (the command line adds --config/-c and
+ * --set/-s) and of the right kind for their key; every range and choice
+ * list enforced at its bounds. A typo in a new entry fails here. */
+static void test_config_table(void)
+{
+    const char *const *keys = tdm_train_config_keys();
+    guint n_keys = 0, n_listed = g_strv_length((char **)keys);
+    g_autoptr(GHashTable) flags = g_hash_table_new(g_str_hash, g_str_equal);
+    g_hash_table_add(flags, "config");
+    g_hash_table_add(flags, "set");
+    g_autoptr(GString) shorts = g_string_new("cs");
+    TdmTrainConfig cfg;
+    tdm_train_config_init(&cfg);
+    for (size_t i = 0; i < G_N_ELEMENTS(rows); i++) {
+        const Row *r = &rows[i];
+        g_assert_true(g_strv_contains(keys, r->key));
+        n_keys += r->alias ? 0 : 1;
+        for (size_t j = 0; j < i; j++) {
+            g_assert_true(rows[j].alias || r->alias || strcmp(rows[j].key, r->key) != 0);
+        }
+        g_assert_cmpint(r->flag == NULL, ==, strcmp(r->scope, "NONE") == 0);
+        if (r->flag != NULL) {
+            g_assert_false(g_hash_table_contains(flags, r->flag));
+            g_hash_table_add(flags, (gpointer)r->flag);
+            /* a flag takes an argument unless it is a switch */
+            gboolean is_switch = r->alias ? r->def != NULL : strcmp(r->type, "BOOL") == 0;
+            g_assert_cmpint(r->arg == NULL, ==, is_switch);
+        }
+        if (r->short_name != 0) {
+            g_assert_null(strchr(shorts->str, r->short_name));
+            g_string_append_c(shorts, r->short_name);
+        }
+        if (r->alias || r->range == NULL) {
+            continue;
+        }
+        if (strcmp(r->type, "NAME") == 0) {
+            g_auto(GStrv) choices = g_strsplit(r->range, "|", -1);
+            for (char **c = choices; *c != NULL; c++) {
+                expect_taken(&cfg, r->key, *c);
+            }
+            expect_refused(&cfg, r->key, "no-such-choice", choices[0]);
+            continue;
+        }
+        /* numbers: "[min, max]", "(min, max]" or ">= min" */
+        g_autofree char *lo = NULL, *hi = NULL;
+        gboolean open = r->range[0] == '(';
+        if (r->range[0] == '>') {
+            lo = g_strstrip(g_strdup(r->range + 2));
+        } else {
+            g_auto(GStrv) ends = g_strsplit_set(r->range + 1, ",]", -1);
+            lo = g_strstrip(g_strdup(ends[0]));
+            hi = g_strstrip(g_strdup(ends[1]));
+        }
+        gboolean is_float = strcmp(r->type, "FLOAT") == 0;
+        double below = g_ascii_strtod(lo, NULL) - (is_float ? 0.5 : 1.0);
+        g_autofree char *below_text = g_strdup_printf("%.17g", below);
+        expect_refused(&cfg, r->key, open ? lo : below_text, r->range);
+        if (!open) {
+            expect_taken(&cfg, r->key, lo);
+        }
+        if (hi != NULL) {
+            expect_taken(&cfg, r->key, hi);
+            g_autofree char *above =
+                g_strdup_printf("%.17g", g_ascii_strtod(hi, NULL) * (is_float ? 2.0 : 1.0) + 1);
+            expect_refused(&cfg, r->key, above, r->range);
+        }
+    }
+    g_assert_cmpuint(n_keys, ==, n_listed);
+    /* each section's keys together */
+    for (guint i = 2; i < n_listed; i++) {
+        size_t len = (size_t)(strchr(keys[i], '.') - keys[i]) + 1;
+        for (guint j = 0; j + 1 < i; j++) {
+            g_assert_true(strncmp(keys[j], keys[i], len) != 0 ||
+                          strncmp(keys[i - 1], keys[i], len) == 0);
+        }
+    }
+    tdm_train_config_clear(&cfg);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -535,6 +649,7 @@ int main(int argc, char **argv)
     g_test_add("/model/load-mismatch", Fixture, NULL, fixture_setup, test_model_mismatch,
                fixture_teardown);
     g_test_add_func("/config/set", test_config_set);
+    g_test_add_func("/config/table", test_config_table);
     g_test_add("/config/load", Fixture, NULL, fixture_setup, test_config_load, fixture_teardown);
     return g_test_run();
 }

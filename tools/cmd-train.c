@@ -1,12 +1,15 @@
 /* tools/cmd-train.c - `tandem train` and `tandem eval`.
  *
  * Both commands build a TdmTrainConfig in three layers: the defaults, then
- * an INI file (--config), then the command line: convenience flags such as
- * --lr, each mapped to its "section.key", and finally every --set
- * section.key=value in the order given. All values go through
- * tdm_train_config_set(), so a bad value is reported the same way wherever
- * it came from. `train` hands the config to tdm_trainer_run(); `eval` loads
- * weights into a zoo model and reports accuracy and loss on the test split.
+ * an INI file (--config), then the command line: the flags, each setting
+ * its "section.key" in the order given, and finally every --set
+ * section.key=value in the order given. The flags and their --help text
+ * come from the same list as the keys themselves (TDM_TRAIN_CONFIG_KEYS in
+ * <tandem/trainer.h>), so a key and its flag cannot drift apart. All values
+ * go through tdm_train_config_set(), so a bad value is reported the same
+ * way wherever it came from. `train` hands the config to tdm_trainer_run();
+ * `eval` loads weights into a zoo model and reports accuracy and loss on
+ * the test split, through the loader the training's own evaluation uses.
  * Errors are one line "tandem <command>: <message>" on stderr; the exit
  * status is 1 for a failure and 2 for a usage error.
  */
@@ -19,35 +22,96 @@
 
 #include "commands.h"
 
-/* core/dataset.c (exported; to be declared in <tandem/data.h>). */
 #define EXIT_USAGE 2
 
+/* One command-line flag: a key's own or an alias's (both are entries of
+ * TDM_TRAIN_CONFIG_KEYS). */
 typedef struct {
-    char *config_file;
-    char **sets;
-    /* Convenience flags, kept as text so that tdm_train_config_set()
-     * validates them. */
-    char *model, *dataset, *limit, *batch_size, *epochs, *optimizer, *lr, *momentum;
-    char *weight_decay, *schedule, *warmup_steps, *seed, *threads, *device, *backend;
-    char *strategy, *log_file, *save, *init, *freeze, *progress, *workers;
-    char *accumulate, *collective, *devices, *timeout, *prefetch, *transforms;
-    char *test_transforms, *init_skip;
-    gboolean nesterov, no_eval, quiet, pin_memory;
-} TrainArgs;
+    const char *flag;   /* long name, NULL = the key has none */
+    char short_name;
+    const char *key;
+    const char *type;   /* the key's TYPE ("BOOL", "PATH", ...); NULL for an alias */
+    const char *value;  /* what an alias sets, NULL = it takes ARG */
+    const char *arg;
+    const char *def;    /* the key's default, for --help */
+    gboolean eval_too;  /* `tandem eval` takes it as well */
+    const char *help;
+} Flag;
 
-static void train_args_clear(TrainArgs *a)
+#define SCOPE_NONE FALSE
+#define SCOPE_TRAIN FALSE
+#define SCOPE_TRAIN_EVAL TRUE
+#define KEY_FLAG(field, type, key, def, range, flag, short_name, arg, scope, help)               \
+    {flag, short_name, key, #type, NULL, arg, def, SCOPE_##scope, help},
+#define ALIAS_FLAG(flag, short_name, key, value, arg, scope, help)                               \
+    {flag, short_name, key, NULL, value, arg, NULL, SCOPE_##scope, help},
+static const Flag flags[] = {TDM_TRAIN_CONFIG_KEYS(KEY_FLAG, ALIAS_FLAG)};
+#undef KEY_FLAG
+#undef ALIAS_FLAG
+
+/* The value a flag without an argument sets: a BOOL key's --name true and
+ * --no-name false, an alias its own; NULL when the flag takes an argument. */
+static const char *flag_switch_value(const Flag *f)
 {
-    char **strings[] = {&a->config_file, &a->model, &a->dataset, &a->limit, &a->batch_size,
-                        &a->epochs, &a->optimizer, &a->lr, &a->momentum, &a->weight_decay,
-                        &a->schedule, &a->warmup_steps, &a->seed, &a->threads, &a->device,
-                        &a->backend, &a->strategy, &a->log_file, &a->save, &a->init,
-                        &a->freeze, &a->progress, &a->workers, &a->accumulate,
-                        &a->collective, &a->devices, &a->timeout, &a->prefetch,
-                        &a->transforms, &a->test_transforms, &a->init_skip};
-    for (size_t i = 0; i < G_N_ELEMENTS(strings); i++) {
-        g_clear_pointer(strings[i], g_free);
+    if (f->type != NULL && strcmp(f->type, "BOOL") == 0) {
+        return g_str_has_prefix(f->flag, "no-") ? "false" : "true";
     }
-    g_clear_pointer(&a->sets, g_strfreev);
+    return f->value;
+}
+
+/* "Batch size (data.batch_size, default 64)", "Skip evaluation
+ * (train.eval=false)" (transfer full). */
+static char *flag_help(const Flag *f)
+{
+    const char *set = flag_switch_value(f);
+    if (set != NULL) {
+        return g_strdup_printf("%s (%s=%s)", f->help, f->key, set);
+    }
+    if (f->def != NULL) {
+        return g_strdup_printf("%s (%s, default %s)", f->help, f->key, f->def);
+    }
+    return g_strdup_printf("%s (%s)", f->help, f->key);
+}
+
+/* A flag as the command line gave it: "--lr" or "-m". */
+static const Flag *flag_find(const char *option_name)
+{
+    gboolean is_long = option_name[0] == '-' && option_name[1] == '-';
+    for (size_t i = 0; i < G_N_ELEMENTS(flags); i++) {
+        if (flags[i].flag != NULL &&
+            (is_long ? strcmp(option_name + 2, flags[i].flag) == 0
+                     : flags[i].short_name != 0 && option_name[1] == flags[i].short_name)) {
+            return &flags[i];
+        }
+    }
+    return NULL;
+}
+
+typedef struct {
+    const char *key;
+    char *value;
+} Setting;
+
+static void setting_clear(gpointer p)
+{
+    g_free(((Setting *)p)->value);
+}
+
+/* GOption calls this for every flag, in the order given: the settings are
+ * applied after the INI file. */
+static gboolean on_flag(const char *option_name, const char *value, gpointer data,
+                        GError **error)
+{
+    const Flag *f = flag_find(option_name);
+    if (f == NULL) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION, "unknown option %s",
+                    option_name);
+        return FALSE;
+    }
+    const char *set = flag_switch_value(f);
+    Setting s = {f->key, g_strdup(set != NULL ? set : value)};
+    g_array_append_val((GArray *)data, s);
+    return TRUE;
 }
 
 /* Parse argv into `cfg`. Returns 0, or the exit status after printing the
@@ -55,176 +119,74 @@ static void train_args_clear(TrainArgs *a)
 static int parse_command_line(const char *command, gboolean is_eval, int argc, char **argv,
                               TdmTrainConfig *cfg)
 {
-    TrainArgs a = {0};
-    GOptionEntry common[] = {
-        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &a.config_file, "INI configuration file",
+    g_autofree char *config_file = NULL;
+    g_auto(GStrv) sets = NULL;
+    g_autoptr(GArray) settings = g_array_new(FALSE, FALSE, sizeof(Setting));
+    g_array_set_clear_func(settings, setting_clear);
+    g_autoptr(GPtrArray) texts = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GArray) entries = g_array_new(TRUE, TRUE, sizeof(GOptionEntry));
+    const GOptionEntry fixed[] = {
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_file, "INI configuration file",
          "FILE"},
-        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.sets,
+        {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets,
          "Set a configuration key (repeatable, applied last)", "SECTION.KEY=VALUE"},
-        {"model", 'm', 0, G_OPTION_ARG_STRING, &a.model, "Model from the zoo (model.name)", "NAME"},
-        {"dataset", 'd', 0, G_OPTION_ARG_STRING, &a.dataset,
-         "Dataset: fashion-mnist, mnist or KIND:PATH (data.dataset)", "SPEC"},
-        {"batch-size", 'b', 0, G_OPTION_ARG_STRING, &a.batch_size, "Batch size (data.batch_size)",
-         "N"},
-        {"workers", 0, 0, G_OPTION_ARG_STRING, &a.workers, "Loader threads (data.workers)", "N"},
-        {"prefetch", 0, 0, G_OPTION_ARG_STRING, &a.prefetch,
-         "Batches each loader thread prepares ahead (data.prefetch)", "N"},
-        {"pin-memory", 0, 0, G_OPTION_ARG_NONE, &a.pin_memory,
-         "Stage batches in the backend's pinned host memory (data.pin_memory)", NULL},
-        {"seed", 0, 0, G_OPTION_ARG_STRING, &a.seed, "Random seed (train.seed)", "N"},
-        {"threads", 't', 0, G_OPTION_ARG_STRING, &a.threads,
-         "Compute threads, 0 = all cores (train.threads)", "N"},
-        {"device", 0, 0, G_OPTION_ARG_STRING, &a.device,
-         "Device: auto, cpu, ref, cuda:1... (train.device)", "SPEC"},
-        {"backend", 0, 0, G_OPTION_ARG_STRING, &a.backend, "Same as --device", "NAME"},
-        {"init", 0, 0, G_OPTION_ARG_FILENAME, &a.init,
-         "Start from these safetensors weights (model.init)", "FILE"},
-        /* eval takes both so that it reads the test split exactly as the
-         * training's own evaluation did (same normalisation, same sizes) */
-        {"transforms", 0, 0, G_OPTION_ARG_STRING, &a.transforms,
-         "Augmentation pipeline, e.g. \"random-crop 28 pad=2 | hflip\" (data.transforms)",
-         "PIPELINE"},
-        {"test-transforms", 0, 0, G_OPTION_ARG_STRING, &a.test_transforms,
-         "Evaluation pipeline, e.g. \"resize 64 | center-crop 64\" (data.test_transforms)",
-         "PIPELINE"},
-        {NULL},
     };
-    GOptionEntry train_only[] = {
-        {"limit", 'n', 0, G_OPTION_ARG_STRING, &a.limit,
-         "Use the first N training images (data.limit)", "N"},
-        {"epochs", 'e', 0, G_OPTION_ARG_STRING, &a.epochs, "Epochs (train.epochs)", "N"},
-        {"optimizer", 0, 0, G_OPTION_ARG_STRING, &a.optimizer, "sgd, adamw or a plugin's (optim.name)",
-         "NAME"},
-        {"lr", 0, 0, G_OPTION_ARG_STRING, &a.lr, "Learning rate (optim.lr)", "LR"},
-        {"momentum", 0, 0, G_OPTION_ARG_STRING, &a.momentum, "SGD momentum (optim.momentum)",
-         "M"},
-        {"nesterov", 0, 0, G_OPTION_ARG_NONE, &a.nesterov, "Nesterov momentum (optim.nesterov)",
-         NULL},
-        {"weight-decay", 0, 0, G_OPTION_ARG_STRING, &a.weight_decay,
-         "Weight decay (optim.weight_decay)", "WD"},
-        {"schedule", 0, 0, G_OPTION_ARG_STRING, &a.schedule,
-         "constant, step or cosine (optim.schedule)", "KIND"},
-        {"warmup-steps", 0, 0, G_OPTION_ARG_STRING, &a.warmup_steps,
-         "Linear warmup steps (optim.warmup_steps)", "N"},
-        {"strategy", 0, 0, G_OPTION_ARG_STRING, &a.strategy,
-         "single, dp, ddp, zero1 (train.strategy)", "NAME"},
-        {"accumulate", 0, 0, G_OPTION_ARG_STRING, &a.accumulate,
-         "Micro-batches per optimizer step (train.accumulate)", "N"},
-        {"collective", 0, 0, G_OPTION_ARG_STRING, &a.collective,
-         "Collective plugin for ddp/zero1: shm, gloo, ^gloo... (train.collective, TDM_COLLECTIVE; default "
-         "automatic)", "SPEC"},
-        {"devices", 0, 0, G_OPTION_ARG_STRING, &a.devices,
-         "Devices of a dp run, e.g. ref:0,ref:1 (train.devices, TDM_DEVICES)", "LIST"},
-        {"timeout", 0, 0, G_OPTION_ARG_STRING, &a.timeout,
-         "Seconds before a collective or the rendezvous gives up (train.timeout, TDM_TIMEOUT, 300)", "S"},
-        {"log-file", 'l', 0, G_OPTION_ARG_FILENAME, &a.log_file,
-         "Write JSON lines here (train.log_file)", "FILE"},
-        {"save", 'o', 0, G_OPTION_ARG_FILENAME, &a.save,
-         "Save the final weights as safetensors (train.save)", "FILE"},
-        {"freeze", 0, 0, G_OPTION_ARG_STRING, &a.freeze,
-         "Freeze parameters with these comma-separated name prefixes (model.freeze)", "PREFIXES"},
-        {"init-skip", 0, 0, G_OPTION_ARG_STRING, &a.init_skip,
-         "Leave parameters with these name prefixes out of --init, e.g. fc for a new classifier "
-         "(model.init_skip)", "PREFIXES"},
-        {"no-eval", 0, 0, G_OPTION_ARG_NONE, &a.no_eval, "Skip evaluation (train.eval=false)",
-         NULL},
-        {"progress", 'p', 0, G_OPTION_ARG_STRING, &a.progress,
-         "Progress line every N steps, 0 = never (train.progress)", "N"},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress output (train.progress=0)",
-         NULL},
-        {NULL},
-    };
+    g_array_append_vals(entries, fixed, G_N_ELEMENTS(fixed));
+    for (size_t i = 0; i < G_N_ELEMENTS(flags); i++) {
+        const Flag *f = &flags[i];
+        if (f->flag == NULL || (is_eval && !f->eval_too)) {
+            continue;
+        }
+        gboolean is_path = f->type != NULL && strcmp(f->type, "PATH") == 0;
+        GOptionEntry e = {f->flag, f->short_name,
+                          (flag_switch_value(f) != NULL ? G_OPTION_FLAG_NO_ARG : 0) |
+                              (is_path ? G_OPTION_FLAG_FILENAME : 0),
+                          G_OPTION_ARG_CALLBACK, (gpointer)on_flag, flag_help(f), f->arg};
+        g_ptr_array_add(texts, (gpointer)e.description);
+        g_array_append_val(entries, e);
+    }
 
     g_autoptr(GOptionContext) ctx =
         g_option_context_new(is_eval ? "- evaluate saved weights on the test split"
                                      : "- train a model");
-    g_option_context_add_main_entries(ctx, common, NULL);
-    if (!is_eval) {
-        g_option_context_add_main_entries(ctx, train_only, NULL);
-    }
+    GOptionGroup *group = g_option_group_new(command, "", "", settings, NULL);
+    g_option_group_add_entries(group, (const GOptionEntry *)entries->data);
+    g_option_context_set_main_group(ctx, group);
     g_autoptr(GError) error = NULL;
-    int status = 0;
     if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
         fprintf(stderr, "tandem %s: %s\n", command, error->message);
-        status = EXIT_USAGE;
-        goto out;
+        return EXIT_USAGE;
     }
     if (argc > 1) {
         fprintf(stderr, "tandem %s: unexpected argument '%s' (see --help)\n", command, argv[1]);
-        status = EXIT_USAGE;
-        goto out;
+        return EXIT_USAGE;
     }
 
-    if (a.config_file != NULL && !tdm_train_config_load(cfg, a.config_file, &error)) {
+    if (config_file != NULL && !tdm_train_config_load(cfg, config_file, &error)) {
         fprintf(stderr, "tandem %s: %s\n", command, error->message);
-        status = 1;
-        goto out;
+        return 1;
     }
-    const struct {
-        const char *key;
-        const char *value;
-    } flags[] = {
-        {"model.name", a.model},
-        {"data.dataset", a.dataset},
-        {"data.limit", a.limit},
-        {"data.batch_size", a.batch_size},
-        {"data.workers", a.workers},
-        {"data.prefetch", a.prefetch},
-        {"data.pin_memory", a.pin_memory ? "true" : NULL},
-        {"data.transforms", a.transforms},
-        {"data.test_transforms", a.test_transforms},
-        {"train.epochs", a.epochs},
-        {"optim.name", a.optimizer},
-        {"optim.lr", a.lr},
-        {"optim.momentum", a.momentum},
-        {"optim.nesterov", a.nesterov ? "true" : NULL},
-        {"optim.weight_decay", a.weight_decay},
-        {"optim.schedule", a.schedule},
-        {"optim.warmup_steps", a.warmup_steps},
-        {"train.seed", a.seed},
-        {"train.threads", a.threads},
-        {"train.device", a.backend},
-        {"train.device", a.device},
-        {"train.strategy", a.strategy},
-        {"train.accumulate", a.accumulate},
-        {"train.collective", a.collective},
-        {"train.devices", a.devices},
-        {"train.timeout", a.timeout},
-        {"train.log_file", a.log_file},
-        {"train.save", a.save},
-        {"model.init", a.init},
-        {"model.freeze", a.freeze},
-        {"model.init_skip", a.init_skip},
-        {"train.eval", a.no_eval ? "false" : NULL},
-        {"train.progress", a.progress},
-        {"train.progress", a.quiet ? "0" : NULL},
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(flags); i++) {
-        if (flags[i].value != NULL && !tdm_train_config_set(cfg, flags[i].key, flags[i].value,
-                                                            &error)) {
+    for (guint i = 0; i < settings->len; i++) {
+        const Setting *s = &g_array_index(settings, Setting, i);
+        if (!tdm_train_config_set(cfg, s->key, s->value, &error)) {
             fprintf(stderr, "tandem %s: %s\n", command, error->message);
-            status = 1;
-            goto out;
+            return 1;
         }
     }
-    for (char **s = a.sets; s != NULL && *s != NULL; s++) {
+    for (char **s = sets; s != NULL && *s != NULL; s++) {
         const char *eq = strchr(*s, '=');
         if (eq == NULL || eq == *s) {
             fprintf(stderr, "tandem %s: --set expects SECTION.KEY=VALUE, got '%s'\n", command,
                     *s);
-            status = EXIT_USAGE;
-            goto out;
+            return EXIT_USAGE;
         }
         g_autofree char *key = g_strstrip(g_strndup(*s, (gsize)(eq - *s)));
         if (!tdm_train_config_set(cfg, key, eq + 1, &error)) {
             fprintf(stderr, "tandem %s: %s\n", command, error->message);
-            status = 1;
-            goto out;
+            return 1;
         }
     }
-out:
-    train_args_clear(&a);
-    return status;
+    return 0;
 }
 
 int tdm_cmd_train(int argc, char **argv)

@@ -5,6 +5,34 @@
  * "section.key=value" overrides, all through tdm_train_config_set(), which
  * validates each value and names the key (and the file) on error. The
  * trainer loop itself is tdm_trainer_run() in core/trainer.c.
+ *
+ * Every key is one entry of TDM_TRAIN_CONFIG_KEYS below, and everything
+ * else is made from that list: the struct's fields, the defaults
+ * (tdm_train_config_init), validation and the INI keys (core/config.c),
+ * and the command line's flags with their --help text (`tandem train`,
+ * `tandem eval`). So a new key is one entry, appended at the end: the
+ * fields' order is the ABI, and a new field takes the room of one of
+ * `reserved` (core/config.c checks the struct's size). An X-macro rather
+ * than a table of offsets, because the fields themselves come from it.
+ *
+ * KEY(field, TYPE, "section.key", default, range, flag, short, ARG, scope, help):
+ *   TYPE     STRING (char *; "" = unset), PATH (a file name; the same),
+ *            NAME (char *, never empty), INT (int), INT64 (int64_t),
+ *            UINT64 (guint64), FLOAT (float) or BOOL (gboolean: 1/0,
+ *            true/false, yes/no, on/off)
+ *   default  the value's text, set through tdm_train_config_set() by
+ *            tdm_train_config_init(); NULL = 0, FALSE or unset
+ *   range    "[min, max]", "(min, max]" or ">= min" for numbers, "a|b|c"
+ *            for the names allowed; NULL = any value of the type
+ *   flag     the long command-line flag ("batch-size"), NULL = none (INI
+ *            and --set only), with its short letter (0 = none) and the
+ *            name of its argument in --help; a BOOL key's flag takes no
+ *            argument and sets true, or false when it starts with "no-"
+ *   scope    TRAIN: `tandem train` only; TRAIN_EVAL: `tandem eval` too (it
+ *            reads the test split as the training did); NONE: no flag
+ *   help     the flag's --help text (the key is added to it)
+ * ALIAS(flag, short, "section.key", value, ARG, scope, help): one more
+ *   flag for a key: it sets `value`, or takes ARG when value is NULL.
  */
 #ifndef TANDEM_TRAINER_H
 #define TANDEM_TRAINER_H
@@ -13,55 +41,122 @@
 
 G_BEGIN_DECLS
 
+/* clang-format off */
+#define TDM_TRAIN_CONFIG_KEYS(KEY, ALIAS)                                                     \
+    KEY(model, NAME, "model.name", "mlp", NULL,                                              \
+        "model", 'm', "NAME", TRAIN_EVAL, "Model from the zoo")                              \
+    KEY(in_channels, INT, "model.in_channels", NULL, "[0, 4]",                               \
+        NULL, 0, NULL, NONE, "Input channels; 0 = the dataset's")                            \
+    KEY(num_classes, INT, "model.num_classes", NULL, "[0, 1000000]",                         \
+        NULL, 0, NULL, NONE, "Classes; 0 = the dataset's")                                   \
+    KEY(init_path, PATH, "model.init", NULL, NULL,                                           \
+        "init", 0, "FILE", TRAIN_EVAL, "Start from these safetensors weights")               \
+    KEY(freeze, STRING, "model.freeze", NULL, NULL,                                          \
+        "freeze", 0, "PREFIXES", TRAIN,                                                      \
+        "Freeze parameters with these comma-separated name prefixes")                        \
+    KEY(dataset, NAME, "data.dataset", "fashion-mnist", NULL,                                \
+        "dataset", 'd', "SPEC", TRAIN_EVAL, "Dataset: fashion-mnist, mnist or KIND:PATH")    \
+    KEY(limit, INT64, "data.limit", NULL, ">= 0",                                            \
+        "limit", 'n', "N", TRAIN, "Use the first N training images; 0 = all")                \
+    KEY(batch_size, INT, "data.batch_size", "64", "[1, 1048576]",                            \
+        "batch-size", 'b', "N", TRAIN_EVAL, "Batch size")                                    \
+    KEY(workers, INT, "data.workers", NULL, "[0, 1024]",                                     \
+        "workers", 0, "N", TRAIN_EVAL, "Loader threads")                                     \
+    KEY(normalize, BOOL, "data.normalize", "true", NULL,                                     \
+        NULL, 0, NULL, NONE, "Normalise images by the dataset's mean and std")               \
+    KEY(prefetch, INT, "data.prefetch", "2", "[0, 1024]",                                    \
+        "prefetch", 0, "N", TRAIN_EVAL, "Batches each loader thread prepares ahead")         \
+    KEY(transforms, STRING, "data.transforms", NULL, NULL,                                   \
+        "transforms", 0, "PIPELINE", TRAIN_EVAL,                                             \
+        "Augmentation pipeline, e.g. \"random-crop 28 pad=2 | hflip\"")                      \
+    KEY(pin_memory, BOOL, "data.pin_memory", NULL, NULL,                                     \
+        "pin-memory", 0, NULL, TRAIN_EVAL, "Stage batches in the backend's pinned host memory") \
+    KEY(optimizer, NAME, "optim.name", "sgd", NULL,                                          \
+        "optimizer", 0, "NAME", TRAIN, "sgd, adamw or a plugin's")                           \
+    KEY(lr, FLOAT, "optim.lr", "0.05", "[0, 1e6]",                                           \
+        "lr", 0, "LR", TRAIN, "Learning rate")                                               \
+    KEY(momentum, FLOAT, "optim.momentum", "0.9", "[0, 1]",                                  \
+        "momentum", 0, "M", TRAIN, "SGD momentum")                                           \
+    KEY(nesterov, BOOL, "optim.nesterov", NULL, NULL,                                        \
+        "nesterov", 0, NULL, TRAIN, "Nesterov momentum")                                     \
+    KEY(weight_decay, FLOAT, "optim.weight_decay", "5e-4", "[0, 1e6]",                       \
+        "weight-decay", 0, "WD", TRAIN, "Weight decay")                                      \
+    KEY(beta1, FLOAT, "optim.beta1", "0.9", "[0, 1]",                                        \
+        NULL, 0, NULL, NONE, "AdamW's beta1")                                                \
+    KEY(beta2, FLOAT, "optim.beta2", "0.999", "[0, 1]",                                      \
+        NULL, 0, NULL, NONE, "AdamW's beta2")                                                \
+    KEY(eps, FLOAT, "optim.eps", "1e-8", "(0, 1]",                                           \
+        NULL, 0, NULL, NONE, "AdamW's epsilon")                                              \
+    KEY(schedule, NAME, "optim.schedule", "constant", "constant|step|cosine",                \
+        "schedule", 0, "KIND", TRAIN, "constant, step or cosine")                            \
+    KEY(warmup_steps, INT64, "optim.warmup_steps", NULL, ">= 0",                             \
+        "warmup-steps", 0, "N", TRAIN, "Linear warmup steps")                                \
+    KEY(step_size, INT, "optim.step_size", "30", "[1, 2147483647]",                          \
+        NULL, 0, NULL, NONE, "Epochs between the step schedule's decays")                    \
+    KEY(gamma, FLOAT, "optim.gamma", "0.1", "(0, 1e6]",                                      \
+        NULL, 0, NULL, NONE, "The step schedule's decay factor")                             \
+    KEY(min_lr, FLOAT, "optim.min_lr", NULL, "[0, 1e6]",                                     \
+        NULL, 0, NULL, NONE, "The cosine schedule's final learning rate")                    \
+    KEY(label_smoothing, FLOAT, "optim.label_smoothing", NULL, "[0, 1]",                     \
+        NULL, 0, NULL, NONE, "Label smoothing of the cross-entropy loss")                    \
+    KEY(epochs, INT, "train.epochs", "1", "[1, 1000000]",                                    \
+        "epochs", 'e', "N", TRAIN, "Epochs")                                                 \
+    KEY(seed, UINT64, "train.seed", NULL, NULL,                                              \
+        "seed", 0, "N", TRAIN_EVAL, "Random seed")                                           \
+    KEY(threads, INT, "train.threads", NULL, "[0, 4096]",                                    \
+        "threads", 't', "N", TRAIN_EVAL, "Compute threads, 0 = all cores")                   \
+    KEY(device, NAME, "train.device", "auto", NULL,                                          \
+        "device", 0, "SPEC", TRAIN_EVAL, "Device: auto, cpu, ref, cuda:1...")                \
+    KEY(strategy, NAME, "train.strategy", "single", NULL,                                    \
+        "strategy", 0, "NAME", TRAIN, "single, dp, ddp, zero1")                              \
+    KEY(accumulate, INT, "train.accumulate", "1", "[1, 1048576]",                            \
+        "accumulate", 0, "N", TRAIN, "Micro-batches per optimizer step")                     \
+    KEY(log_file, PATH, "train.log_file", NULL, NULL,                                        \
+        "log-file", 'l', "FILE", TRAIN, "Write JSON lines here")                             \
+    KEY(save_path, PATH, "train.save", NULL, NULL,                                           \
+        "save", 'o', "FILE", TRAIN, "Save the final weights as safetensors")                 \
+    KEY(eval, BOOL, "train.eval", "true", NULL,                                              \
+        "no-eval", 0, NULL, TRAIN, "Skip evaluation")                                        \
+    KEY(progress, INT, "train.progress", "50", "[0, 2147483647]",                            \
+        "progress", 'p', "N", TRAIN, "Progress line every N steps, 0 = never")               \
+    KEY(collective, STRING, "train.collective", NULL, NULL,                                  \
+        "collective", 0, "SPEC", TRAIN,                                                      \
+        "Collective plugin for ddp/zero1: shm, gloo, ^gloo...; unset: TDM_COLLECTIVE, "      \
+        "else automatic")                                                                    \
+    KEY(devices, STRING, "train.devices", NULL, NULL,                                        \
+        "devices", 0, "LIST", TRAIN,                                                         \
+        "Devices of a dp run, e.g. ref:0,ref:1; unset: TDM_DEVICES")                         \
+    KEY(timeout, INT, "train.timeout", NULL, "[0, 1000000000]",                              \
+        "timeout", 0, "S", TRAIN,                                                            \
+        "Seconds before a collective or the rendezvous gives up; 0: TDM_TIMEOUT, else 300")  \
+    KEY(test_transforms, STRING, "data.test_transforms", NULL, NULL,                         \
+        "test-transforms", 0, "PIPELINE", TRAIN_EVAL,                                        \
+        "Evaluation pipeline, e.g. \"resize 64 | center-crop 64\"; default: none, or "       \
+        "resize and center-crop to the training size")                                       \
+    KEY(init_skip, STRING, "model.init_skip", NULL, NULL,                                    \
+        "init-skip", 0, "PREFIXES", TRAIN,                                                   \
+        "Leave parameters with these name prefixes out of --init (they keep their fresh "    \
+        "values), e.g. fc for a new classifier")                                             \
+    ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
+    ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
+/* clang-format on */
+
+#define TDM_TRAIN_CONFIG_CTYPE_STRING char *
+#define TDM_TRAIN_CONFIG_CTYPE_PATH char *
+#define TDM_TRAIN_CONFIG_CTYPE_NAME char *
+#define TDM_TRAIN_CONFIG_CTYPE_INT int
+#define TDM_TRAIN_CONFIG_CTYPE_INT64 int64_t
+#define TDM_TRAIN_CONFIG_CTYPE_UINT64 guint64
+#define TDM_TRAIN_CONFIG_CTYPE_FLOAT float
+#define TDM_TRAIN_CONFIG_CTYPE_BOOL gboolean
+#define TDM_TRAIN_CONFIG_FIELD_(field, type, ...) TDM_TRAIN_CONFIG_CTYPE_##type field;
+#define TDM_TRAIN_CONFIG_NO_FIELD_(...)
+
+/* One field per key, named as the first column of TDM_TRAIN_CONFIG_KEYS
+ * says (model.init is init_path, train.save save_path, optim.name
+ * optimizer, model.name model). */
 typedef struct {
-    /* [model] */
-    char *model;            /* model.name: "mlp" */
-    int in_channels;        /* model.in_channels: 0 = from the dataset */
-    int num_classes;        /* model.num_classes: 0 = from the dataset */
-    char *init_path;        /* model.init: safetensors weights to start from */
-    char *freeze;           /* model.freeze: comma-separated name prefixes */
-    /* [data] */
-    char *dataset;          /* data.dataset: "fashion-mnist" or KIND:PATH */
-    int64_t limit;          /* data.limit: first N training images (0 = all) */
-    int batch_size;         /* data.batch_size: 64 */
-    int workers;            /* data.workers: 0 */
-    gboolean normalize;     /* data.normalize: TRUE (dataset's mean/std) */
-    int prefetch;           /* data.prefetch: batches queued ahead per worker (2) */
-    char *transforms;       /* data.transforms: training augmentation pipeline ("" = none) */
-    gboolean pin_memory;    /* data.pin_memory: stage batches in pinned memory (false) */
-    /* [optim] */
-    char *optimizer;        /* optim.name: "sgd" */
-    float lr;               /* optim.lr: 0.05 */
-    float momentum;         /* optim.momentum: 0.9 */
-    gboolean nesterov;      /* optim.nesterov: false */
-    float weight_decay;     /* optim.weight_decay: 5e-4 */
-    float beta1, beta2, eps;/* optim.beta1 / beta2 / eps */
-    char *schedule;         /* optim.schedule: constant | step | cosine */
-    int64_t warmup_steps;   /* optim.warmup_steps: 0 */
-    int step_size;          /* optim.step_size (epochs): 30 */
-    float gamma;            /* optim.gamma: 0.1 */
-    float min_lr;           /* optim.min_lr: 0 */
-    float label_smoothing;  /* optim.label_smoothing: 0 */
-    /* [train] */
-    int epochs;             /* train.epochs: 1 */
-    guint64 seed;           /* train.seed: 0 */
-    int threads;            /* train.threads: 0 = all cores */
-    char *device;           /* train.device: "auto", "cpu", "ref:0" */
-    char *strategy;         /* train.strategy: "single" */
-    int accumulate;         /* train.accumulate: 1 */
-    char *log_file;         /* train.log_file: JSON lines, NULL = none */
-    char *save_path;        /* train.save: safetensors of the final weights */
-    gboolean eval;          /* train.eval: evaluate on the test split (true) */
-    int progress;           /* train.progress: print every N steps (0 = never) */
-    char *collective;       /* train.collective: "shm", "gloo", "^gloo"; NULL = automatic */
-    char *devices;          /* train.devices: dp's device list "ref:0,ref:1" */
-    int timeout;            /* train.timeout: seconds for collectives and the
-                             * rendezvous; 0 = TDM_TIMEOUT or 300 */
-    char *test_transforms;  /* data.test_transforms: evaluation pipeline (default:
-                             * none, or resize + center-crop for mixed sizes) */
-    char *init_skip;        /* model.init_skip: comma-separated name prefixes not taken
-                             * from model.init (they keep their fresh values: a new
-                             * classifier over pretrained features) */
+    TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
     gpointer reserved[3];
 } TdmTrainConfig;
 
@@ -85,7 +180,8 @@ typedef struct {
     float final_loss;       /* mean loss of the last epoch */
     double test_accuracy;   /* -1 when not evaluated */
     double test_loss;
-    gpointer reserved[4];
+    guint64 peak_rss_bytes; /* the process's peak resident memory (getrusage) */
+    gpointer reserved[3];
 } TdmTrainSummary;
 
 /* Train as configured, printing progress to stderr and a summary to stdout;
