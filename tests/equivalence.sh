@@ -71,7 +71,7 @@ differ "the check tells batch 32 from 2 x 32" "$work/single-32.st" "$work/ddp-sh
 
 # the ddp log reports the communication wait
 train_dist 2 "log.st" "log.out" --model mlp -b 32 --strategy ddp --log-file "$work/ddp.jsonl"
-if grep -q '"event":"summary".*"world_size":2,"comm_wait_s":[0-9.]*,"comm_wait_frac":0\.[0-9]*' \
+if grep -q '"event":"summary".*"world_size":2,"comm_wait_s":[0-9.eE+-]*,"comm_wait_frac":0\.[0-9]*' \
     "$work/ddp.jsonl"; then
     ok "the ddp log has the communication wait"
 else

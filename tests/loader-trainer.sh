@@ -29,13 +29,13 @@ if [ "$n" -eq 2 ]; then
 else
     fail "one data-wait warning per epoch" "$n warnings: $(cat "$tmp/err")"
 fi
-steps=$(grep -c '^{"event":"step",.*"data_wait_s":[0-9.]*,' "$tmp/slow.json")
+steps=$(grep -c '^{"event":"step",.*"data_wait_s":[0-9.eE+-]*,' "$tmp/slow.json")
 if [ "$steps" -eq 40 ]; then
     ok "data_wait_s on every step line"
 else
     fail "data_wait_s on every step line" "$steps of 40: $(head -3 "$tmp/slow.json")"
 fi
-frac=$(sed -n 's/^{"event":"epoch",.*"data_wait_frac":\([0-9.]*\).*/\1/p' "$tmp/slow.json" | head -1)
+frac=$(sed -n 's/^{"event":"epoch",.*"data_wait_frac":\([0-9.eE+-]*\).*/\1/p' "$tmp/slow.json" | head -1)
 if [ -n "$frac" ] && awk -v f="$frac" 'BEGIN { exit !(f > 0.10 && f <= 1.0) }'; then
     ok "epoch data_wait_frac $frac > 0.10"
 else

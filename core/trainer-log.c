@@ -1,0 +1,334 @@
+/* core/trainer-log.c - what a training run reports, and where.
+ *
+ * Rank 0 reports; the other ranks stay silent. The JSON log
+ * (train.log_file) gets one object per line: "start", then "step" after
+ * every step, "epoch" and "eval" after each epoch and "summary" at the end,
+ * each built with json-glib's JsonBuilder and written by its generator; a
+ * figure that is not finite (a diverged loss) is written as null, so every
+ * JSON reader takes the log. stderr gets the "training ..." lines, a
+ * progress line every train.progress steps, the evaluation after each
+ * epoch and two warnings (a non-finite loss, once; a loader that holds the
+ * steps up, once per epoch); stdout gets the one-line summary, which ends
+ * with the run's peak memory (peak_memory_read: the process's peak RSS;
+ * the devices' own peaks join it there).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "trainer-private.h"
+
+struct TrainLog {
+    FILE *file; /* JSON lines; NULL = none */
+    JsonBuilder *builder;
+    JsonGenerator *generator;
+    int progress; /* a progress line every N steps; 0 = none */
+    gboolean warned_nonfinite;
+    double comm_s, step_s; /* the run's, for the summary */
+};
+
+TrainLog *tdm_train_log_new(const TrainRun *run, GError **error)
+{
+    const TdmTrainConfig *cfg = run->cfg;
+    TrainLog *log = g_new0(TrainLog, 1);
+    log->progress = run->leader ? cfg->progress : 0;
+    if (run->leader && cfg->log_file != NULL && (log->file = fopen(cfg->log_file, "w")) == NULL) {
+        int e = errno;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot open the log file: %s",
+                    cfg->log_file, g_strerror(e));
+        tdm_train_log_free(log);
+        return NULL;
+    }
+    if (run->leader && cfg->save_path != NULL && !tdm_save_path_check(cfg->save_path, error)) {
+        g_prefix_error(error, "train.save: ");
+        tdm_train_log_free(log);
+        return NULL;
+    }
+    log->builder = json_builder_new_immutable();
+    log->generator = json_generator_new();
+    return log;
+}
+
+void tdm_train_log_free(TrainLog *log)
+{
+    if (log == NULL) {
+        return;
+    }
+    if (log->file != NULL) {
+        fclose(log->file);
+    }
+    g_clear_object(&log->builder);
+    g_clear_object(&log->generator);
+    g_free(log);
+}
+
+/* ---- JSON events ------------------------------------------------------ */
+
+/* Starts an event's object; FALSE when there is no log to write. */
+static gboolean event_begin(TrainLog *log, const char *event)
+{
+    if (log->file == NULL) {
+        return FALSE;
+    }
+    json_builder_reset(log->builder);
+    json_builder_begin_object(log->builder);
+    json_builder_set_member_name(log->builder, "event");
+    json_builder_add_string_value(log->builder, event);
+    return TRUE;
+}
+
+static void add_int(TrainLog *log, const char *name, gint64 value)
+{
+    json_builder_set_member_name(log->builder, name);
+    json_builder_add_int_value(log->builder, value);
+}
+
+/* A measured figure: null when it is not finite. */
+static void add_number(TrainLog *log, const char *name, double value)
+{
+    json_builder_set_member_name(log->builder, name);
+    if (isfinite(value)) {
+        json_builder_add_double_value(log->builder, value);
+    } else {
+        json_builder_add_null_value(log->builder);
+    }
+}
+
+static void add_string(TrainLog *log, const char *name, const char *value)
+{
+    json_builder_set_member_name(log->builder, name);
+    json_builder_add_string_value(log->builder, value != NULL ? value : "");
+}
+
+/* Writes the event as one line. Step lines go out with stdio's buffer (a
+ * write per few kB rather than a system call per step); every other event
+ * is flushed. */
+static void event_end(TrainLog *log, gboolean flush)
+{
+    json_builder_end_object(log->builder);
+    g_autoptr(JsonNode) root = json_builder_get_root(log->builder);
+    json_generator_set_root(log->generator, root);
+    gsize len = 0;
+    g_autofree char *text = json_generator_to_data(log->generator, &len);
+    fwrite(text, 1, len, log->file);
+    fputc('\n', log->file);
+    if (flush) {
+        fflush(log->file);
+    }
+}
+
+/* ---- peak memory ------------------------------------------------------ */
+
+/* The run's peak memory so far. */
+typedef struct {
+    guint64 rss_bytes; /* the process's peak resident set */
+} PeakMemory;
+
+static void peak_memory_read(const TrainRun *run, PeakMemory *out)
+{
+    struct rusage ru;
+    memset(out, 0, sizeof(*out));
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        out->rss_bytes = (guint64)ru.ru_maxrss * 1024; /* Linux counts KiB */
+    }
+}
+
+/* ---- the events ------------------------------------------------------- */
+
+static const char *strategy_name(const TrainRun *run)
+{
+    return run->strategy != NULL ? run->strategy->name : run->cfg->strategy;
+}
+
+void tdm_train_log_start(TrainLog *log, const TrainRun *run)
+{
+    const TdmTrainConfig *cfg = run->cfg;
+    const int64_t params = tdm_model_num_parameters(run->model);
+    const int64_t images = tdm_loader_num_samples(run->train_loader);
+    if (event_begin(log, "start")) {
+        add_string(log, "model", cfg->model);
+        add_string(log, "device", run->dev->name);
+        add_string(log, "dataset", run->train_ds->path);
+        add_int(log, "parameters", params);
+        add_int(log, "train_images", images);
+        add_int(log, "steps_per_epoch", run->steps_per_epoch);
+        add_int(log, "batch_size", cfg->batch_size);
+        add_int(log, "epochs", cfg->epochs);
+        /* json-glib's integers are signed: a seed past 2^63 - 1 keeps all
+         * its digits as a string */
+        if (cfg->seed <= G_MAXINT64) {
+            add_int(log, "seed", (gint64)cfg->seed);
+        } else {
+            g_autofree char *seed = g_strdup_printf("%" G_GUINT64_FORMAT, cfg->seed);
+            add_string(log, "seed", seed);
+        }
+        add_string(log, "strategy", strategy_name(run));
+        add_int(log, "world_size", run->env.world_size);
+        add_int(log, "devices", run->devices != NULL ? run->devices->len : 1);
+        add_int(log, "accumulate", run->accumulate);
+        event_end(log, TRUE);
+    }
+    if (log->progress > 0) {
+        fprintf(stderr, "training %s (%" G_GINT64_FORMAT " parameters) on %s: %" G_GINT64_FORMAT
+                " images of %s:%s, %" G_GINT64_FORMAT " steps per epoch\n", cfg->model, params,
+                run->dev->name, images, run->train_ds->kind, run->train_ds->path,
+                run->steps_per_epoch);
+        if (run->comm != NULL) {
+            int world = run->env.world_size;
+            fprintf(stderr, "strategy %s over %d process%s, collective %s\n", strategy_name(run),
+                    world, world == 1 ? "" : "es", tdm_feature_get_name(run->comm->feature));
+        }
+    }
+}
+
+static void format_duration(char *buf, size_t size, double seconds)
+{
+    long s = seconds > 0 && isfinite(seconds) ? (long)(seconds + 0.5) : 0;
+    if (s >= 3600) {
+        g_snprintf(buf, size, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+    } else {
+        g_snprintf(buf, size, "%ld:%02ld", s / 60, s % 60);
+    }
+}
+
+/* Warns once per epoch when the loader held the steps up for more than 10%
+ * of their time. */
+static void data_wait_step(DataWait *dw, double wait_s, double now, int workers)
+{
+    if (dw->steps++ == 0) {
+        dw->since = now;
+        return;
+    }
+    dw->wait += wait_s;
+    double elapsed = now - dw->since;
+    if (dw->warned || dw->steps < 5 || !(elapsed > 0) || dw->wait <= 0.10 * elapsed) {
+        return;
+    }
+    dw->warned = TRUE;
+    fprintf(stderr, "warning: waited for data %.0f%% of the step time; try --workers %d\n",
+            100.0 * dw->wait / elapsed, workers == 0 ? 1 : 2 * workers);
+}
+
+void tdm_train_log_step(TrainLog *log, const TrainRun *run, EpochStats *es,
+                        const TdmBatch *batch, const TdmStepResult *r, double step_s,
+                        int64_t global_step)
+{
+    const TdmTrainConfig *cfg = run->cfg;
+    if (run->leader && !log->warned_nonfinite && !isfinite(r->loss)) {
+        /* training goes on, as PyTorch's would, but say it once */
+        log->warned_nonfinite = TRUE;
+        fprintf(stderr, "warning: the loss is %s at step %" G_GINT64_FORMAT " of epoch %d "
+                "(learning rate %g): the weights no longer learn; a lower optim.lr, or warmup, "
+                "usually helps\n", isnan(r->loss) ? "NaN" : "infinite", es->step, es->epoch + 1,
+                (double)run->optimizer->lr);
+    }
+    if (run->leader) {
+        data_wait_step(&es->data_wait, batch->wait_s, tdm_time_now(), cfg->workers);
+    }
+    const double elapsed = tdm_time_now() - es->start;
+    if (event_begin(log, "step")) {
+        add_int(log, "epoch", es->epoch + 1);
+        add_int(log, "step", es->step);
+        add_int(log, "global_step", global_step);
+        add_number(log, "loss", r->loss);
+        add_int(log, "correct", r->correct);
+        add_int(log, "count", r->count);
+        add_number(log, "lr", run->optimizer->lr);
+        add_number(log, "wait_s", batch->wait_s);
+        add_number(log, "data_wait_s", batch->wait_s);
+        add_number(log, "time_s", elapsed);
+        add_number(log, "step_s", step_s);
+        add_number(log, "comm_wait_s", r->comm_wait_s);
+        event_end(log, FALSE);
+    }
+    if (log->progress > 0 && (es->step % log->progress == 0 || es->step == run->steps_per_epoch)) {
+        const int64_t remaining = run->steps_per_epoch - es->step +
+                                  (int64_t)(cfg->epochs - es->epoch - 1) * run->steps_per_epoch;
+        char eta[32];
+        format_duration(eta, sizeof(eta), elapsed / (double)es->step * (double)remaining);
+        fprintf(stderr, "epoch %d/%d  step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT "  loss %.4f  "
+                "%.0f img/s  ETA %s\n", es->epoch + 1, cfg->epochs, es->step,
+                run->steps_per_epoch, es->loss_sum * run->env.world_size / (double)es->images,
+                (double)es->images / elapsed, eta);
+    }
+}
+
+void tdm_train_log_epoch(TrainLog *log, const TrainRun *run, const EpochStats *es,
+                         const TdmTrainSummary *sum, double seconds)
+{
+    log->comm_s += es->comm_s;
+    log->step_s += es->step_s;
+    if (!event_begin(log, "epoch")) {
+        return;
+    }
+    const double local_images = (double)es->images / run->env.world_size;
+    add_int(log, "epoch", es->epoch + 1);
+    add_number(log, "loss", sum->final_loss);
+    add_number(log, "accuracy", es->images > 0 ? (double)es->correct / local_images : 0.0);
+    add_int(log, "images", es->images);
+    add_number(log, "seconds", seconds);
+    add_number(log, "img_per_s", seconds > 0 ? (double)es->images / seconds : 0.0);
+    add_number(log, "wait_s", es->wait_s);
+    add_number(log, "data_wait_frac", seconds > 0 ? es->wait_s / seconds : 0.0);
+    add_number(log, "step_s", es->step_s);
+    add_number(log, "comm_wait_s", es->comm_s);
+    add_number(log, "comm_wait_frac", es->step_s > 0 ? es->comm_s / es->step_s : 0.0);
+    event_end(log, TRUE);
+}
+
+void tdm_train_log_eval(TrainLog *log, const TrainRun *run, int epoch, const TdmTrainSummary *sum)
+{
+    if (event_begin(log, "eval")) {
+        add_int(log, "epoch", epoch + 1);
+        add_number(log, "accuracy", sum->test_accuracy);
+        add_number(log, "loss", sum->test_loss);
+        add_int(log, "images", tdm_loader_num_samples(run->test_loader));
+        event_end(log, TRUE);
+    }
+    if (log->progress > 0) {
+        fprintf(stderr, "epoch %d/%d  test accuracy %.4f  loss %.4f\n", epoch + 1,
+                run->cfg->epochs, sum->test_accuracy, sum->test_loss);
+    }
+}
+
+void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *sum)
+{
+    const TdmTrainConfig *cfg = run->cfg;
+    PeakMemory peak;
+    peak_memory_read(run, &peak);
+    sum->peak_rss_bytes = peak.rss_bytes;
+    if (event_begin(log, "summary")) {
+        add_string(log, "model", cfg->model);
+        add_int(log, "epochs", cfg->epochs);
+        add_int(log, "steps", sum->steps);
+        add_int(log, "images", sum->images);
+        add_number(log, "train_seconds", sum->train_seconds);
+        add_number(log, "img_per_s", sum->images_per_s);
+        add_number(log, "first_step_s", sum->first_step_s);
+        add_number(log, "final_loss", sum->final_loss);
+        add_number(log, "test_accuracy", sum->test_accuracy);
+        add_number(log, "test_loss", sum->test_loss);
+        add_string(log, "strategy", strategy_name(run));
+        add_int(log, "world_size", run->env.world_size);
+        add_number(log, "comm_wait_s", log->comm_s);
+        add_number(log, "comm_wait_frac", log->step_s > 0 ? log->comm_s / log->step_s : 0.0);
+        add_int(log, "peak_rss_bytes", (gint64)peak.rss_bytes);
+        event_end(log, TRUE);
+    }
+    if (!run->leader) {
+        return;
+    }
+    g_autofree char *evaluation =
+        sum->test_accuracy >= 0 ? g_strdup_printf("test accuracy %.4f (loss %.4f)",
+                                                  sum->test_accuracy, sum->test_loss)
+                                : g_strdup("not evaluated");
+    printf("summary: model %s, %d epoch%s, %" G_GINT64_FORMAT " images, %.0f img/s, %s, "
+           "first step after %.2f s, peak RSS %.0f MiB\n", cfg->model, cfg->epochs,
+           cfg->epochs == 1 ? "" : "s", sum->images, sum->images_per_s, evaluation,
+           sum->first_step_s, (double)peak.rss_bytes / (1 << 20));
+    fflush(stdout);
+}

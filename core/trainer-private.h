@@ -1,0 +1,109 @@
+/* core/trainer-private.h - what tdm_trainer_run (core/trainer.c) shares with
+ * the files it calls: the run it sets up (core/trainer-setup.c), the
+ * figures of an epoch and the reports made of them (core/trainer-log.c),
+ * and the evaluation loader (core/trainer-eval.c). Private to the core.
+ */
+#ifndef TDM_TRAINER_PRIVATE_H
+#define TDM_TRAINER_PRIVATE_H
+
+#include <stdio.h>
+
+#include "internal.h"
+
+/* Everything a run sets up, in the order it is set up; torn down by
+ * tdm_train_run_clear. */
+typedef struct {
+    const TdmTrainConfig *cfg;
+    TdmDistEnv env;                        /* rank 0 of 1 when started alone */
+    gboolean leader;                       /* rank 0: prints, logs, evaluates, saves */
+    TdmDevice *dev;                        /* this rank's device; dp's first (master) */
+    GPtrArray *devices;                    /* dp's devices, else NULL */
+    TdmTransformPipeline *transforms;      /* data.transforms, NULL = none */
+    TdmTransformPipeline *eval_transforms; /* the test loader's, NULL = none */
+    TdmDataset *train_ds, *test_ds;        /* test: rank 0 with train.eval */
+    TdmLoader *train_loader, *test_loader;
+    TdmModel *model;
+    GPtrArray *no_params; /* zero1: its optimizer's empty parameter list */
+    TdmOptimizer *optimizer;
+    TdmSchedule schedule;
+    int accumulate;          /* micro-batches per optimizer update */
+    int64_t steps_per_epoch; /* this rank's */
+    TdmStoreServer *server;
+    TdmStore *store;
+    TdmComm *comm; /* distributed strategies only */
+    TdmStrategy *strategy;
+} TrainRun;
+
+/* trainer-setup.c: each fills its part of `run` (cfg set), in this order;
+ * on failure `error` is set and tdm_train_run_clear frees what was made. */
+gboolean tdm_train_setup_process(TrainRun *run, GError **error);
+gboolean tdm_train_setup_data(TrainRun *run, GError **error);
+gboolean tdm_train_setup_model(TrainRun *run, GError **error);
+gboolean tdm_train_setup_optimizer(TrainRun *run, GError **error);
+gboolean tdm_train_setup_strategy(TrainRun *run, GError **error);
+void tdm_train_run_clear(TrainRun *run);
+/* The options of both splits' loaders: batch size, workers, prefetch,
+ * pinned memory, seed, no shuffling, and with data.normalize the
+ * constants of `norm_ds` (the training split). */
+gboolean tdm_train_loader_options(const TdmTrainConfig *cfg, TdmDataset *norm_ds,
+                                  TdmLoaderOptions *lo, GError **error);
+
+/* trainer-eval.c: the evaluation loader over `test_ds`, for `tandem train`
+ * and `tandem eval` alike (see tdm_trainer_open_test_loader). `train_ds`
+ * gives the size the model trains on and the normalisation constants,
+ * `train_tf` (may be NULL) is the training pipeline with its
+ * normalisation set. The pipeline the loader runs is returned in
+ * *eval_tf (NULL = none; the caller frees it after the loader, also when
+ * this fails). */
+TdmLoader *tdm_train_eval_loader_new(const TdmTrainConfig *cfg, TdmDataset *train_ds,
+                                     TdmTransformPipeline *train_tf, TdmDataset *test_ds,
+                                     TdmDevice *dev, TdmTransformPipeline **eval_tf,
+                                     GError **error);
+
+/* Data wait of an epoch, for the warning: measured from the end of the
+ * first step, whose batch nothing could prefetch (and which pays one-off
+ * costs such as a lazily decompressed dataset). */
+typedef struct {
+    double since, wait;
+    int64_t steps;
+    gboolean warned;
+} DataWait;
+
+/* The figures of one epoch, summed over its steps. */
+typedef struct {
+    int epoch;                /* from 0 */
+    int64_t step;             /* steps done */
+    double loss_sum;          /* this rank's loss x images */
+    int64_t correct;          /* this rank's */
+    int64_t images;           /* every rank's */
+    double wait_s, comm_s, step_s;
+    double start;             /* tdm_time_now() when it began */
+    DataWait data_wait;
+} EpochStats;
+
+/* trainer-log.c: where a run reports. Rank 0 prints progress to stderr
+ * and the summary to stdout, and writes the JSON log (train.log_file); the
+ * other ranks report nothing. */
+typedef struct TrainLog TrainLog;
+
+/* Opens the log file (rank 0, when configured) and checks train.save can
+ * be written, before the first step. */
+TrainLog *tdm_train_log_new(const TrainRun *run, GError **error);
+void tdm_train_log_free(TrainLog *log);
+/* The start event and the "training ..." lines. */
+void tdm_train_log_start(TrainLog *log, const TrainRun *run);
+/* After step `es->step` of the epoch (the `global_step`th of the run):
+ * the warnings (a non-finite loss, a slow loader), the step event and
+ * every train.progress steps the progress line. */
+void tdm_train_log_step(TrainLog *log, const TrainRun *run, EpochStats *es,
+                        const TdmBatch *batch, const TdmStepResult *r, double step_s,
+                        int64_t global_step);
+/* The epoch event; `sum` holds the run's figures to the end of it. */
+void tdm_train_log_epoch(TrainLog *log, const TrainRun *run, const EpochStats *es,
+                         const TdmTrainSummary *sum, double seconds);
+void tdm_train_log_eval(TrainLog *log, const TrainRun *run, int epoch,
+                        const TdmTrainSummary *sum);
+/* The summary event and line; fills sum->peak_rss_bytes. */
+void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *sum);
+
+#endif /* TDM_TRAINER_PRIVATE_H */
