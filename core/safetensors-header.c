@@ -112,28 +112,27 @@ static gboolean gate_string(Gate *g)
         if (g->text[g->i] != 'u') {
             return gate_fail(g, "unknown escape");
         }
+        /* \uXXXX: its errors point at the backslash */
+        const size_t escape = g->i - 1;
         guint32 cp, lo;
         g->i++;
         if (!gate_hex4(g, &cp)) {
             return FALSE;
         }
-        if (cp == 0) {
-            return gate_fail(g, "NUL character in string");
-        }
-        if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return gate_fail(g, "unpaired surrogate in \\u escape");
-        }
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (g->i + 2 > g->len || g->text[g->i] != '\\' || g->text[g->i + 1] != 'u') {
-                return gate_fail(g, "unpaired surrogate in \\u escape");
-            }
+        gboolean high = cp >= 0xD800 && cp <= 0xDBFF;
+        if (high && g->i + 2 <= g->len && g->text[g->i] == '\\' && g->text[g->i + 1] == 'u') {
             g->i += 2;
             if (!gate_hex4(g, &lo)) {
                 return FALSE;
             }
-            if (lo < 0xDC00 || lo > 0xDFFF) {
-                return gate_fail(g, "bad low surrogate in \\u escape");
-            }
+            high = lo < 0xDC00 || lo > 0xDFFF; /* still unpaired */
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            high = TRUE;
+        }
+        if (cp == 0 || high) {
+            g->i = escape;
+            return gate_fail(g, cp == 0 ? "NUL character in string"
+                                        : "unpaired surrogate in \\u escape");
         }
         g->i--; /* the loop steps past the escape's last digit */
     }
@@ -144,6 +143,7 @@ static gboolean gate_string(Gate *g)
  * within 64 bits, and no fraction or exponent. */
 static gboolean gate_number(Gate *g)
 {
+    const size_t start = g->i;
     if (g->text[g->i] == '-') {
         g->i++;
     }
@@ -157,6 +157,7 @@ static gboolean gate_number(Gate *g)
     for (; g->i < g->len && g_ascii_isdigit(g->text[g->i]); g->i++) {
         guint64 d = (guint64)(g->text[g->i] - '0');
         if (n > ((guint64)G_MAXINT64 - d) / 10) {
+            g->i = start;
             return gate_fail(g, "integer too large");
         }
         n = n * 10 + d;

@@ -218,6 +218,70 @@ static void test_corrupt(Fixture *f, gconstpointer data)
     g_assert_nonnull(strstr(error->message, "nope.safetensors"));
 }
 
+/* Loading `header` fails with a message that names byte `at` and says
+ * `needle`. */
+static void expect_corrupt_at(Fixture *f, const char *header, size_t data_len, size_t at,
+                              const char *needle)
+{
+    g_autofree char *path = write_raw(f, "bad.safetensors", header, -1, data_len);
+    g_autoptr(GError) error = NULL;
+    g_assert_null(tdm_safetensors_load(path, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_CORRUPT);
+    g_autofree char *where = g_strdup_printf(" byte %zu", at);
+    if (strstr(error->message, where) == NULL || strstr(error->message, needle) == NULL) {
+        g_error("header %s: message '%s' should name byte %zu and say '%s'", header,
+                error->message, at, needle);
+    }
+}
+
+/* The header's JSON is read strictly (what lenient readers take is
+ * refused), and each error points at the offending value's first byte
+ * (the header starts at byte 8), across lines too. */
+static void test_strict_header(Fixture *f, gconstpointer data)
+{
+    /* not JSON, though a lenient reader takes it */
+    expect_corrupt_at(f, "{/* c */}", 0, 9, "unexpected character");
+    expect_corrupt_at(f, "{'a':1}", 0, 9, "unexpected character");
+    expect_corrupt_at(f, "{\"a\":01}", 0, 13, "leading zero");
+    expect_corrupt_at(f, "{\"a\":18446744073709551624}", 0, 13, "too large");
+    expect_corrupt_at(f, "{\"a\":\"x\\u0000\"}", 0, 15, "NUL");
+    expect_corrupt_at(f, "{\"a\":\"\\ud800\"}", 0, 14, "surrogate");
+    expect_corrupt_at(f, "{\"a\":\"\\ud800\\u0041\"}", 0, 14, "surrogate");
+    expect_corrupt_at(f, "{\"a\":\"\\udc00\"}", 0, 14, "surrogate");
+    expect_corrupt_at(f, "{\"a\":tru}", 0, 13, "expected a value");
+    expect_corrupt_at(f, "{}{}", 0, 10, "trailing data");
+    expect_corrupt_at(f, "{\"a\":1 \"b\":2}", 0, 15, "expected ','");
+    expect_corrupt_at(f, "{\"a\":[1,]}", 0, 16, "trailing comma");
+    expect_corrupt_at(f, "{\"a\":{},\"b\":{},\"a\":{}}", 0, 23, "duplicate key 'a'");
+    /* values deep in the header, on other lines */
+    const char *entry = "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
+    g_autofree char *dtype = g_strdup_printf("{\"a\":%s,\n \"b\":{\"dtype\":\n  \"F64\", "
+                                             "\"shape\":[1],\"data_offsets\":[8,16]}}", entry);
+    expect_corrupt_at(f, dtype, 16, 8 + (strstr(dtype, "\"F64\"") - dtype), "'F64'");
+    g_autofree char *dim = g_strdup_printf("{\"a\":%s,\n\"b\":{\"dtype\":\"F32\",\"shape\":[2,\n"
+                                           "   -1],\"data_offsets\":[8,16]}}", entry);
+    expect_corrupt_at(f, dim, 16, 8 + (strstr(dim, "-1") - dim), "bad dimension");
+    g_autofree char *offsets = g_strdup_printf("{\"a\":%s,\"b\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                               "\"data_offsets\": [\"8\",16]}}", entry);
+    expect_corrupt_at(f, offsets, 16, 8 + (strstr(offsets, "[\"8\"") - offsets),
+                      "data_offsets");
+    g_autofree char *meta = g_strdup_printf("{\"__metadata__\":{\"k\\\"q\":\"v\",\"n\":  7},"
+                                            "\"a\":%s}", entry);
+    expect_corrupt_at(f, meta, 8, 8 + (strstr(meta, "7}") - meta), "not a string");
+
+    /* what the writer escapes reads back */
+    g_autofree char *ok = write_raw(f, "ok.safetensors",
+                                    "{\"__metadata__\":{\"k\":\"a\\\"\\\\\\/\\u00e9\\ud83d\\ude00\"},"
+                                    "\"t\\n\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}",
+                                    -1, 1);
+    g_autoptr(GError) error = NULL;
+    TdmSafeTensors *st = tdm_safetensors_load(ok, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(tdm_safetensors_metadata(st, "k"), ==, "a\"\\/\xc3\xa9\xf0\x9f\x98\x80");
+    g_assert_nonnull(tdm_safetensors_get(st, "t\n"));
+    tdm_safetensors_free(st);
+}
+
 static void save_small(const char *path, float value, size_t n, GError **error, gboolean *ok)
 {
     float *v = g_new(float, n);
@@ -641,6 +705,8 @@ int main(int argc, char **argv)
     g_test_add("/safetensors/corrupt", Fixture, NULL, fixture_setup, test_corrupt,
                fixture_teardown);
     g_test_add("/safetensors/atomic", Fixture, NULL, fixture_setup, test_atomic,
+               fixture_teardown);
+    g_test_add("/safetensors/strict-header", Fixture, NULL, fixture_setup, test_strict_header,
                fixture_teardown);
     g_test_add("/model/save-load/mlp", Fixture, "mlp", fixture_setup, test_model_roundtrip,
                fixture_teardown);

@@ -4,7 +4,8 @@
 # 10,000 images with the default settings; the same seed gives the same loss
 # curve twice on the ref backend (and another seed another curve); weights
 # saved by train give the same accuracy and loss under `tandem eval`; a
-# batch size above the number of images trains in one step.
+# batch size above the number of images trains in one step; the summary
+# line and the log's summary event give the peak RSS.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-train-smoke-XXXXXX")
@@ -33,6 +34,16 @@ case "$summary" in
 *"model mlp, 1 epoch, 10000 images"*"first step after"*) ok "summary line" ;;
 *) fail "summary line" "$summary" ;;
 esac
+# Peak memory: the summary line's MiB are the log's peak_rss_bytes, and a
+# process that held the model and the data had more than 8 MiB.
+rss_mib=$(printf '%s\n' "$summary" | sed -n 's/.*, peak RSS \([0-9]*\) MiB$/\1/p')
+rss_bytes=$(sed -n 's/^{"event":"summary",.*"peak_rss_bytes":\([0-9]*\)}$/\1/p' "$tmp/log.json")
+if [ -n "$rss_mib" ] && [ -n "$rss_bytes" ] &&
+   awk -v m="$rss_mib" -v b="$rss_bytes" 'BEGIN { exit !(m > 8 && m == sprintf("%.0f", b / 1048576)) }'; then
+    ok "peak RSS $rss_mib MiB in the summary line and the log"
+else
+    fail "peak RSS in the summary line and the log" "$summary; $(grep '"summary"' "$tmp/log.json")"
+fi
 if grep -q '^epoch 1/1  step 157/157  loss [0-9.]*  [0-9]* img/s  ETA [0-9]*:[0-9][0-9]$' "$tmp/err"; then
     ok "progress line"
 else

@@ -6,7 +6,11 @@
  *     -Lcore/.libs -ltandem-1 $(pkg-config --libs glib-2.0) -o fuzz-safetensors
  *   LD_LIBRARY_PATH=core/.libs ./fuzz-safetensors corpus/
  * (for coverage of the core itself, configure with CC=clang
- * CFLAGS="-fsanitize=fuzzer-no-link,address").
+ * CFLAGS="-fsanitize=fuzzer-no-link,address"; or, for the reader alone,
+ * add -DTDM_COMPILATION -DTDM_VERSION=\"fuzz\" -I../../core
+ * $(pkg-config --cflags --libs json-glib-1.0) ../../core/safetensors.c
+ * ../../core/safetensors-header.c to the line above, whose copies then
+ * stand in for the library's).
  * The reader takes a path, so each input is written to a temporary file.
  */
 #include <glib/gstdio.h>
