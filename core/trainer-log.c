@@ -123,7 +123,9 @@ static void event_end(TrainLog *log, gboolean flush)
 
 /* ---- peak memory ------------------------------------------------------ */
 
-/* The run's peak memory so far. */
+/* The run's peak memory so far: what the summary reports. The devices'
+ * own peaks (their allocators') belong here too, read, written and shown
+ * by the three functions below. */
 typedef struct {
     guint64 rss_bytes; /* the process's peak resident set */
 } PeakMemory;
@@ -135,6 +137,18 @@ static void peak_memory_read(const TrainRun *run, PeakMemory *out)
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         out->rss_bytes = (guint64)ru.ru_maxrss * 1024; /* Linux counts KiB */
     }
+}
+
+/* Its fields of the summary event. */
+static void peak_memory_add(TrainLog *log, const PeakMemory *m)
+{
+    add_int(log, "peak_rss_bytes", (gint64)m->rss_bytes);
+}
+
+/* Its words on the summary line: "peak RSS 46 MiB" (transfer full). */
+static char *peak_memory_text(const PeakMemory *m)
+{
+    return g_strdup_printf("peak RSS %.0f MiB", (double)m->rss_bytes / (1 << 20));
 }
 
 /* ---- the events ------------------------------------------------------- */
@@ -316,7 +330,7 @@ void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *
         add_int(log, "world_size", run->env.world_size);
         add_number(log, "comm_wait_s", log->comm_s);
         add_number(log, "comm_wait_frac", log->step_s > 0 ? log->comm_s / log->step_s : 0.0);
-        add_int(log, "peak_rss_bytes", (gint64)peak.rss_bytes);
+        peak_memory_add(log, &peak);
         event_end(log, TRUE);
     }
     if (!run->leader) {
@@ -326,9 +340,10 @@ void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *
         sum->test_accuracy >= 0 ? g_strdup_printf("test accuracy %.4f (loss %.4f)",
                                                   sum->test_accuracy, sum->test_loss)
                                 : g_strdup("not evaluated");
+    g_autofree char *memory = peak_memory_text(&peak);
     printf("summary: model %s, %d epoch%s, %" G_GINT64_FORMAT " images, %.0f img/s, %s, "
-           "first step after %.2f s, peak RSS %.0f MiB\n", cfg->model, cfg->epochs,
+           "first step after %.2f s, %s\n", cfg->model, cfg->epochs,
            cfg->epochs == 1 ? "" : "s", sum->images, sum->images_per_s, evaluation,
-           sum->first_step_s, (double)peak.rss_bytes / (1 << 20));
+           sum->first_step_s, memory);
     fflush(stdout);
 }
