@@ -12,80 +12,97 @@
  */
 #include "config.h"
 
+#include <math.h>
+
 #include "internal.h"
 
 #define BUILTIN_PRIORITY 0
 
+#define REQ TDM_PARAM_REQUIRED
+#define INF INFINITY
+
 static const TdmParamSpec linear_params[] = {
-    {"in_features", "int", NULL, "size of each input sample"},
-    {"out_features", "int", NULL, "size of each output sample"},
-    {"bias", "bool", "true", "learn an additive bias"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INT("in_features", REQ, NULL, 1, INF, "size of each input sample"),
+    TDM_PARAM_SPEC_INT("out_features", REQ, NULL, 1, INF, "size of each output sample"),
+    TDM_PARAM_SPEC_BOOL("bias", 0, "true", "learn an additive bias"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec conv2d_params[] = {
-    {"in_channels", "int", NULL, "channels of the input image"},
-    {"out_channels", "int", NULL, "channels produced by the convolution"},
-    {"kernel_size", "int", NULL, "size of the square kernel"},
-    {"stride", "int", "1", "stride of the convolution"},
-    {"padding", "int", "0", "zero padding added to each side"},
-    {"bias", "bool", "true", "learn an additive bias"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INT("in_channels", REQ, NULL, 1, INF, "channels of the input image"),
+    TDM_PARAM_SPEC_INT("out_channels", REQ, NULL, 1, INF, "channels produced by the convolution"),
+    TDM_PARAM_SPEC_INT("kernel_size", REQ, NULL, 1, INF, "size of the square kernel"),
+    TDM_PARAM_SPEC_INT("stride", 0, "1", 1, INF, "stride of the convolution"),
+    TDM_PARAM_SPEC_INT("padding", 0, "0", 0, INF, "zero padding added to each side"),
+    TDM_PARAM_SPEC_BOOL("bias", 0, "true", "learn an additive bias"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec batchnorm2d_params[] = {
-    {"num_features", "int", NULL, "channels C of an [N, C, H, W] input"},
-    {"eps", "float", "1e-5", "added to the variance for numerical stability"},
-    {"momentum", "float", "0.1", "weight of the batch statistics in the running ones"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INT("num_features", REQ, NULL, 1, INF, "channels C of an [N, C, H, W] input"),
+    TDM_PARAM_SPEC_FLOAT("eps", 0, "1e-5", 0, INF, "added to the variance for numerical stability"),
+    TDM_PARAM_SPEC_FLOAT("momentum", 0, "0.1", 0, 1,
+                         "weight of the batch statistics in the running ones"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec maxpool2d_params[] = {
-    {"kernel_size", "int", NULL, "size of the square window"},
-    {"stride", "int", "kernel_size", "stride of the window"},
-    {"padding", "int", "0", "implicit negative-infinity padding on each side"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INT("kernel_size", REQ, NULL, 1, INF, "size of the square window"),
+    TDM_PARAM_SPEC_INT("stride", 0, NULL, 1, INF, "stride of the window (default: kernel_size)"),
+    TDM_PARAM_SPEC_INT("padding", 0, "0", 0, INF,
+                       "implicit negative-infinity padding on each side"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec avgpool2d_params[] = {
-    {"kernel_size", "int", NULL, "size of the square window"},
-    {"stride", "int", "kernel_size", "stride of the window"},
-    {"padding", "int", "0", "implicit zero padding on each side (counted in the average)"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INT("kernel_size", REQ, NULL, 1, INF, "size of the square window"),
+    TDM_PARAM_SPEC_INT("stride", 0, NULL, 1, INF, "stride of the window (default: kernel_size)"),
+    TDM_PARAM_SPEC_INT("padding", 0, "0", 0, INF,
+                       "implicit zero padding on each side (counted in the average)"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec adaptive_avgpool2d_params[] = {
-    {"output_size", "list", "1,1", "output height and width; 1,1 is global average pooling"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INTS("output_size", 0, "1,1", 2, 2, 1, INF,
+                        "output height and width; 1,1 is global average pooling"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec dropout_params[] = {
-    {"p", "float", "0.5", "probability of zeroing an element during training"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOAT("p", 0, "0.5", 0, 1, "probability of zeroing an element during training"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec residual_params[] = {
-    {"relu_after", "bool", "true", "apply ReLU to the sum of body and shortcut"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_BOOL("relu_after", 0, "true", "apply ReLU to the sum of body and shortcut"),
+    TDM_PARAM_SPEC_END,
 };
 
+/* The optimizers' ranges are those of the optim.* configuration keys,
+ * which core/optim.c applies through these same specs. */
 static const TdmParamSpec sgd_params[] = {
-    {"lr", "float", "0.01", "learning rate"},
-    {"momentum", "float", "0", "momentum factor"},
-    {"dampening", "float", "0", "dampening of the momentum"},
-    {"nesterov", "bool", "false", "use Nesterov momentum"},
-    {"weight_decay", "float", "0", "L2 penalty added to the gradient"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOAT("lr", 0, "0.01", 0, 1e6, "learning rate"),
+    TDM_PARAM_SPEC_FLOAT("momentum", 0, "0", 0, 1, "momentum factor"),
+    TDM_PARAM_SPEC_FLOAT("dampening", 0, "0", 0, 1, "dampening of the momentum"),
+    TDM_PARAM_SPEC_BOOL("nesterov", 0, "false", "use Nesterov momentum"),
+    TDM_PARAM_SPEC_FLOAT("weight_decay", 0, "0", 0, 1e6, "L2 penalty added to the gradient"),
+    TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec adamw_params[] = {
-    {"lr", "float", "0.01", "learning rate"},
-    {"beta1", "float", "0.9", "decay of the running average of the gradient"},
-    {"beta2", "float", "0.999", "decay of the running average of its square"},
-    {"eps", "float", "1e-8", "added to the denominator for numerical stability"},
-    {"weight_decay", "float", "0", "decoupled weight decay"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOAT("lr", 0, "0.01", 0, 1e6, "learning rate"),
+    TDM_PARAM_SPEC_FLOAT("beta1", TDM_PARAM_MAX_EXCLUSIVE, "0.9", 0, 1,
+                         "decay of the running average of the gradient"),
+    TDM_PARAM_SPEC_FLOAT("beta2", TDM_PARAM_MAX_EXCLUSIVE, "0.999", 0, 1,
+                         "decay of the running average of its square"),
+    TDM_PARAM_SPEC_FLOAT("eps", TDM_PARAM_MIN_EXCLUSIVE, "1e-8", 0, 1,
+                         "added to the denominator for numerical stability"),
+    TDM_PARAM_SPEC_FLOAT("weight_decay", 0, "0", 0, 1e6, "decoupled weight decay"),
+    TDM_PARAM_SPEC_END,
 };
+
+#undef REQ
+#undef INF
 
 typedef struct {
     TdmFeatureKind kind;

@@ -1,17 +1,23 @@
-/* core/dataset.c - opening datasets by name or by "KIND:PATH".
+/* core/dataset.c - opening datasets: which reader, which path, which
+ * parameters.
  *
  * The reader itself is a DATASET feature found in the registry (the idx
- * plugin, say); this file only decides which reader and which path. Known
- * names resolve to the Debian packages' copies under /usr/share/datasets,
- * and "fashion-mnist" falls back to the subset embedded in Tandem (installed
- * under $(pkgdatadir), or in the source tree when running uninstalled; the
- * TDM_DATA_DIR environment variable overrides both). The per-channel
- * normalisation constants of each known dataset live here too, next to the
- * names, and are computed from the first samples for any other dataset.
- * A TdmDataset is allocated inside a larger private struct that carries
- * them, so the public struct stays as it is. Datasets whose samples differ
- * in size (height and width 0, read with read_image: the image folder) are
- * accepted when their reader can decode samples one by one.
+ * plugin, say); this file decides which reader and binds its parameters
+ * (<tandem/params.h>): "imagefolder path=DIR size=first", or the older
+ * "imagefolder:DIR,size=first", whose trailing ",key=value" options become
+ * the same parameters, so a reader never parses its path. `path` is every
+ * reader's first parameter (positional and required), added here in front
+ * of the reader's own specs. Known names resolve to the Debian packages'
+ * copies under /usr/share/datasets, and "fashion-mnist" falls back to the
+ * subset embedded in Tandem (installed under $(pkgdatadir), or in the
+ * source tree when running uninstalled; the TDM_DATA_DIR environment
+ * variable overrides both). The per-channel normalisation constants of
+ * each known dataset live here too, next to the names, and are computed
+ * from the first samples for any other dataset. A TdmDataset is allocated
+ * inside a larger private struct that carries them, so the public struct
+ * stays as it is. Datasets whose samples differ in size (height and width
+ * 0, read with read_image: the image folder) are accepted when their
+ * reader can decode samples one by one.
  */
 #include "config.h"
 
@@ -19,6 +25,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "params-private.h"
 
 #define DEBIAN_DATASETS_DIR "/usr/share/datasets"
 #define NORM_SAMPLES 1000
@@ -69,15 +76,27 @@ static gboolean idx_dir_present(const char *dir)
     return g_file_test(raw, G_FILE_TEST_IS_REGULAR) || g_file_test(gz, G_FILE_TEST_IS_REGULAR);
 }
 
+/* The text after the name when `spec` is "NAME key=value ..." (a reader
+ * and its parameters), else NULL. */
+static const char *reader_args(const char *spec)
+{
+    const char *args = NULL;
+    g_autofree char *name = tdm_params_split_name(spec, &args);
+    return name != NULL && args[0] != '\0' ? args : NULL;
+}
+
 char *tdm_dataset_resolve(const char *spec, GError **error)
 {
     g_return_val_if_fail(spec != NULL, NULL);
+    if (reader_args(spec) != NULL) {
+        return g_strdup(spec);
+    }
     const char *colon = strchr(spec, ':');
     if (colon != NULL) {
         if (colon == spec || colon[1] == '\0') {
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "bad dataset '%s': expected KIND:PATH (e.g. idx:/usr/share/datasets/"
-                        "fashion-mnist)", spec);
+                        "bad dataset '%s': expected KIND:PATH or \"KIND path=PATH\" (e.g. "
+                        "idx:/usr/share/datasets/fashion-mnist)", spec);
             return NULL;
         }
         return g_strdup(spec);
@@ -86,7 +105,8 @@ char *tdm_dataset_resolve(const char *spec, GError **error)
     if (known != NULL && !known->installed) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
                     "dataset '%s' has no installed copy to resolve to: give its directory as "
-                    "%s:PATH (e.g. %s:/data/%s)", spec, known->name, known->name, known->alias);
+                    "%s:PATH or \"%s path=PATH\" (e.g. %s:/data/%s)", spec, known->name,
+                    known->name, known->name, known->alias);
         return NULL;
     }
     if (known == NULL) {
@@ -95,7 +115,7 @@ char *tdm_dataset_resolve(const char *spec, GError **error)
         }
         g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
                     "unknown dataset '%s': expected fashion-mnist, mnist, a directory of IDX "
-                    "files or KIND:PATH", spec);
+                    "files, KIND:PATH or \"KIND path=PATH key=value ...\"", spec);
         return NULL;
     }
 
@@ -121,20 +141,119 @@ char *tdm_dataset_resolve(const char *spec, GError **error)
     return NULL;
 }
 
+static const TdmParamSpec common_params[] = {
+    TDM_PARAM_SPEC_STRING("path", TDM_PARAM_REQUIRED | TDM_PARAM_POSITIONAL, NULL,
+                          "the dataset's directory (every reader takes it)"),
+    TDM_PARAM_SPEC_END,
+};
+
+const TdmParamSpec *tdm_dataset_common_params(void)
+{
+    return common_params;
+}
+
+/* The specs a reader's parameters are bound to: the common ones first,
+ * then the reader's own (less any it declares again). Free with g_free. */
+static TdmParamSpec *dataset_specs(const TdmFeature *feature)
+{
+    const TdmParamSpec *own = tdm_feature_get_params(feature);
+    guint n = 0;
+    while (own != NULL && own[n].name != NULL) {
+        n++;
+    }
+    TdmParamSpec *all = g_new0(TdmParamSpec, G_N_ELEMENTS(common_params) + n);
+    guint k = 0;
+    for (; common_params[k].name != NULL; k++) {
+        all[k] = common_params[k];
+    }
+    for (guint i = 0; i < n; i++) {
+        gboolean common = FALSE;
+        for (guint c = 0; common_params[c].name != NULL; c++) {
+            common = common || strcmp(own[i].name, common_params[c].name) == 0;
+        }
+        if (!common) {
+            all[k++] = own[i];
+        }
+    }
+    return all;
+}
+
+/* "PATH,key=value,key=value" as tokens: the path, then each trailing
+ * ",word=value" without a slash (other commas belong to the path). */
+static void peel_options(const char *path_and_options, GArray *tokens)
+{
+    g_autofree char *path = g_strdup(path_and_options);
+    guint first_option = tokens->len;
+    char *comma;
+    while ((comma = strrchr(path, ',')) != NULL) {
+        const char *opt = comma + 1;
+        const char *eq = strchr(opt, '=');
+        if (eq == NULL || eq == opt || strchr(opt, '/') != NULL ||
+            strspn(opt, "abcdefghijklmnopqrstuvwxyz-_") != (size_t)(eq - opt)) {
+            break;
+        }
+        TdmParamToken t = {g_strndup(opt, (gsize)(eq - opt)), g_strdup(eq + 1), 0};
+        g_array_insert_val(tokens, first_option, t);
+        *comma = '\0';
+    }
+    TdmParamToken p = {g_strdup("path"), g_steal_pointer(&path), 0};
+    g_array_insert_val(tokens, first_option, p);
+}
+
+/* Whether `spec` is a reader's name alone ("imagefolder"), which then
+ * lacks its path, rather than a known dataset or a directory. */
+static gboolean is_bare_reader(const char *spec)
+{
+    return find_known(spec) == NULL && !g_file_test(spec, G_FILE_TEST_IS_DIR) &&
+           tdm_registry_find(TDM_FEATURE_DATASET, spec, NULL) != NULL;
+}
+
+/* Which reader `spec` names and its parameters (transfer full). */
+static TdmParams *dataset_params(const char *spec, TdmFeature **feature, GError **error)
+{
+    g_autoptr(GArray) tokens = tdm_param_tokens_new();
+    g_autofree char *kind = NULL;
+    if (!tdm_registry_init(error)) {
+        return NULL;
+    }
+    const char *args = reader_args(spec);
+    if (args == NULL && is_bare_reader(spec)) {
+        args = "";
+    }
+    if (args == NULL) {
+        g_autofree char *resolved = tdm_dataset_resolve(spec, error);
+        if (resolved == NULL) {
+            return NULL;
+        }
+        char *colon = strchr(resolved, ':');
+        kind = g_strndup(resolved, (gsize)(colon - resolved));
+        peel_options(colon + 1, tokens);
+    } else {
+        kind = tdm_params_split_name(spec, NULL);
+    }
+    if ((*feature = tdm_registry_find(TDM_FEATURE_DATASET, kind, error)) == NULL) {
+        return NULL;
+    }
+    g_autofree TdmParamSpec *specs = dataset_specs(*feature);
+    g_autoptr(TdmParams) params = tdm_params_new(kind, specs, error);
+    if (params == NULL ||
+        (args != NULL && !tdm_param_tokens_read(kind, args, &args, FALSE, FALSE, tokens, error)) ||
+        !tdm_params_bind_tokens(params, tokens, FALSE, error)) {
+        return NULL;
+    }
+    return g_steal_pointer(&params);
+}
+
 TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error)
 {
     g_return_val_if_fail(spec != NULL && split != NULL, NULL);
-    g_autofree char *resolved = tdm_dataset_resolve(spec, error);
-    if (resolved == NULL || !tdm_registry_init(error)) {
+    TdmFeature *feature = NULL;
+    TdmParams *params = dataset_params(spec, &feature, error);
+    if (params == NULL) {
         return NULL;
     }
-    char *colon = strchr(resolved, ':');
-    *colon = '\0';
-    const char *kind = resolved, *path = colon + 1;
-    TdmFeature *feature = tdm_registry_find(TDM_FEATURE_DATASET, kind, error);
-    if (feature == NULL) {
-        return NULL;
-    }
+    const char *kind = tdm_params_get_name(params);
+    const char *path = tdm_params_get_string(params, "path");
     const TdmDatasetClass *klass = tdm_feature_get_class(feature);
 
     DatasetImpl *impl = g_new0(DatasetImpl, 1);
@@ -144,6 +263,7 @@ TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error
     ds->kind = g_strdup(kind);
     ds->path = g_strdup(path);
     ds->split = g_strdup(split);
+    ds->params = params;
     if (!klass->open(ds, path, split, error)) {
         tdm_dataset_close(ds);
         return NULL;
@@ -160,11 +280,10 @@ TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error
         return NULL;
     }
 
-    /* Known datasets by name, reader or directory name (without ",options"),
-     * so that "idx:/some/where/mnist" is normalised like "mnist" and
+    /* Known datasets by name, reader or directory name, so that
+     * "idx:/some/where/mnist" is normalised like "mnist" and
      * "cifar:/data/cifar-10-batches-bin" like "cifar10". */
     g_autofree char *base = g_path_get_basename(path);
-    base[strcspn(base, ",")] = '\0';
     const KnownDataset *known = find_known(spec);
     if (known == NULL) {
         known = find_known(kind);
@@ -208,6 +327,7 @@ void tdm_dataset_close(TdmDataset *ds)
     g_free(ds->kind);
     g_free(ds->path);
     g_free(ds->split);
+    tdm_params_unref(ds->params);
     g_mutex_clear(&impl->lock);
     g_free(impl);
 }

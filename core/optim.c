@@ -1,6 +1,14 @@
 /* core/optim.c - optimizers: the generic TdmOptimizer object (class lookup
- * through the registry, per-parameter state keyed "<param>.<state>") and
- * the built-in SGD and AdamW, which run the fused updates (tdm_op_*_update).
+ * through the registry, hyperparameters bound to the optimizer's specs,
+ * per-parameter state keyed "<param>.<state>") and the built-in SGD and
+ * AdamW, which run the fused updates (tdm_op_*_update).
+ *
+ * Hyperparameters come from two places that must agree on what is valid:
+ * the fields of TdmOptimizerOptions (a config's optim.momentum) and the
+ * text after the name ("sgd momentum=0.9"). Both go through the optimizer's
+ * specs: a field is the default of the hyperparameter of its name, the text
+ * may override it, and the result goes back into the fields the built-in
+ * optimizers read.
  *
  * The common case is an optimizer over every parameter of a model: those
  * parameters are one contiguous run at the start of the value arena, their
@@ -15,6 +23,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "params-private.h"
 
 #define MAX_STATES 2
 
@@ -329,6 +338,103 @@ const TdmOptimizerClass tdm_adamw_class = {
 
 /* ---- the generic object ---- */
 
+/* The TdmOptimizerOptions fields an optimizer's specs may name: their
+ * values are the defaults of those hyperparameters, and the bound values
+ * go back into them. */
+typedef struct {
+    const char *key;
+    size_t offset;
+    gboolean is_bool;
+} OptionField;
+
+#define FIELD(key, member, is_bool) {key, offsetof(TdmOptimizerOptions, member), is_bool}
+static const OptionField option_fields[] = {
+    FIELD("lr", lr, FALSE),
+    FIELD("momentum", momentum, FALSE),
+    FIELD("dampening", dampening, FALSE),
+    FIELD("nesterov", nesterov, TRUE),
+    FIELD("weight_decay", weight_decay, FALSE),
+    FIELD("beta1", beta1, FALSE),
+    FIELD("beta2", beta2, FALSE),
+    FIELD("eps", eps, FALSE),
+};
+#undef FIELD
+
+/* The shortest text that reads back as `v` ("0.05", not 0.0500000007). */
+static void format_float(float v, char buf[G_ASCII_DTOSTR_BUF_SIZE])
+{
+    for (int digits = 6; digits <= 9; digits++) {
+        char fmt[8];
+        g_snprintf(fmt, sizeof fmt, "%%.%dg", digits);
+        g_ascii_formatd(buf, G_ASCII_DTOSTR_BUF_SIZE, fmt, (double)v);
+        if ((float)g_ascii_strtod(buf, NULL) == v) {
+            return;
+        }
+    }
+}
+
+/* The hyperparameters of the optimizer `spec` names: the fields of `opts`
+ * as defaults, then the key=value text after the name (transfer full). */
+static TdmParams *optimizer_hparams(const char *spec, const TdmOptimizerOptions *opts,
+                                    GError **error)
+{
+    if (opts->hparams != NULL) {
+        return tdm_params_ref(opts->hparams);
+    }
+    const char *args = NULL;
+    g_autofree char *name = tdm_params_split_name(spec, &args);
+    if (name == NULL) {
+        return tdm_params_parse(TDM_FEATURE_OPTIMIZER, spec, error); /* says what is wrong */
+    }
+    TdmFeature *f = tdm_registry_find(TDM_FEATURE_OPTIMIZER, name, error);
+    if (f == NULL) {
+        return NULL;
+    }
+    g_autoptr(TdmParams) hp = tdm_params_new(name, tdm_feature_get_params(f), error);
+    if (hp == NULL) {
+        return NULL;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(option_fields); i++) {
+        const OptionField *o = &option_fields[i];
+        if (!tdm_params_has_key(hp, o->key)) {
+            continue;
+        }
+        const void *field = (const char *)opts + o->offset;
+        char text[G_ASCII_DTOSTR_BUF_SIZE];
+        if (o->is_bool) {
+            g_strlcpy(text, *(const gboolean *)field ? "true" : "false", sizeof text);
+        } else {
+            format_float(*(const float *)field, text);
+        }
+        if (!tdm_params_set_default(hp, o->key, text, error)) {
+            return NULL;
+        }
+    }
+    g_autoptr(GArray) tokens = tdm_param_tokens_new();
+    if (!tdm_param_tokens_read(name, args, &args, FALSE, FALSE, tokens, error) ||
+        !tdm_params_bind_tokens(hp, tokens, FALSE, error)) {
+        return NULL;
+    }
+    return g_steal_pointer(&hp);
+}
+
+/* opts' fields from the bound hyperparameters of the same name. */
+static void options_from_hparams(TdmOptimizerOptions *opts, const TdmParams *hp)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(option_fields); i++) {
+        const OptionField *o = &option_fields[i];
+        if (!tdm_params_has_key(hp, o->key) || !tdm_params_has_value(hp, o->key)) {
+            continue;
+        }
+        void *field = (char *)opts + o->offset;
+        if (o->is_bool) {
+            *(gboolean *)field = tdm_params_get_bool(hp, o->key);
+        } else {
+            *(float *)field = (float)tdm_params_get_float(hp, o->key);
+        }
+    }
+}
+
 TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *params,
                                 const TdmOptimizerOptions *opts, GError **error)
 {
@@ -336,6 +442,16 @@ TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *pa
     if (!tdm_registry_init(error)) {
         return NULL;
     }
+    TdmOptimizerOptions defaults;
+    if (opts == NULL) {
+        tdm_optimizer_options_init(&defaults);
+        opts = &defaults;
+    }
+    g_autoptr(TdmParams) hparams = optimizer_hparams(name, opts, error);
+    if (hparams == NULL) {
+        return NULL;
+    }
+    name = tdm_params_get_name(hparams);
     TdmFeature *f = tdm_registry_find(TDM_FEATURE_OPTIMIZER, name, error);
     if (f == NULL) {
         return NULL;
@@ -343,11 +459,10 @@ TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *pa
     const TdmOptimizerClass *klass = tdm_feature_get_class(f);
     TdmOptimizer *opt = g_new0(TdmOptimizer, 1);
     opt->klass = klass;
-    if (opts != NULL) {
-        opt->opts = *opts;
-    } else {
-        tdm_optimizer_options_init(&opt->opts);
-    }
+    opt->opts = *opts;
+    opt->hparams = g_steal_pointer(&hparams);
+    opt->opts.hparams = opt->hparams;
+    options_from_hparams(&opt->opts, opt->hparams);
     opt->lr = opt->opts.lr;
     opt->device = model->device;
     opt->params = g_ptr_array_new();
@@ -416,5 +531,6 @@ void tdm_optimizer_free(TdmOptimizer *opt)
     }
     g_hash_table_unref(opt->state);
     g_ptr_array_unref(opt->params);
+    tdm_params_unref(opt->hparams);
     g_free(opt);
 }

@@ -26,7 +26,7 @@ struct _TdmFeature {
     int priority; /* as registered; overrides apply on read */
     gconstpointer klass;
     char *description;
-    const TdmParamSpec *params;
+    TdmParamSpec *params; /* a copy in the current layout, or NULL */
     TdmFeatureProbe probe;
     TdmPlugin *plugin;
     guint seq; /* registration order: the tie-break between equal priorities */

@@ -27,6 +27,7 @@
 #include <gmodule.h>
 
 #include "internal.h"
+#include "params-private.h"
 #include "registry-private.h"
 
 TdmRegistry registry;
@@ -85,6 +86,7 @@ static void feature_free(TdmFeature *f)
 {
     g_free(f->name);
     g_free(f->description);
+    g_free(f->params);
     g_free(f->unavailable_reason);
     g_free(f);
 }
@@ -195,13 +197,18 @@ TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kind, const
                     other->plugin->name);
         goto out;
     }
+    /* The registry keeps the specs in the current layout, checked once. */
+    TdmParamSpec *param_copy = NULL;
+    if (params != NULL && (param_copy = tdm_param_specs_copy(name, params, NULL, error)) == NULL) {
+        goto out;
+    }
     f = g_new0(TdmFeature, 1);
     f->kind = kind;
     f->name = g_strdup(name);
     f->priority = priority < 0 ? TDM_PRIORITY_NEVER : priority;
     f->klass = klass;
     f->description = g_strdup(description != NULL ? description : "");
-    f->params = params;
+    f->params = param_copy;
     f->probe = probe;
     f->plugin = plugin;
     f->seq = registry.next_seq++;

@@ -27,12 +27,19 @@
 
 #include "trainer-private.h"
 
+/* Whether the strategy spec ("ddp bucket-mb=25") names `name`. */
+static gboolean strategy_is(const char *spec, const char *name)
+{
+    g_autofree char *first = spec != NULL ? tdm_params_split_name(spec, NULL) : NULL;
+    return g_strcmp0(first, name) == 0;
+}
+
 /* Strategies that need a communicator. `single` and `dp` run in one
  * process. */
-static gboolean strategy_is_distributed(const char *name)
+static gboolean strategy_is_distributed(const char *spec)
 {
-    return name != NULL && name[0] != '\0' && strcmp(name, "single") != 0 &&
-           strcmp(name, "dp") != 0;
+    g_autofree char *name = spec != NULL ? tdm_params_split_name(spec, NULL) : NULL;
+    return name != NULL && strcmp(name, "single") != 0 && strcmp(name, "dp") != 0;
 }
 
 /* This rank's device: with several processes on a node and a spec without
@@ -147,7 +154,7 @@ gboolean tdm_train_setup_process(TrainRun *run, GError **error)
      * holds the master model. */
     const char *device_list = cfg->devices != NULL ? cfg->devices : g_getenv("TDM_DEVICES");
     if (device_list != NULL && device_list[0] != '\0') {
-        if (g_strcmp0(cfg->strategy, "dp") != 0) {
+        if (!strategy_is(cfg->strategy, "dp")) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                         "--devices (TDM_DEVICES=%s) is for --strategy dp, not '%s'", device_list,
                         cfg->strategy);
@@ -314,7 +321,7 @@ gboolean tdm_train_setup_optimizer(TrainRun *run, GError **error)
     oo.beta1 = cfg->beta1;
     oo.beta2 = cfg->beta2;
     oo.eps = cfg->eps;
-    if (g_strcmp0(cfg->strategy, "zero1") == 0) {
+    if (strategy_is(cfg->strategy, "zero1")) {
         run->no_params = g_ptr_array_new();
     }
     run->optimizer = tdm_optimizer_new(cfg->optimizer, run->model, run->no_params, &oo, error);
@@ -331,7 +338,7 @@ gboolean tdm_train_setup_optimizer(TrainRun *run, GError **error)
     if (!tdm_schedule_kind_parse(cfg->schedule, &s->kind, error)) {
         return FALSE;
     }
-    s->base_lr = cfg->lr;
+    s->base_lr = run->optimizer->opts.lr; /* "sgd lr=0.1" may override optim.lr */
     s->min_lr = cfg->min_lr;
     s->gamma = cfg->gamma;
     s->step_size = cfg->step_size;

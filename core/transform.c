@@ -5,9 +5,11 @@
  * draw's number, so creating a stream costs a few multiplications, two
  * streams never share state, and the numbers are the same on every platform
  * and in every thread. The pipeline parser turns "name arg k=v | name ..."
- * into transforms found in the registry (kind TRANSFORM); each transform
- * parses its own arguments in its create(), and every error names the
- * token and its 1-based column. A pipeline runs ping-pong between the
+ * into transforms found in the registry (kind TRANSFORM); each stage's
+ * arguments are read by the parameter tokenizer (core/params.c) and bound
+ * to the transform's specs here, before its create() runs, so types,
+ * ranges and unknown keys are checked in one place, and every error names
+ * the token and its 1-based column. A pipeline runs ping-pong between the
  * caller's image and its scratch image, transform i drawing from stream i,
  * and ends normalised: x / 255 when no normalize transform ran. A
  * `normalize` without mean= and std= takes the dataset's constants, given
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "params-private.h"
 
 /* ---- random streams ---------------------------------------------------- */
 
@@ -119,15 +122,10 @@ void tdm_image_set_u8(TdmImage *img, const guint8 *chw, int c, int h, int w)
 /* ---- pipelines ---------------------------------------------------------- */
 
 typedef struct {
-    char *key; /* NULL for a positional value */
-    char *value;
-    int column;
-} StoredArg;
-
-typedef struct {
     TdmTransform t;
-    int column;            /* where its name starts */
-    GArray *args;          /* StoredArg, kept to re-create it with defaults */
+    int column;                 /* where its name starts */
+    const TdmParamSpec *specs;  /* the feature's (NULL: create() parses alone) */
+    GArray *args;               /* TdmParamToken, kept to re-create it with defaults */
 } Stage;
 
 struct _TdmTransformPipeline {
@@ -137,13 +135,6 @@ struct _TdmTransformPipeline {
     float norm_mean[4], norm_std[4];
 };
 
-static void stored_arg_clear(gpointer p)
-{
-    StoredArg *a = p;
-    g_free(a->key);
-    g_free(a->value);
-}
-
 static void stage_free(gpointer p)
 {
     Stage *s = p;
@@ -151,6 +142,7 @@ static void stage_free(gpointer p)
         s->t.klass->finalize(&s->t);
     }
     g_free(s->t.name);
+    tdm_params_unref(s->t.params);
     if (s->args != NULL) {
         g_array_unref(s->args);
     }
@@ -191,24 +183,6 @@ static const char *skip_spaces(const char *s)
     return s;
 }
 
-/* The value starting at *pos: up to whitespace or '|', continuing over
- * whitespace that follows a comma ("mean=0.5, 0.5, 0.5"). */
-static char *read_value(const char **pos)
-{
-    GString *v = g_string_new(NULL);
-    const char *s = *pos;
-    while (*s != '\0' && *s != '|' && !is_space(*s)) {
-        g_string_append_c(v, *s);
-        if (*s == ',') {
-            s = skip_spaces(s + 1);
-        } else {
-            s++;
-        }
-    }
-    *pos = s;
-    return g_string_free(v, FALSE);
-}
-
 static char *known_transform_names(void)
 {
     GPtrArray *features = tdm_registry_list_features(TDM_FEATURE_TRANSFORM);
@@ -231,31 +205,53 @@ static char *known_transform_names(void)
     return joined;
 }
 
-/* Run the class's create() on the stage's stored arguments. */
+/* An error of stage `s` that does not say where: "name (column C): ..."
+ * (a message "name: ..." gets the column after the name). */
+static void stage_locate_error(const Stage *s, GError **error, GError *local)
+{
+    if (local == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s (column %d): invalid arguments", s->t.name, s->column);
+        return;
+    }
+    if (strstr(local->message, "column") != NULL) {
+        g_propagate_error(error, local);
+        return;
+    }
+    const char *msg = local->message;
+    gsize n = strlen(s->t.name);
+    if (strncmp(msg, s->t.name, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') {
+        msg += n + 2;
+    }
+    g_set_error(error, local->domain, local->code, "%s (column %d): %s", s->t.name, s->column,
+                msg);
+    g_error_free(local);
+}
+
+/* Bind the stage's arguments to its specs, then run the class's create(). */
 static gboolean stage_create(Stage *s, GError **error)
 {
+    GError *local = NULL;
+    g_clear_pointer(&s->t.params, tdm_params_unref);
+    if (s->specs != NULL) {
+        s->t.params = tdm_params_new(s->t.name, s->specs, &local);
+        if (s->t.params == NULL || !tdm_params_bind_tokens(s->t.params, s->args, TRUE, &local)) {
+            stage_locate_error(s, error, local);
+            return FALSE;
+        }
+    }
     guint n = s->args->len;
     TdmTransformArg *targs = g_new0(TdmTransformArg, n > 0 ? n : 1);
     for (guint i = 0; i < n; i++) {
-        StoredArg *a = &g_array_index(s->args, StoredArg, i);
+        const TdmParamToken *a = &g_array_index(s->args, TdmParamToken, i);
         targs[i].key = a->key;
         targs[i].value = a->value;
         targs[i].column = a->column;
     }
-    GError *local = NULL;
     gboolean ok = s->t.klass->create(&s->t, targs, (int)n, &local);
     g_free(targs);
     if (!ok) {
-        if (local == NULL) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "%s (column %d): invalid arguments", s->t.name, s->column);
-        } else if (strstr(local->message, "column") == NULL) {
-            /* A third-party transform that did not say where: add it. */
-            g_prefix_error(&local, "%s (column %d): ", s->t.name, s->column);
-            g_propagate_error(error, local);
-        } else {
-            g_propagate_error(error, local);
-        }
+        stage_locate_error(s, error, local);
     }
     return ok;
 }
@@ -299,48 +295,11 @@ static Stage *parse_stage(const char *spec, const char **pos, int position, GErr
     st->t.name = g_steal_pointer(&name);
     st->t.position = position;
     st->column = column;
-    st->args = g_array_new(FALSE, TRUE, sizeof(StoredArg));
-    g_array_set_clear_func(st->args, stored_arg_clear);
-
-    for (;;) {
-        s = skip_spaces(s);
-        if (*s == '\0' || *s == '|') {
-            break;
-        }
-        StoredArg a = {NULL, NULL, (int)(s - spec) + 1};
-        const char *tok = s;
-        while (is_name_char(*s)) {
-            s++;
-        }
-        const char *after = skip_spaces(s);
-        if (s > tok && *after == '=') {
-            a.key = g_strndup(tok, (gsize)(s - tok));
-            s = skip_spaces(after + 1);
-            if (*s == '\0' || *s == '|') {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                            "%s: %s= (column %d): missing value", st->t.name, a.key, a.column);
-                g_free(a.key);
-                stage_free(st);
-                return NULL;
-            }
-        } else if (*tok == '=') {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "%s: '=' without a parameter name at column %d", st->t.name, a.column);
-            stage_free(st);
-            return NULL;
-        } else {
-            s = tok;
-        }
-        a.value = read_value(&s);
-        if (strchr(a.value, '=') != NULL) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "%s: malformed argument '%s' at column %d", st->t.name, a.value,
-                        a.column);
-            stored_arg_clear(&a);
-            stage_free(st);
-            return NULL;
-        }
-        g_array_append_val(st->args, a);
+    st->specs = tdm_feature_get_params(feature);
+    st->args = tdm_param_tokens_new();
+    if (!tdm_param_tokens_read(st->t.name, spec, &s, TRUE, TRUE, st->args, error)) {
+        stage_free(st);
+        return NULL;
     }
     *pos = s;
     if (!stage_create(st, error)) {
@@ -476,17 +435,6 @@ gboolean tdm_transform_pipeline_apply(TdmTransformPipeline *p, TdmImage *img, Td
     return TRUE;
 }
 
-static gboolean stage_has_arg(const Stage *st, const char *key)
-{
-    for (guint i = 0; i < st->args->len; i++) {
-        const StoredArg *a = &g_array_index(st->args, StoredArg, i);
-        if (a->key != NULL && strcmp(a->key, key) == 0) {
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
 static char *format_floats(int n, const float *v)
 {
     GString *s = g_string_new(NULL);
@@ -500,20 +448,19 @@ static char *format_floats(int n, const float *v)
     return g_string_free(s, FALSE);
 }
 
+/* A `normalize` whose specs have mean and std (the transforms plugin's). */
+static gboolean stage_is_normalize(const Stage *st)
+{
+    return strcmp(st->t.name, "normalize") == 0 && st->t.params != NULL &&
+           tdm_params_has_key(st->t.params, "mean") && tdm_params_has_key(st->t.params, "std");
+}
+
 /* `normalize` takes mean= and std= (or two positional values); one given
  * without the other is the transform's own error. */
 static gboolean stage_lacks_normalization(const Stage *st)
 {
-    if (strcmp(st->t.name, "normalize") != 0) {
-        return FALSE;
-    }
-    gboolean positional = FALSE;
-    for (guint i = 0; i < st->args->len; i++) {
-        if (g_array_index(st->args, StoredArg, i).key == NULL) {
-            positional = TRUE;
-        }
-    }
-    return !positional && !stage_has_arg(st, "mean") && !stage_has_arg(st, "std");
+    return stage_is_normalize(st) && !tdm_params_is_set(st->t.params, "mean") &&
+           !tdm_params_is_set(st->t.params, "std");
 }
 
 void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n, const float *mean,
@@ -529,8 +476,8 @@ void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n, co
             continue;
         }
         /* Re-create it with the defaults as if the user had written them. */
-        StoredArg m = {g_strdup("mean"), format_floats(n, mean), st->column};
-        StoredArg s = {g_strdup("std"), format_floats(n, std), st->column};
+        TdmParamToken m = {g_strdup("mean"), format_floats(n, mean), st->column};
+        TdmParamToken s = {g_strdup("std"), format_floats(n, std), st->column};
         g_array_append_val(st->args, m);
         g_array_append_val(st->args, s);
         if (st->t.klass->finalize != NULL) {
@@ -549,23 +496,6 @@ void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n, co
     }
 }
 
-static int parse_float_list(const char *v, float *out, int max)
-{
-    g_auto(GStrv) parts = g_strsplit(v, ",", -1);
-    int n = 0;
-    for (int i = 0; parts[i] != NULL; i++) {
-        if (n >= max) {
-            return -1;
-        }
-        char *end = NULL;
-        out[n++] = (float)g_ascii_strtod(parts[i], &end);
-        if (end == parts[i] || *end != '\0') {
-            return -1;
-        }
-    }
-    return n;
-}
-
 gboolean tdm_transform_pipeline_get_normalization(const TdmTransformPipeline *p, int *n,
                                                   float *mean, float *std)
 {
@@ -575,38 +505,17 @@ gboolean tdm_transform_pipeline_get_normalization(const TdmTransformPipeline *p,
         if (strcmp(st->t.name, "normalize") != 0) {
             continue;
         }
-        const char *mv = NULL, *sv = NULL;
-        int positional = 0;
-        for (guint k = 0; k < st->args->len; k++) {
-            const StoredArg *a = &g_array_index(st->args, StoredArg, k);
-            if (a->key == NULL) {
-                if (positional == 0) {
-                    mv = a->value;
-                } else if (positional == 1) {
-                    sv = a->value;
-                }
-                positional++;
-            } else if (strcmp(a->key, "mean") == 0) {
-                mv = a->value;
-            } else if (strcmp(a->key, "std") == 0) {
-                sv = a->value;
-            }
-        }
-        if (mv == NULL || sv == NULL) {
-            return FALSE;
-        }
-        int nm = parse_float_list(mv, mean, 4);
-        int ns = parse_float_list(sv, std, 4);
-        if (nm <= 0 || ns <= 0) {
+        double m[4], sd[4];
+        int nm = stage_is_normalize(st) ? tdm_params_get_floats(st->t.params, "mean", m, 4) : 0;
+        int ns = stage_is_normalize(st) ? tdm_params_get_floats(st->t.params, "std", sd, 4) : 0;
+        if (nm <= 0 || ns <= 0 || nm > 4 || ns > 4) {
             return FALSE;
         }
         /* One value stands for every channel, as in the transform. */
         int count = MAX(nm, ns);
-        for (int c = nm; c < count; c++) {
-            mean[c] = mean[0];
-        }
-        for (int c = ns; c < count; c++) {
-            std[c] = std[0];
+        for (int c = 0; c < count; c++) {
+            mean[c] = (float)m[c < nm ? c : 0];
+            std[c] = (float)sd[c < ns ? c : 0];
         }
         *n = count;
         return TRUE;

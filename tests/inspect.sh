@@ -87,10 +87,43 @@ has "parameter with a default" "repeat (int, default 1): how many times each sam
 run "$TANDEM" inspect dataset/fixture-broken
 status "inspect kind/name exits 0" 0
 has "unavailable feature details" "status:      unavailable: fixture hardware is absent" "$out"
+has "a reader without parameters takes the common path" \
+    "path (string, required, positional): the dataset's directory" "$out"
+
+run "$TANDEM" inspect strategy/fixture-strategy
 has "feature without parameters" "parameters:  none" "$out"
 
+# Each parameter with its type, accepted range, default, positional and aliases.
 run "$TANDEM" inspect sgd
-has "built-in optimizer parameters" "lr (float, default 0.01): learning rate" "$out"
+has "built-in optimizer parameters" "lr (float in [0, 1e+06], default 0.01): learning rate" "$out"
+run "$TANDEM" inspect adamw
+has "an exclusive bound" "eps (float in (0, 1], default 1e-8)" "$out"
+if [ -f "$TDM_PLUGIN_SYSTEM_PATH/libtdm-ddp.so" ]; then
+    run "$TANDEM" inspect ddp
+    has "strategy parameter with range and alias" \
+        "bucket-mb (float in [0.001, 1024], default 25; alias bucket_cap_mb)" "$out"
+else
+    skip "strategy parameter with range and alias" "no ddp plugin"
+fi
+if [ -f "$TDM_PLUGIN_SYSTEM_PATH/libtdm-transforms.so" ]; then
+    run "$TANDEM" inspect random-crop
+    has "positional list parameter" "size (list of 1 or 2 ints >= 1, required, positional)" "$out"
+    has "choice with an alias" \
+        "padding_mode (one of constant|edge|reflect|symmetric, default constant; alias mode)" "$out"
+    has "optional parameter without a default" "at (list of 2 ints >= 0, optional)" "$out"
+else
+    for t in "positional list parameter" "choice with an alias" "optional parameter without a default"; do
+        skip "$t" "no transforms plugin"
+    done
+fi
+if [ -f "$TDM_PLUGIN_SYSTEM_PATH/libtdm-imagefolder.so" ]; then
+    run "$TANDEM" inspect dataset/imagefolder
+    has "a reader's common path" "path (string, required, positional)" "$out"
+    has "a reader's own choice" "size (one of first|varying, default varying)" "$out"
+else
+    skip "a reader's common path" "no imagefolder plugin"
+    skip "a reader's own choice" "no imagefolder plugin"
+fi
 
 run "$TANDEM" inspect fixture-good
 status "inspect PLUGIN exits 0" 0

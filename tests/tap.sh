@@ -1,5 +1,6 @@
 # tests/tap.sh - tiny TAP helpers for shell tests (source it).
-#   plan N; ok "name"; fail "name" "why"; check "name" cmd args...; skip_all "why"
+#   plan N; ok "name"; fail "name" "why"; skip "name" "why"; check "name" cmd args...;
+#   skip_all "why"
 tap_n=0
 tap_failed=0
 plan() { echo "1..$1"; }
@@ -10,6 +11,7 @@ fail() {
     [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/# /'
     return 0
 }
+skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $1 # SKIP $2"; }
 check() { name=$1; shift; if "$@"; then ok "$name"; else fail "$name" "command failed: $*"; fi; }
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; }

@@ -7,7 +7,9 @@
  *  - the same parameter frozen is left out of the buckets (ddp) and of the
  *    optimizer shard (zero1), and the step trains the rest, leaving the
  *    frozen one untouched;
- *  - a step with ddp changes the parameters exactly as one with single.
+ *  - a step with ddp changes the parameters exactly as one with single;
+ *  - "ddp bucket-mb=..." sets the bucket size (one all-reduce per bucket),
+ *    and a bad value names the strategy, the key and the accepted range.
  */
 #include <string.h>
 
@@ -92,7 +94,7 @@ static void fixture_setup(Fixture *f, gboolean with_idle)
     f->batch.size = 8;
 }
 
-static TdmStrategy *fixture_strategy(Fixture *f, const char *name)
+static TdmStrategy *fixture_strategy_with(Fixture *f, const char *name, TdmParams *params)
 {
     GError *error = NULL;
     TdmOptimizerOptions oo;
@@ -104,9 +106,15 @@ static TdmStrategy *fixture_strategy(Fixture *f, const char *name)
     g_assert_no_error(error);
     TdmStrategyOptions so = {0};
     so.comm = f->comm;
+    so.params = params;
     TdmStrategy *s = tdm_strategy_new(name, f->model, f->opt, &so, &error);
     g_assert_no_error(error);
     return s;
+}
+
+static TdmStrategy *fixture_strategy(Fixture *f, const char *name)
+{
+    return fixture_strategy_with(f, name, NULL);
 }
 
 static void fixture_teardown(Fixture *f, TdmStrategy *s)
@@ -199,6 +207,71 @@ static void test_world_of_one(void)
     g_free(zero1);
 }
 
+/* All-reduces in one synchronising step of ddp over fc1 (6 -> 64) and
+ * fc2 (64 -> 3): 2,572 bytes of gradients in four parameters, which fit
+ * the default first bucket (1 MiB) but not one of 0.001 MiB (1,048 bytes:
+ * fc2.bias, fc2.weight and fc1.bias, then fc1.weight alone). */
+static guint64 ddp_step_collectives(const char *spec, TdmParams *params)
+{
+    Fixture f;
+    fixture_setup(&f, FALSE);
+    tdm_model_free(f.model);
+    GError *error = NULL;
+    TdmModule *root = tdm_sequential_new();
+    tdm_module_add_child(root, "fc1", tdm_linear_new(6, 64, TRUE));
+    tdm_module_add_child(root, "fc2", tdm_linear_new(64, 3, TRUE));
+    f.model = tdm_model_new(root, f.dev, 3, &error);
+    g_assert_no_error(error);
+    TdmStrategy *s = fixture_strategy_with(&f, spec, params);
+    g_assert_cmpstr(s->name, ==, "ddp");
+    TdmStepResult r = {0};
+    guint64 before = f.comm->seq;
+    g_assert_true(tdm_strategy_train_step(s, &f.batch, TRUE, &r, &error));
+    g_assert_no_error(error);
+    guint64 calls = f.comm->seq - before;
+    fixture_teardown(&f, s);
+    return calls;
+}
+
+static void test_bucket_size(void)
+{
+    g_assert_cmpuint(ddp_step_collectives("ddp", NULL), ==, 1);
+    g_assert_cmpuint(ddp_step_collectives("ddp bucket-mb=0.001", NULL), ==, 2);
+    /* PyTorch's name works too, and so do parameters bound by the caller. */
+    g_assert_cmpuint(ddp_step_collectives("ddp bucket_cap_mb=0.001", NULL), ==, 2);
+    GError *error = NULL;
+    g_autoptr(TdmParams) params = tdm_params_parse(TDM_FEATURE_STRATEGY, "ddp bucket-mb=0.001",
+                                                   &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(ddp_step_collectives(NULL, params), ==, 2);
+}
+
+static void test_bad_parameter(void)
+{
+    Fixture f;
+    fixture_setup(&f, FALSE);
+    GError *error = NULL;
+    TdmOptimizerOptions oo;
+    tdm_optimizer_options_init(&oo);
+    f.opt = tdm_optimizer_new("sgd", f.model, NULL, &oo, &error);
+    g_assert_no_error(error);
+    TdmStrategyOptions so = {0};
+    so.comm = f.comm;
+    static const char *const bad[][2] = {
+        {"ddp bucket-mb=-3", "ddp: bucket-mb=-3: expected a number in [0.001, 1024]"},
+        {"ddp bucket-mb=lots", "ddp: bucket-mb=lots: expected a number in [0.001, 1024]"},
+        {"ddp buckets=2", "ddp: unknown parameter 'buckets'; known: bucket-mb"},
+        {"zero1 bucket-mb=25", "zero1: unknown parameter 'bucket-mb'; known: none"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_null(tdm_strategy_new(bad[i][0], f.model, f.opt, &so, &error));
+        g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+        g_assert_cmpstr(error->message, ==, bad[i][1]);
+        g_clear_error(&error);
+    }
+    fixture_teardown(&f, NULL);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -212,5 +285,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/ddp/frozen-parameter", "ddp", test_frozen_parameter);
     g_test_add_data_func("/zero1/frozen-parameter", "zero1", test_frozen_parameter);
     g_test_add_func("/ddp/world-of-one", test_world_of_one);
+    g_test_add_func("/ddp/bucket-size", test_bucket_size);
+    g_test_add_func("/ddp/bad-parameter", test_bad_parameter);
     return g_test_run();
 }

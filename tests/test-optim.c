@@ -4,7 +4,8 @@
  * every parameter) and the per-parameter path (a non-contiguous subset);
  * state tensors under their checkpoint keys; frozen parameters left alone;
  * the learning-rate schedules at chosen steps; a step that also zeroes the
- * gradients, against a step then zero_grad. Tolerance: 1e-5 relative,
+ * gradients, against a step then zero_grad; hyperparameters given as text
+ * ("sgd momentum=0.9") and as options, bound to the same specs. Tolerance: 1e-5 relative,
  * float32 rounding of two updates.
  */
 #include "config.h"
@@ -350,6 +351,84 @@ static void test_bad_optimizers(void)
     tdm_model_free(model);
 }
 
+/* Hyperparameters in the optimizer's text ("sgd momentum=0.9") and in
+ * TdmOptimizerOptions are bound to the same specs: the options are the
+ * defaults, the text overrides them, both are range-checked with the same
+ * message, and the text changes the update exactly as the option does. */
+static void test_hyperparameters(void)
+{
+    GError *error = NULL;
+    TdmModel *a = small_model(), *b = small_model();
+    TdmOptimizerOptions o;
+    tdm_optimizer_options_init(&o);
+    o.lr = 0.1f;
+    o.weight_decay = 0.01f;
+    TdmOptimizer *oa = tdm_optimizer_new("sgd momentum=0.9 nesterov=true", a, NULL, &o, &error);
+    g_assert_no_error(error);
+    g_assert_cmpfloat(oa->opts.momentum, ==, 0.9f);
+    g_assert_true(oa->opts.nesterov);
+    g_assert_cmpfloat(oa->opts.lr, ==, 0.1f);
+    g_assert_cmpfloat(oa->lr, ==, 0.1f);
+    g_assert_cmpfloat(oa->opts.weight_decay, ==, 0.01f);
+    g_assert_true(oa->opts.hparams == oa->hparams);
+    g_assert_cmpstr(tdm_params_get_name(oa->hparams), ==, "sgd");
+    g_assert_true(tdm_params_is_set(oa->hparams, "momentum"));
+    g_assert_false(tdm_params_is_set(oa->hparams, "lr"));
+    g_assert_cmpfloat((float)tdm_params_get_float(oa->hparams, "lr"), ==, 0.1f);
+    o.momentum = 0.9f;
+    o.nesterov = TRUE;
+    TdmOptimizer *ob = tdm_optimizer_new("sgd", b, NULL, &o, &error);
+    g_assert_no_error(error);
+    for (int step = 0; step < 2; step++) {
+        g_autofree float *g = g_new(float, a->n_grads);
+        test_fill_uniform(g, (int64_t)a->n_grads, 70 + step, -1.0, 1.0);
+        g_assert_true(tdm_tensor_write(a->grad_arena, g, NULL));
+        g_assert_true(tdm_tensor_write(b->grad_arena, g, NULL));
+        g_assert_true(tdm_optimizer_step(oa, &error) && tdm_optimizer_step(ob, &error));
+        g_assert_no_error(error);
+    }
+    g_autofree float *va = test_read(a->value_arena);
+    g_autofree float *vb = test_read(b->value_arena);
+    g_assert_cmpmem(va, a->n_values * sizeof(float), vb, b->n_values * sizeof(float));
+
+    /* The text wins over the options; options given as hparams (a ZeRO
+     * shard's copy of opts) are taken as they are. */
+    TdmOptimizer *oc = tdm_optimizer_new("sgd lr=0.5", a, NULL, &o, &error);
+    g_assert_no_error(error);
+    g_assert_cmpfloat(oc->opts.lr, ==, 0.5f);
+    g_assert_cmpfloat(oc->lr, ==, 0.5f);
+    TdmOptimizer *od = tdm_optimizer_new("sgd", a, NULL, &oc->opts, &error);
+    g_assert_no_error(error);
+    g_assert_cmpfloat(od->opts.lr, ==, 0.5f);
+    g_assert_true(od->hparams == oc->hparams);
+
+    static const char *const bad[][2] = {
+        {"sgd momentum=abc", "sgd: momentum=abc: expected a number in [0, 1]"},
+        {"sgd momentum=1.5", "sgd: momentum=1.5: expected a number in [0, 1]"},
+        {"adamw eps=0", "adamw: eps=0: expected a number in (0, 1]"},
+        {"adamw momentum=0.9",
+         "adamw: unknown parameter 'momentum'; known: lr, beta1, beta2, eps, weight_decay"},
+    };
+    tdm_optimizer_options_init(&o);
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_null(tdm_optimizer_new(bad[i][0], a, NULL, &o, &error));
+        g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+        g_assert_cmpstr(error->message, ==, bad[i][1]);
+        g_clear_error(&error);
+    }
+    /* An option out of the spec's range is refused the same way. */
+    o.momentum = 1.5f;
+    g_assert_null(tdm_optimizer_new("sgd", a, NULL, &o, &error));
+    g_assert_cmpstr(error->message, ==, "sgd: momentum=1.5: expected a number in [0, 1]");
+    g_clear_error(&error);
+    tdm_optimizer_free(oa);
+    tdm_optimizer_free(ob);
+    tdm_optimizer_free(oc);
+    tdm_optimizer_free(od);
+    tdm_model_free(a);
+    tdm_model_free(b);
+}
+
 static void assert_lr(const TdmSchedule *s, int64_t step, double want)
 {
     float got = tdm_schedule_lr(s, step);
@@ -490,6 +569,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/optim/adamw/per-param", GINT_TO_POINTER(TRUE), run_adamw);
     g_test_add_func("/optim/frozen-after-create", test_frozen_after_create);
     g_test_add_func("/optim/bad", test_bad_optimizers);
+    g_test_add_func("/optim/hyperparameters", test_hyperparameters);
     g_test_add_func("/optim/step-zero-grad", test_step_zero_grad);
     g_test_add_func("/optim/schedules", test_schedules);
     g_test_add_func("/optim/overfit/lenet-sgd", test_overfit_lenet_sgd);

@@ -153,7 +153,7 @@ static void test_parse_errors(void)
     parse_fails("pad 4 | random-flip | hflip", "'random-flip'", "column 9", "hflip",
                 "random-crop", NULL);
     parse_fails("hflip | rotate degrees=abc", "degrees=abc", "column 16", "number", NULL);
-    parse_fails("hflip p=2", "p=2", "column 7", "between 0 and 1", NULL);
+    parse_fails("hflip p=2", "p=2", "column 7", "in [0, 1]", NULL);
     parse_fails("hflip q=1", "unknown parameter 'q'", "column 7", "known: p", NULL);
     parse_fails("pad 4 | random-crop", "random-crop", "column 9", "missing parameter size", NULL);
     parse_fails("pad 4 | random-crop padding=2", "column 9", "missing parameter size", NULL);
@@ -162,7 +162,7 @@ static void test_parse_errors(void)
     parse_fails("hflip |  ", "missing transform", "the end", "column 10", NULL);
     parse_fails("hflip 0.5 0.7", "'0.7'", "column 11", "too many", NULL);
     parse_fails("pad 1,2,3", "padding=1,2,3", "column 5", "1, 2 or 4", NULL);
-    parse_fails("center-crop 0", "size", "at least 1", NULL);
+    parse_fails("center-crop 0", "size=0", "column 13", ">= 1", NULL);
     parse_fails("normalize mean=0.5", "std", "both", NULL);
     parse_fails("normalize mean=0.5 std=0", "std=0", "> 0", NULL);
     parse_fails("rotate degrees=", "degrees=", "missing value", "column 8", NULL);

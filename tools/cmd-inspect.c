@@ -3,7 +3,9 @@
  * Without an argument it lists every plugin with its features, then every
  * file that failed to load and why; with a NAME it shows one feature (its
  * parameters included), every feature of that name when several kinds share
- * it, the plugin of that name, or the load failure of that plugin. The
+ * it, the plugin of that name, or the load failure of that plugin. Each
+ * parameter line gives its type and accepted range, its default (or
+ * "required"), whether it may be given without "key=", and its aliases. The
  * layout is "key: value" lines indented under a header, one feature or
  * failure per line, so it reads well and scripts (and tests) can grep it.
  */
@@ -68,6 +70,38 @@ static void print_plugin(TdmPlugin *plugin)
     g_ptr_array_unref(all);
 }
 
+/* "name (type and range, default D, positional; alias a): description" */
+static void print_param(const TdmParamSpec *p)
+{
+    g_autofree char *what = tdm_param_spec_describe(p);
+    printf("    %s (%s, ", p->name, what);
+    if (p->default_value != NULL) {
+        printf("default %s", p->default_value);
+    } else {
+        printf((p->flags & TDM_PARAM_REQUIRED) ? "required" : "optional");
+    }
+    if (p->flags & TDM_PARAM_POSITIONAL) {
+        printf(", positional");
+    }
+    if (p->aliases != NULL) {
+        g_autofree char *aliases = g_strdelimit(g_strdup(p->aliases), "|", ',');
+        printf("; alias %s", aliases);
+    }
+    printf(")%s%s\n", p->description != NULL ? ": " : "",
+           p->description != NULL ? p->description : "");
+}
+
+/* Whether `specs` has a parameter `name`. */
+static gboolean declares(const TdmParamSpec *specs, const char *name)
+{
+    for (const TdmParamSpec *p = specs; p != NULL && p->name != NULL; p++) {
+        if (strcmp(p->name, name) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
 static void print_feature(TdmFeature *f)
 {
     TdmPlugin *plugin = tdm_feature_get_plugin(f);
@@ -86,20 +120,22 @@ static void print_feature(TdmFeature *f)
            ok ? "available" : "unavailable: ", ok ? "" : (reason != NULL ? reason : "?"));
     printf("  description: %s\n", tdm_feature_get_description(f));
     const TdmParamSpec *params = tdm_feature_get_params(f);
-    if (params == NULL || params[0].name == NULL) {
+    /* Every dataset reader takes the common ones (path) before its own. */
+    const TdmParamSpec *common = tdm_feature_get_kind(f) == TDM_FEATURE_DATASET
+                                     ? tdm_dataset_common_params()
+                                     : NULL;
+    if ((params == NULL || params[0].name == NULL) && common == NULL) {
         printf("  parameters:  none\n");
         return;
     }
     printf("  parameters:\n");
-    for (const TdmParamSpec *p = params; p->name != NULL; p++) {
-        printf("    %s (%s, ", p->name, p->type != NULL ? p->type : "string");
-        if (p->default_value != NULL) {
-            printf("default %s", p->default_value);
-        } else {
-            printf("required");
+    for (const TdmParamSpec *p = common; p != NULL && p->name != NULL; p++) {
+        if (!declares(params, p->name)) {
+            print_param(p);
         }
-        printf(")%s%s\n", p->description != NULL ? ": " : "",
-               p->description != NULL ? p->description : "");
+    }
+    for (const TdmParamSpec *p = params; p != NULL && p->name != NULL; p++) {
+        print_param(p);
     }
 }
 

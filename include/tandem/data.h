@@ -1,8 +1,8 @@
 /* tandem/data.h - datasets, samplers, the loader and batches.
  *
  * A dataset reader is a feature of kind TDM_FEATURE_DATASET whose class is a
- * TdmDatasetClass; `tdm_dataset_open("idx:/usr/share/datasets/fashion-mnist",
- * "train")` picks the reader by the part before the colon. Samples are u8
+ * TdmDatasetClass; `tdm_dataset_open("idx path=/usr/share/datasets/fashion-mnist",
+ * "train")` picks the reader by its first word. Samples are u8
  * images in CHW order plus an integer label. The sampler decides the order,
  * the loader turns samples into normalised f32 batches on the device.
  */
@@ -15,7 +15,9 @@
 
 G_BEGIN_DECLS
 
-#define TDM_DATASET_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
+/* 1.1 gave TdmDataset a reserved slot, params: a reader that reads it
+ * needs a core that fills it (see `since 1.1` in the struct). */
+#define TDM_DATASET_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
 /* Every slot is required unless its comment says "(optional: NULL means
  * ...)"; the registry refuses a reader with a NULL required slot. */
@@ -23,8 +25,9 @@ struct _TdmDatasetClass {
     guint32 iface_version; /* TDM_DATASET_IFACE_VERSION */
     guint32 struct_size;   /* sizeof(TdmDatasetClass) */
     /* Open `path` for `split` ("train" or "test"); fill length, channels,
-     * height, width, num_classes and priv. Errors name the file (and the byte
-     * offset for malformed content). */
+     * height, width, num_classes and priv. The reader's other parameters
+     * (its TdmParamSpec list) are in ds->params. Errors name the file (and
+     * the byte offset for malformed content). */
     gboolean (*open)(TdmDataset *ds, const char *path, const char *split, GError **error);
     /* Sample `index` (0 <= index < length): c*h*w bytes, CHW, into `image`.
      * Must be safe to call from several threads at once. */
@@ -53,13 +56,23 @@ struct _TdmDataset {
     int channels, height, width;
     int num_classes;
     gpointer priv;
-    gpointer reserved[4];
+    /* since 1.1: params */
+    /* The reader's parameters, path included, bound to its specs by
+     * tdm_dataset_open() (transfer none: valid until close; NULL when a
+     * caller runs open() itself). */
+    TdmParams *params;
+    gpointer reserved[3];
 };
 
-/* Open a dataset: "KIND:PATH" (e.g. "idx:/usr/share/datasets/fashion-mnist")
- * or a known name ("fashion-mnist", "mnist") that resolves to the Debian
- * data set, or for fashion-mnist to the embedded subset when that is not
- * installed. Transfer full. */
+/* Open a dataset: a reader and its parameters, "KIND path=PATH key=value
+ * ..." (or "KIND PATH key=value ...": <tandem/params.h>), e.g.
+ * "imagefolder path=/data/pets size=first"; the older form
+ * "KIND:PATH[,key=value...]" ("idx:/usr/share/datasets/fashion-mnist",
+ * "imagefolder:/data/pets,size=first"), which means the same; or a known
+ * name ("fashion-mnist", "mnist") that resolves to the Debian data set, or
+ * for fashion-mnist to the embedded subset when that is not installed. A
+ * bad parameter names the reader, the key and what it accepts. Transfer
+ * full. */
 TDM_API TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error);
 TDM_API gboolean tdm_dataset_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label,
                                   GError **error);
@@ -69,8 +82,12 @@ TDM_API void tdm_dataset_close(TdmDataset *ds);
  * samples. `mean` and `std` hold 4 entries; *n gets the channel count. */
 TDM_API gboolean tdm_dataset_get_normalization(TdmDataset *ds, int *n, float *mean, float *std,
                                                GError **error);
+/* The parameters every reader takes before its own (path: required and
+ * positional), ending with a NULL name (transfer none). */
+TDM_API const TdmParamSpec *tdm_dataset_common_params(void);
 /* Where a known dataset name resolves ("KIND:PATH", transfer full), or NULL
- * with an error when no copy is installed. */
+ * with an error when no copy is installed; a spec that names its reader
+ * ("KIND:PATH", "KIND path=PATH ...") is returned as it is. */
 TDM_API char *tdm_dataset_resolve(const char *spec, GError **error);
 
 /* ---- samplers ---- */

@@ -9,6 +9,7 @@
 #define TANDEM_OPTIM_H
 
 #include <tandem/module.h>
+#include <tandem/params.h>
 
 G_BEGIN_DECLS
 
@@ -28,14 +29,21 @@ typedef struct {
     gboolean nesterov;  /* sgd */
     float weight_decay;
     float beta1, beta2, eps; /* adamw */
-    gpointer reserved[4];
+    /* since 1.1: hparams */
+    /* The optimizer's hyperparameters already bound to its specs
+     * (transfer none; NULL: tdm_optimizer_new() binds those in its `name`). */
+    TdmParams *hparams;
+    gpointer reserved[3];
 } TdmOptimizerOptions;
 
 /* Defaults: lr 0.01, momentum 0, dampening 0, nesterov off, weight decay 0,
- * betas 0.9/0.999, eps 1e-8. */
+ * betas 0.9/0.999, eps 1e-8, no hparams. */
 TDM_API void tdm_optimizer_options_init(TdmOptimizerOptions *opts);
 
-#define TDM_OPTIMIZER_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
+/* 1.1 gave TdmOptimizer and TdmOptimizerOptions a reserved slot each,
+ * hparams: an optimizer that reads it needs a core that fills it (see
+ * `since 1.1`). */
+#define TDM_OPTIMIZER_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
 /* Every slot is required unless its comment says "(optional: NULL means
  * ...)"; the registry refuses an optimizer with a NULL required slot. */
@@ -63,12 +71,24 @@ struct _TdmOptimizer {
      * "fc.weight.momentum_buffer"), plain f32 on `device`, owned here. */
     GHashTable *state;
     gpointer priv;
-    gpointer reserved[4];
+    /* since 1.1: hparams */
+    /* Its hyperparameters ("sgd momentum=0.9": lr, momentum, ...) bound to
+     * its specs (owned; never NULL): what opts holds, for the keys the
+     * specs share with TdmOptimizerOptions, and a plugin's own keys.
+     * opts.hparams points here. */
+    TdmParams *hparams;
+    gpointer reserved[3];
 };
 
-/* Create the optimizer `name` ("sgd", "adamw" or a plugin's) over the
- * trainable parameters of `model` (or over `params` when not NULL: a ZeRO
- * shard). Transfer full. */
+/* Create an optimizer over the trainable parameters of `model` (or over
+ * `params` when not NULL: a ZeRO shard). `name` is an optimizer ("sgd",
+ * "adamw" or a plugin's) with its hyperparameters, "sgd momentum=0.9
+ * nesterov=true" (<tandem/params.h>). The fields of `opts` (NULL: the
+ * defaults) are the defaults of the hyperparameters of the same name, so
+ * a config's optim.momentum and "sgd momentum=0.9" are checked against the
+ * same spec, and the text wins over `opts`; opts->hparams, when given,
+ * replaces both. A bad value is TDM_ERROR_INVALID_ARG naming the
+ * optimizer, the key and what it accepts. Transfer full. */
 TDM_API TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *params,
                                         const TdmOptimizerOptions *opts, GError **error);
 TDM_API gboolean tdm_optimizer_step(TdmOptimizer *opt, GError **error);

@@ -60,17 +60,92 @@ typedef struct {
         initfn, {0}};                                                               \
     TDM_PLUGIN_EXPORT const TdmPluginDesc *tdm_plugin_##ident##_get_desc(void);     \
     TDM_PLUGIN_EXPORT const TdmPluginDesc *tdm_plugin_##ident##_get_desc(void)      \
-    {                                                                               \
+    {                                                                                             \
         return &tdm_plugin_desc_;                                                   \
     }
 
-/* A parameter a feature accepts (shown by `tandem inspect NAME`). */
+/* ---- parameters ------------------------------------------------------- */
+
+/* What a parameter's value is. A list is written with commas ("0.5,0.5,0.5",
+ * spaces after the commas allowed); its elements obey min/max and its
+ * length min_count/max_count. */
+typedef enum {
+    TDM_PARAM_STRING = 0, /* any text */
+    TDM_PARAM_INT,        /* an integer in [min, max] */
+    TDM_PARAM_FLOAT,      /* a finite number in [min, max] */
+    TDM_PARAM_BOOL,       /* true/false, yes/no, on/off, 1/0 */
+    TDM_PARAM_CHOICE,     /* one of `choices` */
+    TDM_PARAM_INTS,       /* a list of integers */
+    TDM_PARAM_FLOATS,     /* a list of numbers */
+    TDM_PARAM_N_TYPES
+} TdmParamType;
+
+typedef enum {
+    TDM_PARAM_REQUIRED = 1 << 0,      /* an error when not given */
+    TDM_PARAM_POSITIONAL = 1 << 1,    /* may be given without "key=", in spec order */
+    TDM_PARAM_MIN_EXCLUSIVE = 1 << 2, /* (min, ...: min itself is refused */
+    TDM_PARAM_MAX_EXCLUSIVE = 1 << 3, /* ..., max): max itself is refused */
+} TdmParamFlags;
+
+/* A parameter a feature accepts: the parser (<tandem/params.h>) checks
+ * values against it and `tandem inspect NAME` shows it.
+ *
+ * Growing without breaking plugins built earlier: every entry carries its
+ * own size (`struct_size`, set by the TDM_PARAM_SPEC_* macros below), and the
+ * core reads an array entry by entry with that stride, copying the fields
+ * it knows and zero-filling the ones an older plugin did not have. So new
+ * fields go at the end, and a plugin built against older headers keeps
+ * working. The first layout (interface 1.0: four strings name, type,
+ * default_value, description) had no size; `struct_size` sits where its
+ * `type` pointer was and is pointer-sized, and since no string lives in the
+ * first page of memory, a value below 4096 there can only be a size: that
+ * is how the core tells the two layouts apart (a 1.0 array's "int",
+ * "float", "bool" and "string" types map to the enum, anything else to
+ * TDM_PARAM_STRING). tdm_feature_get_params() always returns the current
+ * layout. An array ends with an entry whose name is NULL (TDM_PARAM_SPEC_END).
+ * since 1.1: struct_size, type, flags, min, max, min_count, max_count,
+ * choices, aliases (the 1.0 layout had name, type text, default, description) */
 typedef struct {
-    const char *name;
-    const char *type;          /* "int", "float", "string", "bool", "list" */
-    const char *default_value; /* NULL if required */
+    const char *name;          /* the key: letters, digits, '-', '_' */
+    gsize struct_size;         /* sizeof(TdmParamSpec) */
+    TdmParamType type;
+    guint32 flags;             /* TdmParamFlags */
+    const char *default_value; /* as a user would write it; NULL: none */
+    double min, max;           /* numbers, each list element: both 0 = any */
+    int min_count, max_count;  /* lists: how many values; both 0 = one or more */
+    const char *choices;       /* TDM_PARAM_CHOICE: "a|b|c" */
+    const char *aliases;       /* other keys accepted for it, "a|b", or NULL */
     const char *description;
 } TdmParamSpec;
+
+/* Parsed values of one use of a feature (<tandem/params.h>). */
+typedef struct _TdmParams TdmParams;
+
+/* Entries for the common cases (`flags` is a TdmParamFlags mask; for a
+ * number without limits give 0, 0 as the range). Write other combinations
+ * (aliases, say) with designated initializers and
+ * `.struct_size = sizeof(TdmParamSpec)`. */
+#define TDM_PARAM_SPEC_FULL(n, t, f, def, lo, hi, cmin, cmax, ch, desc)                           \
+    {                                                                                             \
+        .name = (n), .struct_size = sizeof(TdmParamSpec), .type = (t), .flags = (f),              \
+        .default_value = (def), .min = (lo), .max = (hi), .min_count = (cmin),                    \
+        .max_count = (cmax), .choices = (ch), .description = (desc)                               \
+    }
+#define TDM_PARAM_SPEC_STRING(n, f, def, desc)                                                    \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_STRING, f, def, 0, 0, 0, 0, NULL, desc)
+#define TDM_PARAM_SPEC_INT(n, f, def, lo, hi, desc)                                               \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_INT, f, def, lo, hi, 0, 0, NULL, desc)
+#define TDM_PARAM_SPEC_FLOAT(n, f, def, lo, hi, desc)                                             \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_FLOAT, f, def, lo, hi, 0, 0, NULL, desc)
+#define TDM_PARAM_SPEC_BOOL(n, f, def, desc)                                                      \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_BOOL, f, def, 0, 0, 0, 0, NULL, desc)
+#define TDM_PARAM_SPEC_CHOICE(n, f, def, choices, desc)                                           \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_CHOICE, f, def, 0, 0, 0, 0, choices, desc)
+#define TDM_PARAM_SPEC_INTS(n, f, def, cmin, cmax, lo, hi, desc)                                  \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_INTS, f, def, lo, hi, cmin, cmax, NULL, desc)
+#define TDM_PARAM_SPEC_FLOATS(n, f, def, cmin, cmax, lo, hi, desc)                                \
+    TDM_PARAM_SPEC_FULL(n, TDM_PARAM_FLOATS, f, def, lo, hi, cmin, cmax, NULL, desc)
+#define TDM_PARAM_SPEC_END {.name = NULL}
 
 /* Availability probe: return FALSE with a reason (no GPU, no driver...). */
 typedef gboolean (*TdmFeatureProbe)(gconstpointer klass, char **reason);
@@ -78,8 +153,11 @@ typedef gboolean (*TdmFeatureProbe)(gconstpointer klass, char **reason);
 /* Register a feature of PLUGIN during init. `klass` is the kind-specific
  * class struct (TdmBackendClass, TdmDatasetClass, ...), which must outlive
  * the plugin (static storage). `params` is NULL or terminated by an entry
- * with a NULL name. Returns the feature (transfer none, owned by the
- * registry) or NULL with error set (duplicate name of that kind...).
+ * with a NULL name (either layout, see TdmParamSpec; the registry keeps a
+ * copy in the current one); a spec that makes no sense (a default its own
+ * type refuses, an unknown type) is refused with the reason. Returns the
+ * feature (transfer none, owned by the registry) or NULL with error set
+ * (duplicate name of that kind...).
  *
  * The class is checked here, once, for every plugin and the built-in one:
  * its iface_version must have the core's major and no newer minor (see
@@ -105,6 +183,8 @@ TDM_API int tdm_feature_get_priority(const TdmFeature *feature); /* after overri
 TDM_API gconstpointer tdm_feature_get_class(const TdmFeature *feature);
 TDM_API TdmPlugin *tdm_feature_get_plugin(const TdmFeature *feature);
 TDM_API const char *tdm_feature_get_description(const TdmFeature *feature);
+/* NULL, or the parameter specs in the current layout, ending with a NULL
+ * name (transfer none). */
 TDM_API const TdmParamSpec *tdm_feature_get_params(const TdmFeature *feature);
 /* Runs the probe once (cached). On FALSE, *reason (may be NULL) gets a
  * transfer-none explanation. */

@@ -11,17 +11,24 @@
 
 #include <tandem/optim.h>
 #include <tandem/data.h>
+#include <tandem/params.h>
 
 G_BEGIN_DECLS
 
-#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
+/* 1.1 gave TdmStrategy and TdmStrategyOptions a reserved slot each, params:
+ * a strategy that reads it needs a core that fills it (see `since 1.1`). */
+#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
 typedef struct {
     float label_smoothing;
     int accumulate;       /* micro-batches per optimizer step (1) */
     GPtrArray *devices;   /* TdmDevice * for dp; NULL = the model's device */
     gpointer comm;        /* collective communicator (distributed strategies) */
-    gpointer reserved[8];
+    /* since 1.1: params */
+    /* The strategy's parameters bound to its specs (transfer none; NULL:
+     * tdm_strategy_new() binds those of its `name`). */
+    TdmParams *params;
+    gpointer reserved[7];
 } TdmStrategyOptions;
 
 typedef struct {
@@ -55,10 +62,18 @@ struct _TdmStrategy {
     TdmOptimizer *optimizer;  /* transfer none */
     TdmStrategyOptions opts;
     gpointer priv;
-    gpointer reserved[4];
+    /* since 1.1: params */
+    /* Its parameters ("ddp bucket-mb=25": bucket-mb), read in setup with
+     * the getters of <tandem/params.h> (owned by the strategy; never NULL). */
+    TdmParams *params;
+    gpointer reserved[3];
 };
 
-/* Select a strategy by name (NULL = "single") and set it up. Transfer full. */
+/* Select a strategy and set it up. `name` is a strategy with its
+ * parameters, "ddp bucket-mb=25" (<tandem/params.h>; NULL or "" =
+ * "single"); opts->params, when given, replaces the ones in `name`. A bad
+ * parameter is TDM_ERROR_INVALID_ARG naming the strategy, the key and what
+ * it accepts. Transfer full. */
 TDM_API TdmStrategy *tdm_strategy_new(const char *name, TdmModel *model, TdmOptimizer *optimizer,
                                       const TdmStrategyOptions *opts, GError **error);
 TDM_API gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,

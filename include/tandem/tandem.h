@@ -4,6 +4,7 @@
 
 #include <tandem/types.h>
 #include <tandem/plugin.h>
+#include <tandem/params.h>
 #include <tandem/tensor.h>
 #include <tandem/device.h>
 #include <tandem/backend.h>

@@ -4,7 +4,8 @@
  * A transform is a feature of kind TDM_FEATURE_TRANSFORM whose class is a
  * TdmTransformClass ("random-crop", "hflip", "rotate", "normalize", ...). A
  * pipeline string "random-crop 28 pad=2 | hflip p=0.5 | normalize" is parsed
- * into a TdmTransformPipeline; parse errors point at the offending token.
+ * into a TdmTransformPipeline; each stage's arguments follow the grammar
+ * of <tandem/params.h>, and parse errors point at the offending token.
  *
  * Images travel through a pipeline as float CHW with values on the u8 scale
  * (0..255) until `normalize` (torchvision's ToTensor + Normalize) maps them
@@ -16,7 +17,7 @@
 #ifndef TANDEM_TRANSFORM_H
 #define TANDEM_TRANSFORM_H
 
-#include <tandem/plugin.h>
+#include <tandem/params.h>
 
 G_BEGIN_DECLS
 
@@ -52,7 +53,9 @@ TDM_API void tdm_image_clear(TdmImage *img);
 TDM_API void tdm_image_set_u8(TdmImage *img, const guint8 *chw, int c, int h, int w);
 
 /* ---- transforms ---- */
-#define TDM_TRANSFORM_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
+/* 1.1 gave TdmTransform a reserved slot, params: a transform that reads it
+ * needs a core that fills it (see `since 1.1` in the struct). */
+#define TDM_TRANSFORM_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
 typedef struct _TdmTransform TdmTransform;
 typedef struct _TdmTransformClass TdmTransformClass;
@@ -69,8 +72,12 @@ typedef struct {
 struct _TdmTransformClass {
     guint32 iface_version;  /* TDM_TRANSFORM_IFACE_VERSION */
     guint32 struct_size;    /* sizeof(TdmTransformClass) */
-    /* Parse the arguments into t->priv. Errors name the argument and its
-     * column ("rotate: degrees=abc (column 31): expected a number"). */
+    /* Set up t->priv from the arguments: t->params holds them checked
+     * against the feature's specs (types, ranges, required ones), so
+     * create() reads typed values and checks only what the specs cannot
+     * say, with tdm_params_set_error(); `args` are the raw tokens. Errors
+     * name the argument and its column ("rotate: degrees=abc (column 31):
+     * expected a number"). */
     gboolean (*create)(TdmTransform *t, const TdmTransformArg *args, int n_args,
                        GError **error);
     /* Output shape for an input of shape (c, h, w); 0 sizes mean "varies"
@@ -93,7 +100,12 @@ struct _TdmTransform {
     char *name;
     int position;   /* index in its pipeline (the random stream number) */
     gpointer priv;
-    gpointer reserved[2];
+    /* since 1.1: params */
+    /* The arguments, already bound to the feature's specs when create()
+     * runs (<tandem/params.h>; transfer none); NULL when the feature
+     * registered no specs, and create() parses the args itself. */
+    TdmParams *params;
+    gpointer reserved[1];
 };
 
 typedef struct _TdmTransformPipeline TdmTransformPipeline;

@@ -13,13 +13,15 @@
  *
  * The same reader is registered three times: "cifar" detects the format from
  * the files present, "cifar10" and "cifar100" insist on one (and let the core
- * pick the published normalisation constants by name). Options follow the
- * path after commas: "cifar100:/data/cifar-100-binary,label=coarse" trains on
- * the 20 superclasses instead of the 100 fine classes.
+ * pick the published normalisation constants by name). The label=
+ * parameter, "cifar100 /data/cifar-100-binary label=coarse" (or the older
+ * "cifar100:/data/cifar-100-binary,label=coarse"), trains on the 20
+ * superclasses instead of the 100 fine classes.
  */
 #include <string.h>
 
 #include <tandem/data.h>
+#include <tandem/params.h>
 #include <tandem/plugin.h>
 
 #define CIFAR_PIXELS 3072
@@ -53,38 +55,12 @@ static gboolean cifar_fail(GError **error, int code, const char *fmt, ...)
     return FALSE;
 }
 
-/* Peel ",key=value" options off the end of `spec` (paths may hold commas;
- * only a trailing "word=value" without a slash counts as an option). Returns
- * the path; *label_coarse is set from "label=". */
-static char *cifar_parse_options(const char *spec, gboolean *label_coarse, GError **error)
+/* CIFAR-100's label= parameter (cifar and cifar100 take it; without
+ * parameters, as when a caller runs open() itself: fine). */
+static gboolean cifar_label_coarse(const TdmDataset *ds)
 {
-    g_autofree char *path = g_strdup(spec);
-    *label_coarse = FALSE;
-    char *comma;
-    while ((comma = strrchr(path, ',')) != NULL) {
-        const char *opt = comma + 1;
-        const char *eq = strchr(opt, '=');
-        if (eq == NULL || eq == opt || strchr(opt, '/') != NULL ||
-            strspn(opt, "abcdefghijklmnopqrstuvwxyz-_") != (size_t)(eq - opt)) {
-            break;
-        }
-        if (strncmp(opt, "label=", 6) == 0 && strcmp(eq + 1, "coarse") == 0) {
-            *label_coarse = TRUE;
-        } else if (strncmp(opt, "label=", 6) == 0 && strcmp(eq + 1, "fine") == 0) {
-            *label_coarse = FALSE;
-        } else if (strncmp(opt, "label=", 6) == 0) {
-            cifar_fail(error, TDM_ERROR_INVALID_ARG,
-                       "cifar: bad option '%s' in '%s' (expected label=fine or label=coarse)", opt,
-                       spec);
-            return NULL;
-        } else {
-            cifar_fail(error, TDM_ERROR_INVALID_ARG,
-                       "cifar: unknown option '%s' in '%s' (known: label=fine|coarse)", opt, spec);
-            return NULL;
-        }
-        *comma = '\0';
-    }
-    return g_steal_pointer(&path);
+    return ds->params != NULL && tdm_params_has_key(ds->params, "label") &&
+           tdm_params_get_choice(ds->params, "label") == 1;
 }
 
 static gboolean file_present(const char *dir, const char *name)
@@ -217,14 +193,10 @@ static char **cifar_split_files(const char *dir, CifarFormat format, const char 
     return (char **)g_ptr_array_free(g_steal_pointer(&names), FALSE);
 }
 
-static gboolean cifar_open_files(TdmDataset *ds, const char *spec, const char *split,
+static gboolean cifar_open_files(TdmDataset *ds, const char *dir, const char *split,
                                  GError **error)
 {
-    gboolean coarse;
-    g_autofree char *dir = cifar_parse_options(spec, &coarse, error);
-    if (dir == NULL) {
-        return FALSE;
-    }
+    gboolean coarse = cifar_label_coarse(ds);
     CifarFormat want = FORMAT_DETECT;
     if (g_strcmp0(ds->kind, "cifar10") == 0) {
         want = FORMAT_CIFAR10;
@@ -318,10 +290,10 @@ static const TdmDatasetClass cifar_class = {
 };
 
 static const TdmParamSpec cifar_params[] = {
-    {"label", "string", "fine",
-     "CIFAR-100: fine (100 classes) or coarse (20 superclasses); "
-     "given after the path: cifar100:DIR,label=coarse"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_CHOICE("label", 0, "fine", "fine|coarse",
+                          "CIFAR-100: fine (100 classes) or coarse (20 superclasses), e.g. "
+                          "\"cifar100 DIR label=coarse\""),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean cifar_init(TdmPlugin *plugin, GError **error)

@@ -19,10 +19,10 @@
  * samples are decoded one by one with read_image (u8 scale floats, CHW); the
  * loader's transforms bring them to one size. The channel count is that of
  * the first image (grey 1, anything else 3) and every image is converted to
- * it; options after the path change this: "imagefolder:DIR,channels=3"
- * forces RGB (or 1 for grey), and ",size=first" declares that all images
- * share the first image's size, so the fixed-size read() works (each read
- * checks it, and names the file that differs).
+ * it; parameters change this: "imagefolder DIR channels=3" forces RGB (or 1
+ * for grey), and "size=first" declares that all images share the first
+ * image's size, so the fixed-size read() works (each read checks it, and
+ * names the file that differs).
  *
  * Only file names are kept after open; a read opens, decodes and frees, with
  * all decoder state on its own stack and the file's bytes in a buffer of
@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include <tandem/data.h>
+#include <tandem/params.h>
 #include <tandem/plugin.h>
 
 #include "image-decode.h"
@@ -65,36 +66,18 @@ static gboolean folder_fail(GError **error, int code, const char *fmt, ...)
     return FALSE;
 }
 
-/* Peel ",key=value" options off the end of `spec` (a trailing "word=value"
- * without a slash; other commas belong to the path). */
-static char *folder_parse_options(const char *spec, FolderOptions *opts, GError **error)
+/* The parameters tdm_dataset_open() bound to folder_params (none when a
+ * caller runs open() itself: the defaults). */
+static void folder_read_options(const TdmDataset *ds, FolderOptions *opts)
 {
-    g_autofree char *path = g_strdup(spec);
     memset(opts, 0, sizeof(*opts));
-    char *comma;
-    while ((comma = strrchr(path, ',')) != NULL) {
-        const char *opt = comma + 1;
-        const char *eq = strchr(opt, '=');
-        if (eq == NULL || eq == opt || strchr(opt, '/') != NULL ||
-            strspn(opt, "abcdefghijklmnopqrstuvwxyz-_") != (size_t)(eq - opt)) {
-            break;
-        }
-        const char *v = eq + 1;
-        if (strncmp(opt, "channels=", 9) == 0 && (g_str_equal(v, "1") || g_str_equal(v, "3"))) {
-            opts->channels = v[0] - '0';
-        } else if (strncmp(opt, "size=", 5) == 0 &&
-                   (g_str_equal(v, "first") || g_str_equal(v, "varying"))) {
-            opts->size_first = g_str_equal(v, "first");
-        } else {
-            folder_fail(error, TDM_ERROR_INVALID_ARG,
-                        "imagefolder: bad option '%s' in '%s' (known: channels=1|3, "
-                        "size=first|varying)",
-                        opt, spec);
-            return NULL;
-        }
-        *comma = '\0';
+    if (ds->params == NULL) {
+        return;
     }
-    return g_steal_pointer(&path);
+    /* "1" or "3"; -1 (not given): the first image's */
+    int c = tdm_params_get_choice(ds->params, "channels");
+    opts->channels = c == 0 ? 1 : c == 1 ? 3 : 0;
+    opts->size_first = tdm_params_get_choice(ds->params, "size") == 0;
 }
 
 static int compare_strings(gconstpointer a, gconstpointer b)
@@ -347,13 +330,10 @@ static void folder_close(TdmDataset *ds)
     ds->priv = NULL;
 }
 
-static gboolean folder_open_dir(TdmDataset *ds, const char *spec, const char *split, GError **error)
+static gboolean folder_open_dir(TdmDataset *ds, const char *dir, const char *split, GError **error)
 {
     FolderOptions opts;
-    g_autofree char *dir = folder_parse_options(spec, &opts, error);
-    if (dir == NULL) {
-        return FALSE;
-    }
+    folder_read_options(ds, &opts);
     g_autofree char *root = split_root(dir, split, error);
     if (root == NULL) {
         return FALSE;
@@ -470,7 +450,7 @@ static gboolean folder_read(TdmDataset *ds, int64_t index, guint8 *image, int32_
                            "%s: image-folder samples may differ in size, so they cannot be read "
                            "at a fixed size; use transforms that make them one size (e.g. "
                            "--transforms \"resize 64 | center-crop 64\"), or open the dataset "
-                           "with ',size=first' if every image is %dx%d like the first",
+                           "with size=first if every image is %dx%d like the first",
                            ds->path, d->first_w, d->first_h);
     }
     g_autofree guint8 *px = NULL;
@@ -500,13 +480,13 @@ static const TdmDatasetClass folder_class = {
 };
 
 static const TdmParamSpec folder_params[] = {
-    {"channels", "int", NULL,
-     "1 (grey) or 3 (RGB): convert every image to it (default: the "
-     "first image's); given after the path: imagefolder:DIR,channels=3"},
-    {"size", "string", "varying",
-     "first: every image has the first image's size (enables "
-     "fixed-size reads); varying: sizes differ, transforms fix them"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_CHOICE("channels", 0, NULL, "1|3",
+                          "convert every image to grey (1) or RGB (3); default: the first "
+                          "image's"),
+    TDM_PARAM_SPEC_CHOICE("size", 0, "varying", "first|varying",
+                          "first: every image has the first image's size (enables fixed-size "
+                          "reads); varying: sizes differ, transforms fix them"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean folder_init(TdmPlugin *plugin, GError **error)

@@ -5,8 +5,8 @@
  * the gradient arena into buckets: contiguous slices in reverse parameter
  * order, since backward produces the last layer's gradients first. The
  * first bucket is small (about 1 MiB) so that communication starts early;
- * the others hold about 25 MiB (TDM_DDP_BUCKET_MB, which also caps the
- * first). A parameter that would overflow the current bucket starts the
+ * the others hold about 25 MiB (the bucket-mb parameter, "ddp
+ * bucket-mb=50", which also caps the first). A parameter that would overflow the current bucket starts the
  * next one (one larger than a bucket gets its own), so the small last
  * layers are reduced while the large ones are still in backward. A bucket
  * never spans a frozen parameter, whose gradient is neither computed nor
@@ -37,7 +37,6 @@
 #include "strategies-util.h"
 
 #define DDP_FIRST_BUCKET_BYTES (1u << 20)
-#define DDP_DEFAULT_BUCKET_MB 25.0
 
 typedef struct {
     size_t start, count; /* elements of the grad arena */
@@ -112,32 +111,20 @@ static void ddp_grad_ready(TdmModel *model, TdmParam *param, gpointer user_data)
     }
 }
 
-static double bucket_cap_bytes(void)
+static double bucket_cap_bytes(const TdmStrategy *s)
 {
-    const char *env = g_getenv("TDM_DDP_BUCKET_MB");
-    double mb = DDP_DEFAULT_BUCKET_MB;
-    if (env != NULL && env[0] != '\0') {
-        char *end = NULL;
-        double v = g_ascii_strtod(env, &end);
-        if (end != env && *end == '\0' && v > 0) {
-            mb = v;
-        } else {
-            g_warning("TDM_DDP_BUCKET_MB='%s' is not a positive number; using %g", env, mb);
-        }
-    }
-    return mb * 1024.0 * 1024.0;
+    return tdm_params_get_float(s->params, "bucket-mb") * 1024.0 * 1024.0;
 }
 
 /* Buckets over the trainable parameters in reverse order: a new bucket
  * starts when the next parameter would overflow the current one or is not
  * its neighbour in the arena (a frozen parameter lies between). */
-static gboolean ddp_make_buckets(DdpPriv *priv, TdmModel *model, GError **error)
+static gboolean ddp_make_buckets(DdpPriv *priv, TdmModel *model, double cap, GError **error)
 {
     GPtrArray *tr = priv->trainable;
     priv->buckets = g_new0(DdpBucket, MAX(tr->len, 1));
     priv->bucket_of = g_new0(guint, MAX(tr->len, 1));
     priv->ready = g_new0(gboolean, MAX(tr->len, 1));
-    const double cap = bucket_cap_bytes();
     DdpBucket *cur = NULL;
     for (guint k = tr->len; k-- > 0;) {
         TdmParam *p = g_ptr_array_index(tr, k);
@@ -204,7 +191,8 @@ static gboolean ddp_setup(TdmStrategy *s, GError **error)
         }
     }
     parse_skip_hook(priv);
-    if (!ddp_make_buckets(priv, model, error) || !su_broadcast_values(comm, model, "ddp", error) ||
+    if (!ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
+        !su_broadcast_values(comm, model, "ddp", error) ||
         !su_buffers_init(&priv->buffers, comm, model, error)) {
         ddp_teardown(s);
         return FALSE;
@@ -374,12 +362,20 @@ static const TdmStrategyClass ddp_class = {
     .teardown = ddp_teardown,
 };
 
+static const TdmParamSpec ddp_params[] = {
+    {.name = "bucket-mb", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_FLOAT,
+     .default_value = "25", .min = 0.001, .max = 1024, .aliases = "bucket_cap_mb",
+     .description = "MiB of gradients per all-reduce (PyTorch's bucket_cap_mb); the first "
+                    "bucket holds at most 1 MiB of it"},
+    TDM_PARAM_SPEC_END,
+};
+
 static gboolean ddp_init(TdmPlugin *plugin, GError **error)
 {
     return tdm_plugin_add_feature(plugin, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
                                   "one process per device: gradient buckets all-reduced while "
-                                  "backward runs (TDM_DDP_BUCKET_MB, default 25)",
-                                  NULL, NULL, error) != NULL;
+                                  "backward runs",
+                                  ddp_params, NULL, error) != NULL;
 }
 
 TDM_PLUGIN_DEFINE(ddp, "ddp", "0.1", "MIT", "DistributedDataParallel training strategy", "tandem",

@@ -32,37 +32,29 @@ typedef struct {
 } JitterPriv;
 
 static const TdmParamSpec jitter_params[] = {
-    {"brightness", "list", "0", "V (factor in [max(0, 1-V), 1+V]) or MIN,MAX"},
-    {"contrast", "list", "0", "V or MIN,MAX, as brightness"},
-    {"saturation", "list", "0", "V or MIN,MAX, as brightness (no effect on 1 channel)"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOATS("brightness", TF_POSITIONAL, "0", 1, 2, 0, INFINITY,
+                          "V (factor in [max(0, 1-V), 1+V]) or MIN,MAX"),
+    TDM_PARAM_SPEC_FLOATS("contrast", TF_POSITIONAL, "0", 1, 2, 0, INFINITY,
+                          "V or MIN,MAX, as brightness"),
+    TDM_PARAM_SPEC_FLOATS("saturation", TF_POSITIONAL, "0", 1, 2, 0, INFINITY,
+                          "V or MIN,MAX, as brightness (no effect on 1 channel)"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean jitter_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                               GError **error)
 {
-    TfArgs a;
     JitterPriv p = {{0}};
-    if (!tf_args_bind(&a, t->name, jitter_params, 3, NULL, args, n_args, error)) {
-        return FALSE;
-    }
     for (int k = 0; k < JIT_N; k++) {
         const char *name = jitter_params[k].name;
         double v[2];
-        int n = 0;
-        if (!tf_args_doubles(&a, name, v, 1, 2, &n, error)) {
-            return FALSE;
-        }
+        int n = tdm_params_get_floats(t->params, name, v, 2);
         if (n == 1) {
-            if (v[0] < 0.0) {
-                tf_args_error(&a, name, error, "must not be negative");
-                return FALSE;
-            }
             p.lo[k] = MAX(0.0, 1.0 - v[0]);
             p.hi[k] = 1.0 + v[0];
         } else {
-            if (v[0] < 0.0 || v[0] > v[1]) {
-                tf_args_error(&a, name, error, "expected 0 <= MIN <= MAX");
+            if (v[0] > v[1]) {
+                tdm_params_set_error(t->params, name, error, "expected 0 <= MIN <= MAX");
                 return FALSE;
             }
             p.lo[k] = v[0];
@@ -292,42 +284,35 @@ typedef struct {
 } NormalizePriv;
 
 static const TdmParamSpec normalize_params[] = {
-    {"mean", "list", "none", "per-channel mean of x / 255 (1 value = all channels); "
-                           "omitted with std: the dataset's"},
-    {"std", "list", "none", "per-channel standard deviation, > 0"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOATS("mean", TF_POSITIONAL, NULL, 1, 4, 0, 0,
+                          "per-channel mean of x / 255 (1 value = all channels); omitted with "
+                          "std: the dataset's"),
+    {.name = "std", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_FLOATS,
+     .flags = TF_POSITIONAL | TDM_PARAM_MIN_EXCLUSIVE, .min = 0, .max = INFINITY,
+     .min_count = 1, .max_count = 4, .description = "per-channel standard deviation"},
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean normalize_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                                  GError **error)
 {
-    TfArgs a;
     NormalizePriv p = {0};
     double mean[4], std[4];
-    int nm = 0, ns = 0;
-    if (!tf_args_bind(&a, t->name, normalize_params, 2, NULL, args, n_args, error) ||
-        !tf_args_doubles(&a, "mean", mean, 1, 4, &nm, error) ||
-        !tf_args_doubles(&a, "std", std, 1, 4, &ns, error)) {
-        return FALSE;
-    }
+    int nm = tdm_params_get_floats(t->params, "mean", mean, 4);
+    int ns = tdm_params_get_floats(t->params, "std", std, 4);
     if ((nm == 0) != (ns == 0)) {
-        tf_args_error(&a, nm == 0 ? "std" : "mean", error, "give both mean= and std=, or neither "
-                                                           "(then the dataset's are used)");
+        tdm_params_set_error(t->params, nm == 0 ? "std" : "mean", error,
+                             "give both mean= and std=, or neither (then the dataset's are used)");
         return FALSE;
     }
     if (nm != ns && nm != 1 && ns != 1) {
-        tf_args_error(&a, "std", error, "%d values for %d means", ns, nm);
+        tdm_params_set_error(t->params, "std", error, "%d values for %d means", ns, nm);
         return FALSE;
     }
     p.n = MAX(nm, ns);
     for (int c = 0; c < p.n; c++) {
-        double m = mean[nm == 1 ? 0 : c], s = std[ns == 1 ? 0 : c];
-        if (!(s > 0.0)) {
-            tf_args_error(&a, "std", error, "standard deviations must be > 0");
-            return FALSE;
-        }
-        p.mean[c] = (float)m;
-        p.inv_std[c] = (float)(1.0 / s);
+        p.mean[c] = (float)mean[nm == 1 ? 0 : c];
+        p.inv_std[c] = (float)(1.0 / std[ns == 1 ? 0 : c]);
     }
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;
@@ -396,13 +381,13 @@ const TfInfo tf_normalize_info = {"normalize",
 
 /* ---- to-tensor ---- */
 
-static const TdmParamSpec to_tensor_params[] = {{NULL, NULL, NULL, NULL}};
+static const TdmParamSpec to_tensor_params[] = {TDM_PARAM_SPEC_END};
 
+/* No parameters: the core refuses any argument before create() runs. */
 static gboolean to_tensor_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                                  GError **error)
 {
-    TfArgs a;
-    return tf_args_bind(&a, t->name, to_tensor_params, 0, NULL, args, n_args, error);
+    return TRUE;
 }
 
 static gboolean to_tensor_apply(TdmTransform *t, const TdmImage *src, TdmImage *dst, TdmRng *rng,

@@ -25,49 +25,71 @@ typedef struct {
 } ErasingPriv;
 
 static const TdmParamSpec erasing_params[] = {
-    {"p", "float", "0.5", "probability of erasing"},
-    {"scale", "list", "0.02,0.33", "range of the erased area, as a fraction of the image's"},
-    {"ratio", "list", "0.3,3.3", "range of the box's aspect ratio (h / w)"},
-    {"value", "list", "0", "value(s) to write on the tensor scale (0..1 before normalize), "
-                           "one per channel or one for all, or 'random' (normal noise)"},
-    {"box", "list", "none", "TOP,LEFT,HEIGHT,WIDTH: pin the box instead of drawing it"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOAT("p", TF_POSITIONAL, "0.5", 0, 1, "probability of erasing"),
+    TDM_PARAM_SPEC_FLOATS("scale", 0, "0.02,0.33", 2, 2, 0, 1,
+                          "range MIN,MAX of the erased area, as a fraction of the image's"),
+    TDM_PARAM_SPEC_FLOATS("ratio", TDM_PARAM_MIN_EXCLUSIVE, "0.3,3.3", 2, 2, 0, INFINITY,
+                          "range MIN,MAX of the box's aspect ratio (h / w)"),
+    TDM_PARAM_SPEC_STRING("value", 0, "0",
+                          "value(s) to write on the tensor scale (0..1 before normalize), one "
+                          "per channel or one for all, or 'random' (normal noise)"),
+    TDM_PARAM_SPEC_INTS("box", 0, NULL, 4, 4, 0, INFINITY,
+                        "TOP,LEFT,HEIGHT,WIDTH: pin the box instead of drawing it"),
+    TDM_PARAM_SPEC_END,
 };
+
+/* value=: 1 to 4 numbers (the other choice, "random", is the caller's). */
+static gboolean erasing_read_value(const TdmParams *params, TfFill *fill, GError **error)
+{
+    g_auto(GStrv) parts = g_strsplit(tdm_params_get_string(params, "value"), ",", -1);
+    int n = (int)g_strv_length(parts);
+    if (n < 1 || n > 4) {
+        tdm_params_set_error(params, "value", error,
+                             "expected 1 to 4 numbers separated by commas, or random");
+        return FALSE;
+    }
+    for (int i = 0; i < n; i++) {
+        char *end = NULL;
+        double v = g_ascii_strtod(parts[i], &end);
+        if (end == parts[i] || *end != '\0' || !isfinite(v)) {
+            tdm_params_set_error(params, "value", error,
+                                 "'%s' is not a number (expected 1 to 4 numbers, or random)",
+                                 parts[i]);
+            return FALSE;
+        }
+        fill->v[i] = (float)v;
+    }
+    for (int i = n; i < 4; i++) {
+        fill->v[i] = fill->v[0];
+    }
+    fill->n = n;
+    return TRUE;
+}
 
 static gboolean erasing_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                                GError **error)
 {
-    TfArgs a;
     ErasingPriv p = {0};
     double ratio[2];
-    int n = 0, nb = 0;
-    if (!tf_args_bind(&a, t->name, erasing_params, 1, NULL, args, n_args, error) ||
-        !tf_args_probability(&a, "p", &p.p, error) ||
-        !tf_args_doubles(&a, "scale", p.scale, 2, 2, &n, error) ||
-        !tf_args_doubles(&a, "ratio", ratio, 2, 2, &n, error) ||
-        !tf_args_ints(&a, "box", p.box, 4, 4, &nb, error)) {
+    p.p = tdm_params_get_float(t->params, "p");
+    tdm_params_get_floats(t->params, "scale", p.scale, 2);
+    tdm_params_get_floats(t->params, "ratio", ratio, 2);
+    if (p.scale[0] > p.scale[1]) {
+        tdm_params_set_error(t->params, "scale", error, "expected MIN <= MAX");
         return FALSE;
     }
-    if (p.scale[0] < 0.0 || p.scale[0] > p.scale[1] || p.scale[1] > 1.0) {
-        tf_args_error(&a, "scale", error, "expected 0 <= MIN <= MAX <= 1");
-        return FALSE;
-    }
-    if (ratio[0] <= 0.0 || ratio[0] > ratio[1]) {
-        tf_args_error(&a, "ratio", error, "expected 0 < MIN <= MAX");
+    if (ratio[0] > ratio[1]) {
+        tdm_params_set_error(t->params, "ratio", error, "expected MIN <= MAX");
         return FALSE;
     }
     p.log_ratio[0] = log(ratio[0]);
     p.log_ratio[1] = log(ratio[1]);
-    if (g_strcmp0(tf_args_string(&a, "value"), "random") == 0) {
+    if (g_strcmp0(tdm_params_get_string(t->params, "value"), "random") == 0) {
         p.random = TRUE;
-    } else if (!tf_parse_fill(&a, "value", &p.value, error)) {
+    } else if (!erasing_read_value(t->params, &p.value, error)) {
         return FALSE;
     }
-    p.pinned = nb == 4;
-    if (p.pinned && (p.box[0] < 0 || p.box[1] < 0 || p.box[2] < 0 || p.box[3] < 0)) {
-        tf_args_error(&a, "box", error, "must not be negative");
-        return FALSE;
-    }
+    p.pinned = tdm_params_get_ints(t->params, "box", p.box, 4) == 4;
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;
 }

@@ -10,38 +10,45 @@
  * torch's generator would make. `random-crop at=TOP,LEFT` pins the window
  * (in padded coordinates), which the oracle test and previews use.
  */
+#include <math.h>
 #include <string.h>
 
 #include "tf.h"
 
 /* ---- shared helpers ---- */
 
-gboolean tf_parse_fill(const TfArgs *a, const char *name, TfFill *fill, GError **error)
+void tf_read_fill(const TdmParams *p, const char *name, TfFill *fill)
 {
     double v[4];
-    int n = 0;
-    if (!tf_args_doubles(a, name, v, 1, 4, &n, error)) {
-        return FALSE;
-    }
+    int n = MIN(tdm_params_get_floats(p, name, v, 4), 4);
     fill->n = n;
     for (int i = 0; i < 4; i++) {
         fill->v[i] = n == 0 ? 0.0f : (float)v[i < n ? i : 0];
     }
-    return TRUE;
 }
 
-gboolean tf_parse_pad_mode(const TfArgs *a, const char *name, TfPadMode *mode, GError **error)
+TfPadMode tf_read_pad_mode(const TdmParams *p, const char *name)
 {
-    static const char *const names[] = {"constant", "edge", "reflect", "symmetric"};
-    const char *text = tf_args_string(a, name);
-    for (int i = 0; i < (int)G_N_ELEMENTS(names); i++) {
-        if (text != NULL && strcmp(text, names[i]) == 0) {
-            *mode = (TfPadMode)i;
-            return TRUE;
-        }
+    int mode = tdm_params_get_choice(p, name);
+    return mode < 0 ? TF_PAD_CONSTANT : (TfPadMode)mode;
+}
+
+void tf_read_size(const TdmParams *p, const char *name, int *h, int *w)
+{
+    int v[2] = {1, 1};
+    int n = CLAMP(tdm_params_get_ints(p, name, v, 2), 1, 2);
+    *h = v[0];
+    *w = v[n - 1];
+}
+
+int tf_round_half_even(double x)
+{
+    double r = floor(x + 0.5);
+    /* A tie rounded up to an odd number goes to the even one below. */
+    if (r - x == 0.5 && fmod(r, 2.0) != 0.0) {
+        r -= 1.0;
     }
-    tf_args_error(a, name, error, "expected constant, edge, reflect or symmetric");
-    return FALSE;
+    return (int)r;
 }
 
 float tf_fill_value(const TfFill *fill, int c, gboolean normalized)
@@ -145,32 +152,23 @@ gboolean tf_same_shape(TdmTransform *t, int c, int h, int w, int *oc, int *oh, i
 }
 
 /* Padding as torchvision reads it: 1 value (all sides), 2 (left/right,
- * top/bottom) or 4 (left, top, right, bottom). Stored as l, t, r, b. */
-static gboolean parse_padding(const TfArgs *a, const char *name, int ltrb[4], GError **error)
+ * top/bottom) or 4 (left, top, right, bottom); none: 0. Stored as l, t, r,
+ * b. */
+static gboolean read_padding(const TdmParams *p, const char *name, int ltrb[4], GError **error)
 {
-    int v[4], n = 0;
-    if (!tf_args_ints(a, name, v, 1, 4, &n, error)) {
+    int v[4] = {0};
+    int n = tdm_params_get_ints(p, name, v, 4);
+    if (n == 3 || n > 4) {
+        tdm_params_set_error(p, name, error, "expected 1, 2 or 4 integers");
         return FALSE;
     }
-    if (n == 3) {
-        tf_args_error(a, name, error, "expected 1, 2 or 4 integers");
-        return FALSE;
-    }
-    for (int i = 0; i < n; i++) {
-        if (v[i] < 0) {
-            tf_args_error(a, name, error, "padding must not be negative");
-            return FALSE;
-        }
-    }
-    if (n == 1) {
+    if (n <= 1) {
         ltrb[0] = ltrb[1] = ltrb[2] = ltrb[3] = v[0];
     } else if (n == 2) {
         ltrb[0] = ltrb[2] = v[0];
         ltrb[1] = ltrb[3] = v[1];
-    } else if (n == 4) {
-        memcpy(ltrb, v, sizeof(v));
     } else {
-        memset(ltrb, 0, sizeof(int) * 4);
+        memcpy(ltrb, v, sizeof(v));
     }
     return TRUE;
 }
@@ -184,30 +182,26 @@ typedef struct {
 } PadPriv;
 
 static const TdmParamSpec pad_params[] = {
-    {"padding", "list", NULL, "pixels to add: 1 value (all sides), 2 (left/right, top/bottom) "
-                              "or 4 (left, top, right, bottom)"},
-    {"fill", "list", "0", "value of constant padding, 0..255 (one per channel or one for all)"},
-    {"padding_mode", "string", "constant", "constant, edge, reflect or symmetric"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INTS("padding", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 4, 0, INFINITY,
+                        "pixels to add: 1 value (all sides), 2 (left/right, top/bottom) or 4 "
+                        "(left, top, right, bottom)"),
+    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, 4, 0, 0,
+                          "value of constant padding, 0..255 (one per channel or one for all)"),
+    {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,
+     .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",
+     .description = "how the border is filled"},
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean pad_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                            GError **error)
 {
-    static const TfAlias aliases[] = {{"mode", "padding_mode"}, {NULL, NULL}};
-    TfArgs a;
     PadPriv p = {{0}};
-    if (!tf_args_bind(&a, t->name, pad_params, 1, aliases, args, n_args, error) ||
-        !parse_padding(&a, "padding", p.ltrb, error) ||
-        !tf_parse_fill(&a, "fill", &p.fill, error) ||
-        !tf_parse_pad_mode(&a, "padding_mode", &p.mode, error)) {
+    if (!read_padding(t->params, "padding", p.ltrb, error)) {
         return FALSE;
     }
-    if (!tf_args_given(&a, "padding")) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "missing parameter padding (e.g. 'pad 4' or 'pad 2,4')");
-        return FALSE;
-    }
+    tf_read_fill(t->params, "fill", &p.fill);
+    p.mode = tf_read_pad_mode(t->params, "padding_mode");
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;
 }
@@ -257,37 +251,34 @@ typedef struct {
 } RandomCropPriv;
 
 static const TdmParamSpec random_crop_params[] = {
-    {"size", "list", NULL, "output size: S (square) or H,W"},
-    {"padding", "list", "0", "padding added first (as pad: 1, 2 or 4 values); alias pad="},
-    {"pad_if_needed", "bool", "false", "pad images smaller than size (torchvision's rule)"},
-    {"fill", "list", "0", "value of constant padding, 0..255"},
-    {"padding_mode", "string", "constant", "constant, edge, reflect or symmetric"},
-    {"at", "list", "none",
-     "TOP,LEFT: pin the window (in padded coordinates) instead of drawing it"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INTS("size", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 2, 1, INFINITY,
+                        "output size: S (square) or H,W"),
+    {.name = "padding", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_INTS,
+     .default_value = "0", .min = 0, .max = INFINITY, .min_count = 1, .max_count = 4,
+     .aliases = "pad", .description = "padding added first (as pad: 1, 2 or 4 values)"},
+    TDM_PARAM_SPEC_BOOL("pad_if_needed", 0, "false",
+                        "pad images smaller than size (torchvision's rule)"),
+    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, 4, 0, 0, "value of constant padding, 0..255"),
+    {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,
+     .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",
+     .description = "how the border is filled"},
+    TDM_PARAM_SPEC_INTS("at", 0, NULL, 2, 2, 0, INFINITY,
+                        "TOP,LEFT: pin the window (in padded coordinates) instead of drawing it"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean random_crop_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                                    GError **error)
 {
-    static const TfAlias aliases[] = {{"pad", "padding"}, {"mode", "padding_mode"}, {NULL, NULL}};
-    TfArgs a;
     RandomCropPriv p = {0};
-    int n_at = 0;
-    if (!tf_args_bind(&a, t->name, random_crop_params, 1, aliases, args, n_args, error) ||
-        !tf_args_size(&a, "size", &p.th, &p.tw, error) ||
-        !parse_padding(&a, "padding", p.ltrb, error) ||
-        !tf_args_bool(&a, "pad_if_needed", &p.pad_if_needed, error) ||
-        !tf_parse_fill(&a, "fill", &p.fill, error) ||
-        !tf_parse_pad_mode(&a, "padding_mode", &p.mode, error) ||
-        !tf_args_ints(&a, "at", p.at, 2, 2, &n_at, error)) {
+    tf_read_size(t->params, "size", &p.th, &p.tw);
+    if (!read_padding(t->params, "padding", p.ltrb, error)) {
         return FALSE;
     }
-    p.pinned = n_at == 2;
-    if (p.pinned && (p.at[0] < 0 || p.at[1] < 0)) {
-        tf_args_error(&a, "at", error, "the window's corner must not be negative");
-        return FALSE;
-    }
+    p.pad_if_needed = tdm_params_get_bool(t->params, "pad_if_needed");
+    tf_read_fill(t->params, "fill", &p.fill);
+    p.mode = tf_read_pad_mode(t->params, "padding_mode");
+    p.pinned = tdm_params_get_ints(t->params, "at", p.at, 2) == 2;
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;
 }
@@ -384,19 +375,16 @@ typedef struct {
 } CenterCropPriv;
 
 static const TdmParamSpec center_crop_params[] = {
-    {"size", "list", NULL, "output size: S (square) or H,W; larger than the input pads with 0"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INTS("size", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 2, 1, INFINITY,
+                        "output size: S (square) or H,W; larger than the input pads with 0"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean center_crop_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                                    GError **error)
 {
-    TfArgs a;
     CenterCropPriv p;
-    if (!tf_args_bind(&a, t->name, center_crop_params, 1, NULL, args, n_args, error) ||
-        !tf_args_size(&a, "size", &p.th, &p.tw, error)) {
-        return FALSE;
-    }
+    tf_read_size(t->params, "size", &p.th, &p.tw);
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;
 }
@@ -447,19 +435,14 @@ typedef struct {
 } FlipPriv;
 
 static const TdmParamSpec flip_params[] = {
-    {"p", "float", "0.5", "probability of flipping"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOAT("p", TF_POSITIONAL, "0.5", 0, 1, "probability of flipping"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean flip_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                             GError **error)
 {
-    TfArgs a;
-    FlipPriv p;
-    if (!tf_args_bind(&a, t->name, flip_params, 1, NULL, args, n_args, error) ||
-        !tf_args_probability(&a, "p", &p.p, error)) {
-        return FALSE;
-    }
+    FlipPriv p = {tdm_params_get_float(t->params, "p")};
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;
 }

@@ -208,35 +208,19 @@ typedef struct {
 } ResizePriv;
 
 static const TdmParamSpec resize_params[] = {
-    {"size", "list", NULL, "S (shorter side to S, aspect kept) or H,W"},
-    {"interpolation", "string", "bilinear", "bilinear (PIL's, antialiased when shrinking)"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INTS("size", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 2, 1, INFINITY,
+                        "S (shorter side to S, aspect kept) or H,W"),
+    TDM_PARAM_SPEC_CHOICE("interpolation", 0, "bilinear", "bilinear",
+                          "PIL's bilinear, antialiased when shrinking (the only one)"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean resize_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                               GError **error)
 {
-    TfArgs a;
     ResizePriv p = {0};
-    int v[2], n = 0;
-    if (!tf_args_bind(&a, t->name, resize_params, 1, NULL, args, n_args, error) ||
-        !tf_args_ints(&a, "size", v, 1, 2, &n, error)) {
-        return FALSE;
-    }
-    if (n == 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "missing parameter size (e.g. 'resize 32' or 'resize 32,48')");
-        return FALSE;
-    }
-    if (v[0] < 1 || v[n - 1] < 1) {
-        tf_args_error(&a, "size", error, "sizes must be at least 1");
-        return FALSE;
-    }
-    if (g_strcmp0(tf_args_string(&a, "interpolation"), "bilinear") != 0) {
-        tf_args_error(&a, "interpolation", error, "only bilinear is supported");
-        return FALSE;
-    }
-    if (n == 2) {
+    int v[2];
+    if (tdm_params_get_ints(t->params, "size", v, 2) == 2) {
         p.h = v[0];
         p.w = v[1];
     } else {
@@ -313,39 +297,37 @@ typedef struct {
 } RrcPriv;
 
 static const TdmParamSpec rrc_params[] = {
-    {"size", "list", NULL, "output size: S (square) or H,W"},
-    {"scale", "list", "0.08,1", "range of the crop's area, as a fraction of the image's"},
-    {"ratio", "list", "0.75,1.3333333333333333", "range of the crop's aspect ratio (w / h)"},
-    {"box", "list", "none", "TOP,LEFT,HEIGHT,WIDTH: pin the crop instead of drawing it"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_INTS("size", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 2, 1, INFINITY,
+                        "output size: S (square) or H,W"),
+    TDM_PARAM_SPEC_FLOATS("scale", 0, "0.08,1", 2, 2, 0, INFINITY,
+                          "range MIN,MAX of the crop's area, as a fraction of the image's"),
+    TDM_PARAM_SPEC_FLOATS("ratio", TDM_PARAM_MIN_EXCLUSIVE, "0.75,1.3333333333333333", 2, 2, 0,
+                          INFINITY, "range MIN,MAX of the crop's aspect ratio (w / h)"),
+    TDM_PARAM_SPEC_INTS("box", 0, NULL, 4, 4, 0, INFINITY,
+                        "TOP,LEFT,HEIGHT,WIDTH: pin the crop instead of drawing it"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean rrc_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                            GError **error)
 {
-    TfArgs a;
     RrcPriv p = {0};
-    int n = 0, nb = 0;
-    if (!tf_args_bind(&a, t->name, rrc_params, 1, NULL, args, n_args, error) ||
-        !tf_args_size(&a, "size", &p.oh, &p.ow, error) ||
-        !tf_args_doubles(&a, "scale", p.scale, 2, 2, &n, error) ||
-        !tf_args_doubles(&a, "ratio", p.ratio, 2, 2, &n, error) ||
-        !tf_args_ints(&a, "box", p.box, 4, 4, &nb, error)) {
+    tf_read_size(t->params, "size", &p.oh, &p.ow);
+    tdm_params_get_floats(t->params, "scale", p.scale, 2);
+    tdm_params_get_floats(t->params, "ratio", p.ratio, 2);
+    if (p.scale[0] > p.scale[1]) {
+        tdm_params_set_error(t->params, "scale", error, "expected MIN <= MAX");
         return FALSE;
     }
-    if (p.scale[0] > p.scale[1] || p.scale[0] < 0.0) {
-        tf_args_error(&a, "scale", error, "expected 0 <= MIN <= MAX");
-        return FALSE;
-    }
-    if (p.ratio[0] > p.ratio[1] || p.ratio[0] <= 0.0) {
-        tf_args_error(&a, "ratio", error, "expected 0 < MIN <= MAX");
+    if (p.ratio[0] > p.ratio[1]) {
+        tdm_params_set_error(t->params, "ratio", error, "expected MIN <= MAX");
         return FALSE;
     }
     p.log_ratio[0] = log(p.ratio[0]);
     p.log_ratio[1] = log(p.ratio[1]);
-    p.pinned = nb == 4;
-    if (p.pinned && (p.box[0] < 0 || p.box[1] < 0 || p.box[2] < 1 || p.box[3] < 1)) {
-        tf_args_error(&a, "box", error, "expected TOP,LEFT >= 0 and HEIGHT,WIDTH >= 1");
+    p.pinned = tdm_params_get_ints(t->params, "box", p.box, 4) == 4;
+    if (p.pinned && (p.box[2] < 1 || p.box[3] < 1)) {
+        tdm_params_set_error(t->params, "box", error, "expected HEIGHT,WIDTH >= 1");
         return FALSE;
     }
     t->priv = tf_memdup(&p, sizeof(p));

@@ -22,48 +22,36 @@ typedef struct {
 } RotatePriv;
 
 static const TdmParamSpec rotate_params[] = {
-    {"degrees", "list", NULL, "D (angle drawn from [-D, D]) or LO,HI; LO=HI pins the angle"},
-    {"fill", "list", "0", "value of the area outside the rotated image, 0..255"},
-    {"interpolation", "string", "bilinear", "bilinear (the only one)"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOATS("degrees", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 2, 0, 0,
+                          "D (angle drawn from [-D, D]) or LO,HI; LO=HI pins the angle"),
+    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, 4, 0, 0,
+                          "value of the area outside the rotated image, 0..255"),
+    TDM_PARAM_SPEC_CHOICE("interpolation", 0, "bilinear", "bilinear", "the only one"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean rotate_create(TdmTransform *t, const TdmTransformArg *args, int n_args,
                               GError **error)
 {
-    TfArgs a;
     RotatePriv p;
     double d[2];
-    int n = 0;
-    if (!tf_args_bind(&a, t->name, rotate_params, 1, NULL, args, n_args, error) ||
-        !tf_args_doubles(&a, "degrees", d, 1, 2, &n, error) ||
-        !tf_parse_fill(&a, "fill", &p.fill, error)) {
-        return FALSE;
-    }
-    if (n == 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "missing parameter degrees (e.g. 'rotate 15' or 'rotate "
-                    "degrees=-10,10')");
-        return FALSE;
-    }
+    int n = tdm_params_get_floats(t->params, "degrees", d, 2);
+    tf_read_fill(t->params, "fill", &p.fill);
     if (n == 1) {
         if (d[0] < 0) {
-            tf_args_error(&a, "degrees", error, "a single value must not be negative");
+            tdm_params_set_error(t->params, "degrees", error,
+                                 "a single value must not be negative");
             return FALSE;
         }
         p.lo = -d[0];
         p.hi = d[0];
     } else {
         if (d[0] > d[1]) {
-            tf_args_error(&a, "degrees", error, "LO must not exceed HI");
+            tdm_params_set_error(t->params, "degrees", error, "LO must not exceed HI");
             return FALSE;
         }
         p.lo = d[0];
         p.hi = d[1];
-    }
-    if (g_strcmp0(tf_args_string(&a, "interpolation"), "bilinear") != 0) {
-        tf_args_error(&a, "interpolation", error, "only bilinear is supported");
-        return FALSE;
     }
     t->priv = tf_memdup(&p, sizeof(p));
     return TRUE;

@@ -1,10 +1,10 @@
 /* plugins/transforms/tf.h - what the transform plugin's files share.
  *
  * Each transform is a TdmTransformClass plus a TdmParamSpec list; the specs
- * are the single place where parameter names, positional order and default
- * values live (tf_args_bind() maps the parsed arguments onto them and the
- * getters fall back to the spec's default string), so `tandem inspect NAME`
- * always shows what create() really accepts. Helpers for the pixel loops
+ * are the single place where parameter names, types, ranges, positional
+ * order and defaults live (the core checks a pipeline's arguments against
+ * them and hands create() the values in t->params), so `tandem inspect
+ * NAME` always shows what create() really accepts. Helpers for the pixel loops
  * that several transforms need (crop from a virtually padded image, fill
  * values) live in geometry.c.
  */
@@ -13,9 +13,8 @@
 
 #include <string.h>
 
+#include <math.h>
 #include <tandem/transform.h>
-
-#define TF_MAX_PARAMS 12
 
 /* A transform as the plugin registers it. */
 typedef struct {
@@ -29,48 +28,18 @@ extern const TfInfo tf_pad_info, tf_random_crop_info, tf_center_crop_info, tf_hf
     tf_vflip_info, tf_rotate_info, tf_resize_info, tf_random_resized_crop_info,
     tf_color_jitter_info, tf_normalize_info, tf_to_tensor_info, tf_random_erasing_info;
 
-/* ---- arguments (tf-args.c) ---- */
+/* ---- arguments (geometry.c) ----
+ * The core binds a stage's arguments to the transform's specs before
+ * create() runs, so t->params holds values of the right type, count and
+ * range; these helpers only shape them. */
 
-/* Parsed arguments bound to a transform's parameter specs. */
-typedef struct {
-    const char *tname;
-    const TdmParamSpec *specs;
-    const TdmTransformArg *slot[TF_MAX_PARAMS]; /* NULL: not given */
-} TfArgs;
+#define TF_REQUIRED TDM_PARAM_REQUIRED
+#define TF_POSITIONAL TDM_PARAM_POSITIONAL
+/* The pad modes, in TfPadMode's order. */
+#define TF_PAD_MODES "constant|edge|reflect|symmetric"
 
-/* Aliases accepted for a parameter ("pad" for "padding"); NULL-terminated
- * pairs {alias, name}. */
-typedef struct {
-    const char *alias;
-    const char *name;
-} TfAlias;
-
-/* Bind args to specs: key=value by name (or alias), positional values to the
- * first `n_positional` specs in order. Errors name the token and column. */
-gboolean tf_args_bind(TfArgs *a, const char *tname, const TdmParamSpec *specs, int n_positional,
-                      const TfAlias *aliases, const TdmTransformArg *args, int n_args,
-                      GError **error);
-/* Index of parameter `name` in the specs (a programming error if absent). */
-int tf_args_index(const TfArgs *a, const char *name);
-/* Whether the user gave parameter `name`. */
-gboolean tf_args_given(const TfArgs *a, const char *name);
-/* Numbers of parameter `name` (given, else the spec's default): between
- * min_n and max_n of them. *n = 0 when neither given nor defaulted. */
-gboolean tf_args_doubles(const TfArgs *a, const char *name, double *out, int min_n, int max_n,
-                         int *n, GError **error);
-/* Integers (no fraction), same rules. */
-gboolean tf_args_ints(const TfArgs *a, const char *name, int *out, int min_n, int max_n, int *n,
-                      GError **error);
-gboolean tf_args_bool(const TfArgs *a, const char *name, gboolean *out, GError **error);
-/* The raw string (given, else the default; may be NULL). */
-const char *tf_args_string(const TfArgs *a, const char *name);
-/* An error about parameter `name`'s value: "t: name=value (column C): msg". */
-void tf_args_error(const TfArgs *a, const char *name, GError **error, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-/* Size parameter: 1 value (square) or 2 (h, w), each >= 1. */
-gboolean tf_args_size(const TfArgs *a, const char *name, int *h, int *w, GError **error);
-/* A probability in [0, 1]. */
-gboolean tf_args_probability(const TfArgs *a, const char *name, double *p, GError **error);
+/* A size parameter (a list of 1 or 2 ints >= 1): S means S x S. */
+void tf_read_size(const TdmParams *p, const char *name, int *h, int *w);
 
 /* ---- pixels (geometry.c) ---- */
 
@@ -87,8 +56,10 @@ typedef struct {
     float v[4];
 } TfFill;
 
-gboolean tf_parse_fill(const TfArgs *a, const char *name, TfFill *fill, GError **error);
-gboolean tf_parse_pad_mode(const TfArgs *a, const char *name, TfPadMode *mode, GError **error);
+/* A fill parameter (a list of 1 to 4 floats; none: 0). */
+void tf_read_fill(const TdmParams *p, const char *name, TfFill *fill);
+/* A pad mode parameter (a choice of TF_PAD_MODES). */
+TfPadMode tf_read_pad_mode(const TdmParams *p, const char *name);
 /* Fill value for channel c of an image (scaled to 0..1 once normalised). */
 float tf_fill_value(const TfFill *fill, int c, gboolean normalized);
 /* dst = the (oh x ow) window at (top, left) of src, which may reach outside

@@ -1,0 +1,9 @@
+# tests: the parameter grammar (<tandem/params.h>) - types, ranges,
+# positional values, unknown keys and both TdmParamSpec layouts. Each kind's
+# use through the command line is in bad-input.sh, datasets-cli.sh and
+# strategies-faults.sh; ddp's bucket size in test-ddp.
+check_PROGRAMS += tests/test-params
+tests_test_params_SOURCES = tests/test-params.c
+tests_test_params_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_params_LDADD = $(TDMTEST_LIBS)
+TESTS += tests/test-params
