@@ -143,7 +143,7 @@ char *tdm_dataset_resolve(const char *spec, GError **error)
 
 static const TdmParamSpec common_params[] = {
     TDM_PARAM_SPEC_STRING("path", TDM_PARAM_REQUIRED | TDM_PARAM_POSITIONAL, NULL,
-                          "the dataset's directory (every reader takes it)"),
+                          "the dataset's directory; every reader takes it"),
     TDM_PARAM_SPEC_END,
 };
 

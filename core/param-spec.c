@@ -511,7 +511,8 @@ TdmParamSpec *tdm_param_specs_copy(const char *feature, const TdmParamSpec *spec
             memcpy(&s, entry, MIN(stride, sizeof s));
             if (s.struct_size != stride) {
                 spec_fail(error, feature, s.name,
-                          "struct_size %" G_GSIZE_FORMAT " differs from the first entry's %" G_GSIZE_FORMAT,
+                          "struct_size %" G_GSIZE_FORMAT " differs from the first entry's "
+                          "%" G_GSIZE_FORMAT,
                           s.struct_size, stride);
                 return NULL;
             }

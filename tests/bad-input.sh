@@ -109,6 +109,33 @@ expect_fail "missing INI file" "$tmp/absent.ini" -- \
     "$TANDEM" train $common --config "$tmp/absent.ini"
 expect_fail "unknown option" "--frobnicate" -- "$TANDEM" train --frobnicate
 
+# --- feature parameters: a bad value names the feature, the key and the range ---
+expect_fail "--strategy with a value out of range" \
+    "ddp: bucket-mb=-3: expected a number in [0.001, 1024]" -- \
+    "$TANDEM" train $common --strategy "ddp bucket-mb=-3"
+expect_fail "--strategy with an unknown key" "ddp: unknown parameter 'buckets'" \
+    "known: bucket-mb" -- "$TANDEM" train $common --strategy "ddp buckets=2"
+expect_fail "--optimizer with a value out of range" \
+    "sgd: momentum=2: expected a number in [0, 1]" -- \
+    "$TANDEM" train $common --optimizer "sgd momentum=2"
+expect_fail "--optimizer with another optimizer's key" "adamw: unknown parameter 'momentum'" \
+    "known: lr, beta1, beta2, eps, weight_decay" -- \
+    "$TANDEM" train $common --optimizer "adamw momentum=0.9"
+expect_fail "optim.* key out of the optimizer's range" \
+    "adamw: beta1=1: expected a number in [0, 1)" -- \
+    "$TANDEM" train $common --optimizer adamw --set optim.beta1=1
+expect_fail "--dataset with a bad choice" "cifar100: label=medium: expected one of fine, coarse" -- \
+    "$TANDEM" train $common --dataset "cifar100 $tmp label=medium"
+expect_fail "--dataset with an unknown key" "idx: unknown parameter 'size'; known: path" -- \
+    "$TANDEM" train $common --dataset "idx path=$data size=first"
+expect_fail "--dataset with an unknown key (old form)" "idx: unknown parameter 'size'" -- \
+    "$TANDEM" train $common --dataset "idx:$data,size=first"
+expect_fail "--dataset without its path" "idx: missing parameter path" -- \
+    "$TANDEM" train $common --dataset idx
+expect_fail "--transforms with a value out of range" \
+    "hflip: p=2 (column 7): expected a number in [0, 1]" -- \
+    "$TANDEM" train $common --transforms "hflip p=2"
+
 # --- weights given to --init ------------------------------------------------
 "$TANDEM" train $common --no-eval --save "$tmp/good.safetensors" >/dev/null 2>"$tmp/err" ||
     fail "save weights" "$(cat "$tmp/err")"

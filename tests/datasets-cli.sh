@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/datasets-cli.sh - `tandem train` on CIFAR and image-folder data made
-# by tests/make-fixtures.py: training runs on good data, and each kind of bad
+# by tests/make-fixtures.py: training runs on good data, named either way
+# ("cifar10:DIR" or "cifar10 path=DIR key=value"), and each kind of bad
 # input fails with a non-zero status and one error line on stderr naming the
 # file (and the byte offset where one applies).
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
@@ -59,6 +60,23 @@ if "$TANDEM" train $common --dataset "cifar:$tmp/cifar100" >"$tmp/out" 2>"$tmp/e
 else
     fail "train on CIFAR-100 files" "$(cat "$tmp/out" "$tmp/err")"
 fi
+# The grammar every feature shares opens the same data as KIND:PATH.
+if "$TANDEM" train $common --dataset "cifar10 path=$tmp/cifar10" >"$tmp/out" 2>"$tmp/err" &&
+        grep -q '^summary: model mlp, 1 epoch, 5 images' "$tmp/out"; then
+    ok "train on --dataset \"cifar10 path=DIR\""
+else
+    fail "train on --dataset \"cifar10 path=DIR\"" "$(cat "$tmp/out" "$tmp/err")"
+fi
+if "$TANDEM" train $common --dataset "cifar100 $tmp/cifar100 label=coarse" \
+        >"$tmp/out" 2>"$tmp/err" &&
+        grep -q '^summary: model mlp, 1 epoch, 4 images' "$tmp/out"; then
+    ok "train on --dataset \"cifar100 DIR label=coarse\""
+else
+    fail "train on --dataset \"cifar100 DIR label=coarse\"" "$(cat "$tmp/out" "$tmp/err")"
+fi
+expect_fail "a dataset parameter out of its choices" \
+    "cifar100: label=medium: expected one of fine, coarse" -- \
+    --dataset "cifar100 path=$tmp/cifar100 label=medium"
 mkdir "$tmp/trunc"
 cp "$tmp/cifar10/"*.bin "$tmp/trunc/"
 head -c 5000 "$tmp/cifar10/data_batch_1.bin" >"$tmp/trunc/data_batch_1.bin"
@@ -77,6 +95,16 @@ if [ $images = yes ]; then
     else
         fail "train on an image folder of one size" "$(cat "$tmp/out" "$tmp/err")"
     fi
+    if "$TANDEM" train $common --dataset "imagefolder path=$tmp/splits size=first" \
+            >"$tmp/out" 2>"$tmp/err" &&
+            grep -q '^summary: model mlp, 1 epoch, 3 images' "$tmp/out"; then
+        ok "train on --dataset \"imagefolder path=DIR size=first\""
+    else
+        fail "train on --dataset \"imagefolder path=DIR size=first\"" "$(cat "$tmp/out" "$tmp/err")"
+    fi
+    expect_fail "imagefolder size= out of its choices" \
+        "imagefolder: size=same: expected one of first, varying" -- \
+        --dataset "imagefolder $tmp/splits size=same"
     expect_fail "images of different sizes need a resize" "$tmp/good" "resize" -- \
         --dataset "imagefolder:$tmp/good"
     # Mixed sizes with a pipeline that fixes the size: training runs, and the

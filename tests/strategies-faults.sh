@@ -3,8 +3,9 @@
 # a rank killed with SIGKILL in the middle of ddp training ends the whole
 # job within 10 s with a message naming the rank; a rank that skips a
 # gradient all-reduce (test hook TDM_TEST_SKIP_COLLECTIVE) is named under
-# TDM_DEBUG=collectives instead of hanging; a one-process strategy in a
-# multi-process job is refused.
+# TDM_DEBUG=collectives instead of hanging (with the default buckets, and
+# with --strategy "ddp bucket-mb=0.1", whose buckets the message shows); a
+# one-process strategy in a multi-process job is refused.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 . "$TDM_TOP_SRCDIR/tests/strategies-lib.sh"
 has_feature collective shm || skip_all "the shm collective is not available"
@@ -78,6 +79,19 @@ else
     fail "the message names rank 1 and both calls" "$(cat "$work/skip.err")"
 fi
 if lt "$dt" 20; then ok "it stopped before the timeout ($dt s)"; else fail "it stopped before the timeout" "$dt s"; fi
+
+# ---- the bucket size from --strategy "ddp bucket-mb=..." ----
+# At 0.1 MiB a bucket holds 26,214 floats: fc3 and fc2.bias (2,826) make the
+# first, fc2.weight (131,072) the second, so the skipped first bucket now
+# shows as those two sizes instead of the default buckets' above.
+TDM_TEST_SKIP_COLLECTIVE=1:3 TDM_DEBUG=collectives \
+    "$TANDEM" run --nproc-per-node 2 -- "$TANDEM" train $common --model mlp -b 32 \
+    --strategy "ddp bucket-mb=0.1" --timeout 20 >"$work/bucket.out" 2>"$work/bucket.err"
+if grep -q "rank 0 called allreduce(2826 x f32, avg), rank 1 called allreduce(131072 x f32, avg)" "$work/bucket.err"; then
+    ok "--strategy \"ddp bucket-mb=0.1\" sets the bucket size"
+else
+    fail "--strategy \"ddp bucket-mb=0.1\" sets the bucket size" "$(cat "$work/bucket.err")"
+fi
 
 # ---- a one-process strategy in a job of two ----
 "$TANDEM" run --nproc-per-node 2 -- "$TANDEM" train $common --model mlp --strategy single \

@@ -416,6 +416,82 @@ static void test_folder_fixed_size(void)
     tdm_dataset_close(ds);
 }
 
+/* The grammar of every feature ("KIND path=DIR key=value", or the path
+ * first without "path=") opens the same dataset as the older
+ * "KIND:DIR,key=value"; quotes keep a path with spaces whole; a bad value
+ * names the reader, the key and what it accepts. */
+static void same_dataset(const char *old_spec, const char *new_spec, const char *split)
+{
+    GError *error = NULL;
+    TdmDataset *a = tdm_dataset_open(old_spec, split, &error);
+    g_assert_no_error(error);
+    TdmDataset *b = tdm_dataset_open(new_spec, split, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(a->kind, ==, b->kind);
+    g_assert_cmpstr(a->path, ==, b->path);
+    g_assert_cmpint(a->length, ==, b->length);
+    g_assert_cmpint(a->num_classes, ==, b->num_classes);
+    g_assert_cmpint(a->channels, ==, b->channels);
+    g_assert_cmpint(a->height, ==, b->height);
+    g_assert_cmpint(a->width, ==, b->width);
+    g_assert_cmpstr(tdm_params_get_string(a->params, "path"), ==, a->path);
+    tdm_dataset_close(a);
+    tdm_dataset_close(b);
+}
+
+static void test_parameter_forms(void)
+{
+    g_autofree char *c100 = fx("cifar100");
+    g_autofree char *old1 = g_strconcat("cifar100:", c100, ",label=coarse", NULL);
+    g_autofree char *new1 = g_strconcat("cifar100 path=", c100, " label=coarse", NULL);
+    g_autofree char *new2 = g_strconcat("cifar100 ", c100, " label=coarse", NULL);
+    same_dataset(old1, new1, "test");
+    same_dataset(old1, new2, "test");
+    GError *error = NULL;
+    TdmDataset *ds = tdm_dataset_open(new1, "test", &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(ds->num_classes, ==, 20);
+    g_assert_cmpstr(tdm_params_get_string(ds->params, "label"), ==, "coarse");
+    tdm_dataset_close(ds);
+    /* A directory name with a space, quoted. */
+    g_autofree char *spaced = fx("cifar 100");
+    g_assert_cmpint(symlink(c100, spaced), ==, 0);
+    g_autofree char *quoted = g_strdup_printf("cifar100 '%s' label=coarse", spaced);
+    ds = tdm_dataset_open(quoted, "test", &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(ds->path, ==, spaced);
+    g_assert_cmpint(ds->num_classes, ==, 20);
+    tdm_dataset_close(ds);
+    g_autofree char *resolved = tdm_dataset_resolve(new1, &error);
+    g_assert_cmpstr(resolved, ==, new1);
+
+    static const char *const bad[][2] = {
+        {"cifar100 %s label=medium", "cifar100: label=medium: expected one of fine, coarse"},
+        {"cifar10 %s label=coarse", "cifar10: unknown parameter 'label'; known: path"},
+        {"cifar100 %s %s", "cifar100: unexpected value"},
+        {"cifar100 label=fine", "cifar100: missing parameter path"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *spec = g_strdup_printf(bad[i][0], c100, c100);
+        g_assert_null(tdm_dataset_open(spec, "test", &error));
+        g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+        g_test_message("%s -> %s", spec, error->message);
+        g_assert_nonnull(strstr(error->message, bad[i][1]));
+        g_clear_error(&error);
+    }
+    if (!have_images) {
+        return;
+    }
+    g_autofree char *splits = fx("splits");
+    g_autofree char *old3 = g_strconcat("imagefolder:", splits, ",size=first,channels=1", NULL);
+    g_autofree char *new3 = g_strconcat("imagefolder ", splits, " size=first channels=1", NULL);
+    same_dataset(old3, new3, "train");
+    g_autofree char *bad4 = g_strconcat("imagefolder ", splits, " channels=2", NULL);
+    g_assert_null(tdm_dataset_open(bad4, "train", &error));
+    g_assert_nonnull(strstr(error->message, "imagefolder: channels=2: expected one of 1, 3"));
+    g_clear_error(&error);
+}
+
 static void test_folder_bad_input(void)
 {
     if (!have_images) {
@@ -575,6 +651,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cifar/cifar100", test_cifar100);
     g_test_add_func("/cifar/estimated-normalization", test_cifar_estimated_normalization);
     g_test_add_func("/cifar/bad-input", test_cifar_bad_input);
+    g_test_add_func("/datasets/parameter-forms", test_parameter_forms);
     g_test_add_func("/imagefolder/rgb-pixels", test_folder_rgb);
     g_test_add_func("/imagefolder/grey-pixels", test_folder_grey);
     g_test_add_func("/imagefolder/torchvision-order", test_folder_torchvision_order);

@@ -212,6 +212,17 @@ else
     fail "another seed, another loss curve"
 fi
 
+# --- hyperparameters after the optimizer's name win over --lr --------------------
+if "$TANDEM" train --device ref --quiet --limit 128 --no-eval --lr 0.5 \
+        --optimizer "sgd lr=0.125 momentum=0" --log-file "$tmp/hp.json" \
+        >"$tmp/out" 2>"$tmp/err" &&
+        [ "$(grep -c '"event":"step".*"lr":0.125,' "$tmp/hp.json")" -eq 2 ]; then
+    ok "--optimizer \"sgd lr=0.125\" sets the learning rate of every step"
+else
+    fail "--optimizer \"sgd lr=0.125\" sets the learning rate of every step" \
+        "$(cat "$tmp/err" "$tmp/hp.json")"
+fi
+
 # --- a batch larger than the data -------------------------------------------------
 # One step of all 256 images; the loader's buffers are sized by the data, not
 # by the 2^20 asked for (3 GiB each), so this fits in 1.5 GB of address space.

@@ -282,7 +282,9 @@ static int data_preview(int argc, char **argv)
     gint64 start = 0, epoch = 0, seed = 0;
     GOptionEntry entries[] = {
         {"dataset", 0, 0, G_OPTION_ARG_STRING, &spec,
-         "data set: a name (fashion-mnist, mnist) or KIND:PATH (fashion-mnist)", "SPEC"},
+         "data set: a name (fashion-mnist, mnist), \"KIND path=DIR key=value...\" or KIND:PATH "
+         "(fashion-mnist)",
+         "SPEC"},
         {"split", 0, 0, G_OPTION_ARG_STRING, &split, "train or test (train)", "SPLIT"},
         {"transforms", 0, 0, G_OPTION_ARG_STRING, &transforms,
          "transform pipeline, e.g. \"pad 4 | random-crop 28 | hflip\" (none)", "PIPELINE"},

@@ -125,11 +125,17 @@ static const TdmOptimizerClass sign_sgd_class = {
     .finalize = sign_sgd_finalize,
 };
 
+/* "example-sign-sgd momentum=0.9" (--optimizer) or the optim.* config keys
+ * of the same names set these; the core checks them against the ranges
+ * given here and copies them into opt->opts (a key of the optimizer's own
+ * would be read with tdm_params_get_float(opt->hparams, "key")). */
 static const TdmParamSpec sign_sgd_params[] = {
-    {"lr", "float", "0.01", "step size: every weight moves by exactly lr per step"},
-    {"momentum", "float", "0", "averaging factor of the gradient before its sign (Signum)"},
-    {"weight_decay", "float", "0", "L2 penalty added to the gradient"},
-    {NULL, NULL, NULL, NULL},
+    TDM_PARAM_SPEC_FLOAT("lr", 0, "0.01", 0, 1e6,
+                         "step size: every weight moves by exactly lr per step"),
+    TDM_PARAM_SPEC_FLOAT("momentum", 0, "0", 0, 1,
+                         "averaging factor of the gradient before its sign (Signum)"),
+    TDM_PARAM_SPEC_FLOAT("weight_decay", 0, "0", 0, 1e6, "L2 penalty added to the gradient"),
+    TDM_PARAM_SPEC_END,
 };
 
 static gboolean example_init(TdmPlugin *plugin, GError **error)

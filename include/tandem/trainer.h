@@ -55,7 +55,8 @@ G_BEGIN_DECLS
         "freeze", 0, "PREFIXES", TRAIN,                                                      \
         "Freeze parameters with these comma-separated name prefixes")                        \
     KEY(dataset, NAME, "data.dataset", "fashion-mnist", NULL,                                \
-        "dataset", 'd', "SPEC", TRAIN_EVAL, "Dataset: fashion-mnist, mnist or KIND:PATH")    \
+        "dataset", 'd', "SPEC", TRAIN_EVAL,                                                  \
+        "Dataset: fashion-mnist, mnist, \"KIND path=DIR key=value...\" or KIND:PATH")         \
     KEY(limit, INT64, "data.limit", NULL, ">= 0",                                            \
         "limit", 'n', "N", TRAIN, "Use the first N training images; 0 = all")                \
     KEY(batch_size, INT, "data.batch_size", "64", "[1, 1048576]",                            \
@@ -72,7 +73,8 @@ G_BEGIN_DECLS
     KEY(pin_memory, BOOL, "data.pin_memory", NULL, NULL,                                     \
         "pin-memory", 0, NULL, TRAIN_EVAL, "Stage batches in the backend's pinned host memory") \
     KEY(optimizer, NAME, "optim.name", "sgd", NULL,                                          \
-        "optimizer", 0, "NAME", TRAIN, "sgd, adamw or a plugin's")                           \
+        "optimizer", 0, "SPEC", TRAIN,                                                       \
+        "sgd, adamw or a plugin's, with hyperparameters: \"sgd momentum=0.9\" (they win)")    \
     KEY(lr, FLOAT, "optim.lr", "0.05", "[0, 1e6]",                                           \
         "lr", 0, "LR", TRAIN, "Learning rate")                                               \
     KEY(momentum, FLOAT, "optim.momentum", "0.9", "[0, 1]",                                  \
@@ -108,7 +110,8 @@ G_BEGIN_DECLS
     KEY(device, NAME, "train.device", "auto", NULL,                                          \
         "device", 0, "SPEC", TRAIN_EVAL, "Device: auto, cpu, ref, cuda:1...")                \
     KEY(strategy, NAME, "train.strategy", "single", NULL,                                    \
-        "strategy", 0, "NAME", TRAIN, "single, dp, ddp, zero1")                              \
+        "strategy", 0, "SPEC", TRAIN,                                                        \
+        "single, dp, ddp, zero1, with parameters: \"ddp bucket-mb=25\"")                      \
     KEY(accumulate, INT, "train.accumulate", "1", "[1, 1048576]",                            \
         "accumulate", 0, "N", TRAIN, "Micro-batches per optimizer step")                     \
     KEY(log_file, PATH, "train.log_file", NULL, NULL,                                        \
