@@ -6,9 +6,10 @@
  * order, since backward produces the last layer's gradients first. The
  * first bucket is small (about 1 MiB) so that communication starts early;
  * the others hold about 25 MiB (the bucket-mb parameter, "ddp
- * bucket-mb=50", which also caps the first). A parameter that would overflow the current bucket starts the
- * next one (one larger than a bucket gets its own), so the small last
- * layers are reduced while the large ones are still in backward. A bucket
+ * bucket-mb=50", which also caps the first). A parameter that would
+ * overflow the current bucket starts the next one (one larger than a
+ * bucket gets its own), so the small last layers are reduced while the
+ * large ones are still in backward. A bucket
  * never spans a frozen parameter, whose gradient is neither computed nor
  * reduced. During backward the model's grad-ready hook counts each bucket's
  * parameters down and, when a bucket is complete, starts its asynchronous
