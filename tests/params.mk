@@ -7,3 +7,5 @@ tests_test_params_SOURCES = tests/test-params.c
 tests_test_params_CFLAGS = $(TDMTEST_CFLAGS)
 tests_test_params_LDADD = $(TDMTEST_LIBS)
 TESTS += tests/test-params
+# The grammar's fuzz target is built by hand with clang (see the file).
+EXTRA_DIST += tests/fuzz/fuzz-params.c
