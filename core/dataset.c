@@ -77,9 +77,12 @@ static gboolean idx_dir_present(const char *dir)
 }
 
 /* The text after the name when `spec` is "NAME key=value ..." (a reader
- * and its parameters), else NULL. */
+ * and its parameters), else NULL (a directory named "my data" is one). */
 static const char *reader_args(const char *spec)
 {
+    if (g_file_test(spec, G_FILE_TEST_IS_DIR)) {
+        return NULL;
+    }
     const char *args = NULL;
     g_autofree char *name = tdm_params_split_name(spec, &args);
     return name != NULL && args[0] != '\0' ? args : NULL;

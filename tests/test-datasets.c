@@ -464,6 +464,11 @@ static void test_parameter_forms(void)
     tdm_dataset_close(ds);
     g_autofree char *resolved = tdm_dataset_resolve(new1, &error);
     g_assert_cmpstr(resolved, ==, new1);
+    /* A directory whose name has a space is a directory, not "NAME args". */
+    g_autofree char *as_dir = tdm_dataset_resolve(spaced, &error);
+    g_assert_no_error(error);
+    g_autofree char *idx_dir = g_strconcat("idx:", spaced, NULL);
+    g_assert_cmpstr(as_dir, ==, idx_dir);
 
     static const char *const bad[][2] = {
         {"cifar100 %s label=medium", "cifar100: label=medium: expected one of fine, coarse"},
