@@ -197,9 +197,15 @@ TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kind, const
                     other->plugin->name);
         goto out;
     }
-    /* The registry keeps the specs in the current layout, checked once. */
+    /* The registry keeps the specs in the current layout, checked once; a
+     * spec that makes no sense refuses the plugin like a bad class. */
     TdmParamSpec *param_copy = NULL;
-    if (params != NULL && (param_copy = tdm_param_specs_copy(name, params, NULL, error)) == NULL) {
+    if (params != NULL &&
+        (param_copy = tdm_param_specs_copy(name, params, NULL, &refusal)) == NULL) {
+        if (plugin->refused == NULL) {
+            plugin->refused = g_strdup(refusal->message);
+        }
+        g_propagate_error(error, refusal);
         goto out;
     }
     f = g_new0(TdmFeature, 1);

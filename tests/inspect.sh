@@ -71,6 +71,10 @@ has "a backend with half of a slot pair is refused" \
 has "a backend with an incomplete stream table is refused" \
     "libtdm-fixture-streams.so: backend 'fixture-streams' stream_ops: required slot 'event_query' is NULL" \
     "$out"
+has "a contradictory parameter spec is reported" \
+    "libtdm-fixture-badspec.so: feature 'fixture-badspec-strategy': parameter spec 'bucket-mb': default '0': expected a number in [0.001, 1024]" \
+    "$out"
+hasnt "a plugin refused for its spec is not listed" "fixture-badspec-strategy " "$out"
 hasnt "a refused backend is not listed as a feature" "backend    fixture-nullgemm" "$out"
 hasnt "a refused plugin is not listed as a plugin" "Plugin: fixture-nullgemm " "$out"
 hasnt "the valid feature beside a refused class is rolled back" "fixture-major-data" "$out"
