@@ -50,6 +50,12 @@ typedef struct {
     int column; /* 1-based in the text the user wrote */
 } TdmParamToken;
 
+/* The tokenizer's character classes (the pipeline parser reads transform
+ * names with them too): blanks, and what a key or a name is made of. */
+gboolean tdm_param_is_space(char ch);
+gboolean tdm_param_is_key_char(char ch);
+const char *tdm_param_skip_spaces(const char *s);
+
 /* An empty GArray of TdmParamToken that frees its tokens. */
 GArray *tdm_param_tokens_new(void);
 /* Read "key=value value ..." from *pos to the end of the text, or to a '|'

@@ -37,19 +37,19 @@ struct _TdmParams {
 
 /* ---- the tokenizer ---------------------------------------------------------- */
 
-static gboolean is_space(char ch)
+gboolean tdm_param_is_space(char ch)
 {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
 }
 
-static gboolean is_key_char(char ch)
+gboolean tdm_param_is_key_char(char ch)
 {
     return g_ascii_isalnum(ch) || ch == '-' || ch == '_';
 }
 
-static const char *skip_spaces(const char *s)
+const char *tdm_param_skip_spaces(const char *s)
 {
-    while (is_space(*s)) {
+    while (tdm_param_is_space(*s)) {
         s++;
     }
     return s;
@@ -96,7 +96,7 @@ static char *read_value(const char **pos, gboolean stop_at_bar, gboolean *bare_e
     GString *v = g_string_new(NULL);
     const char *s = *pos;
     *bare_eq = FALSE;
-    while (!at_end(s, stop_at_bar) && !is_space(*s)) {
+    while (!at_end(s, stop_at_bar) && !tdm_param_is_space(*s)) {
         if (*s == '\'' || *s == '"') {
             const char *close = strchr(s + 1, *s);
             if (close == NULL) {
@@ -110,7 +110,7 @@ static char *read_value(const char **pos, gboolean stop_at_bar, gboolean *bare_e
         }
         *bare_eq = *bare_eq || *s == '=';
         g_string_append_c(v, *s);
-        s = *s == ',' ? skip_spaces(s + 1) : s + 1;
+        s = *s == ',' ? tdm_param_skip_spaces(s + 1) : s + 1;
     }
     *pos = s;
     return g_string_free(v, FALSE);
@@ -122,7 +122,7 @@ gboolean tdm_param_tokens_read(const char *feature, const char *origin, const ch
 {
     const char *s = *pos;
     for (;;) {
-        s = skip_spaces(s);
+        s = tdm_param_skip_spaces(s);
         if (at_end(s, stop_at_bar)) {
             break;
         }
@@ -130,13 +130,13 @@ gboolean tdm_param_tokens_read(const char *feature, const char *origin, const ch
         g_autofree char *col = at_column(columns ? t.column : 0);
         g_autofree char *at = at_column_words(columns ? t.column : 0);
         const char *tok = s;
-        while (is_key_char(*s)) {
+        while (tdm_param_is_key_char(*s)) {
             s++;
         }
-        const char *after = skip_spaces(s);
+        const char *after = tdm_param_skip_spaces(s);
         if (s > tok && *after == '=') {
             t.key = g_strndup(tok, (gsize)(s - tok));
-            s = skip_spaces(after + 1);
+            s = tdm_param_skip_spaces(after + 1);
             if (at_end(s, stop_at_bar)) {
                 g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: %s=%s: missing value",
                             feature, t.key, col);
@@ -381,15 +381,15 @@ TdmParams *tdm_params_parse_args(const char *feature, const TdmParamSpec *specs,
 char *tdm_params_split_name(const char *text, const char **args)
 {
     g_return_val_if_fail(text != NULL, NULL);
-    const char *s = skip_spaces(text), *start = s;
-    while (is_key_char(*s) || *s == '.') {
+    const char *s = tdm_param_skip_spaces(text), *start = s;
+    while (tdm_param_is_key_char(*s) || *s == '.') {
         s++;
     }
-    if (s == start || (*s != '\0' && !is_space(*s))) {
+    if (s == start || (*s != '\0' && !tdm_param_is_space(*s))) {
         return NULL;
     }
     if (args != NULL) {
-        *args = skip_spaces(s);
+        *args = tdm_param_skip_spaces(s);
     }
     return g_strndup(start, (gsize)(s - start));
 }

@@ -165,24 +165,6 @@ int tdm_transform_pipeline_length(const TdmTransformPipeline *p)
     return (int)p->stages->len;
 }
 
-static gboolean is_space(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
-}
-
-static gboolean is_name_char(char ch)
-{
-    return g_ascii_isalnum(ch) || ch == '-' || ch == '_';
-}
-
-static const char *skip_spaces(const char *s)
-{
-    while (is_space(*s)) {
-        s++;
-    }
-    return s;
-}
-
 static char *known_transform_names(void)
 {
     GPtrArray *features = tdm_registry_list_features(TDM_FEATURE_TRANSFORM);
@@ -262,7 +244,7 @@ static Stage *parse_stage(const char *spec, const char **pos, int position, GErr
     const char *s = *pos;
     int column = (int)(s - spec) + 1;
     const char *name_start = s;
-    while (is_name_char(*s)) {
+    while (tdm_param_is_key_char(*s)) {
         s++;
     }
     if (s == name_start) {
@@ -271,7 +253,7 @@ static Stage *parse_stage(const char *spec, const char **pos, int position, GErr
                     column, *s);
         return NULL;
     }
-    if (*s != '\0' && *s != '|' && !is_space(*s)) {
+    if (*s != '\0' && *s != '|' && !tdm_param_is_space(*s)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "transform pipeline: unexpected '%c' in transform name at column %d", *s,
                     (int)(s - spec) + 1);
@@ -319,12 +301,12 @@ TdmTransformPipeline *tdm_transform_pipeline_parse(const char *spec, GError **er
     p->stages = g_ptr_array_new_with_free_func(stage_free);
     p->spec = g_strdup(spec);
 
-    const char *s = skip_spaces(spec);
+    const char *s = tdm_param_skip_spaces(spec);
     if (*s == '\0') {
         return p;
     }
     for (;;) {
-        s = skip_spaces(s);
+        s = tdm_param_skip_spaces(s);
         if (*s == '|' || *s == '\0') {
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                         "transform pipeline: missing transform before %s at column %d",
