@@ -47,33 +47,27 @@ $1"; shift; done
     fi
 }
 
+# expect_train NAME PATTERN ARGS...: `tandem train ARGS` succeeds and its
+# stdout has a line matching PATTERN (a grep regular expression).
+expect_train() {
+    name=$1; pattern=$2; shift 2
+    if "$TANDEM" train $common "$@" >"$tmp/out" 2>"$tmp/err" && grep -q "$pattern" "$tmp/out"; then
+        ok "$name"
+    else
+        fail "$name" "$(cat "$tmp/out" "$tmp/err")"
+    fi
+}
+
 # --- CIFAR ------------------------------------------------------------------
-if "$TANDEM" train $common --dataset "cifar10:$tmp/cifar10" >"$tmp/out" 2>"$tmp/err" &&
-        grep -q '^summary: model mlp, 1 epoch, 5 images' "$tmp/out"; then
-    ok "train on CIFAR-10 files"
-else
-    fail "train on CIFAR-10 files" "$(cat "$tmp/out" "$tmp/err")"
-fi
-if "$TANDEM" train $common --dataset "cifar:$tmp/cifar100" >"$tmp/out" 2>"$tmp/err" &&
-        grep -q '^summary: model mlp, 1 epoch, 4 images' "$tmp/out"; then
-    ok "train on CIFAR-100 files"
-else
-    fail "train on CIFAR-100 files" "$(cat "$tmp/out" "$tmp/err")"
-fi
+expect_train "train on CIFAR-10 files" '^summary: model mlp, 1 epoch, 5 images' \
+    --dataset "cifar10:$tmp/cifar10"
+expect_train "train on CIFAR-100 files" '^summary: model mlp, 1 epoch, 4 images' \
+    --dataset "cifar:$tmp/cifar100"
 # The grammar every feature shares opens the same data as KIND:PATH.
-if "$TANDEM" train $common --dataset "cifar10 path=$tmp/cifar10" >"$tmp/out" 2>"$tmp/err" &&
-        grep -q '^summary: model mlp, 1 epoch, 5 images' "$tmp/out"; then
-    ok "train on --dataset \"cifar10 path=DIR\""
-else
-    fail "train on --dataset \"cifar10 path=DIR\"" "$(cat "$tmp/out" "$tmp/err")"
-fi
-if "$TANDEM" train $common --dataset "cifar100 $tmp/cifar100 label=coarse" \
-        >"$tmp/out" 2>"$tmp/err" &&
-        grep -q '^summary: model mlp, 1 epoch, 4 images' "$tmp/out"; then
-    ok "train on --dataset \"cifar100 DIR label=coarse\""
-else
-    fail "train on --dataset \"cifar100 DIR label=coarse\"" "$(cat "$tmp/out" "$tmp/err")"
-fi
+expect_train "train on --dataset \"cifar10 path=DIR\"" '^summary: model mlp, 1 epoch, 5 images' \
+    --dataset "cifar10 path=$tmp/cifar10"
+expect_train "train on --dataset \"cifar100 DIR label=coarse\"" \
+    '^summary: model mlp, 1 epoch, 4 images' --dataset "cifar100 $tmp/cifar100 label=coarse"
 expect_fail "a dataset parameter out of its choices" \
     "cifar100: label=medium: expected one of fine, coarse" -- \
     --dataset "cifar100 path=$tmp/cifar100 label=medium"
@@ -88,20 +82,10 @@ expect_fail "CIFAR-100 files named as CIFAR-10" "$tmp/cifar100" "CIFAR-100" -- \
 
 # --- image folders -----------------------------------------------------------
 if [ $images = yes ]; then
-    if "$TANDEM" train $common --dataset "imagefolder:$tmp/splits,size=first" \
-            >"$tmp/out" 2>"$tmp/err" &&
-            grep -q '^summary: model mlp, 1 epoch, 3 images' "$tmp/out"; then
-        ok "train on an image folder of one size"
-    else
-        fail "train on an image folder of one size" "$(cat "$tmp/out" "$tmp/err")"
-    fi
-    if "$TANDEM" train $common --dataset "imagefolder path=$tmp/splits size=first" \
-            >"$tmp/out" 2>"$tmp/err" &&
-            grep -q '^summary: model mlp, 1 epoch, 3 images' "$tmp/out"; then
-        ok "train on --dataset \"imagefolder path=DIR size=first\""
-    else
-        fail "train on --dataset \"imagefolder path=DIR size=first\"" "$(cat "$tmp/out" "$tmp/err")"
-    fi
+    expect_train "train on an image folder of one size" '^summary: model mlp, 1 epoch, 3 images' \
+        --dataset "imagefolder:$tmp/splits,size=first"
+    expect_train "train on --dataset \"imagefolder path=DIR size=first\"" \
+        '^summary: model mlp, 1 epoch, 3 images' --dataset "imagefolder path=$tmp/splits size=first"
     expect_fail "imagefolder size= out of its choices" \
         "imagefolder: size=same: expected one of first, varying" -- \
         --dataset "imagefolder $tmp/splits size=same"
@@ -109,13 +93,10 @@ if [ $images = yes ]; then
         --dataset "imagefolder:$tmp/good"
     # Mixed sizes with a pipeline that fixes the size: training runs, and the
     # evaluation split gets "resize | center-crop" sized like the pipeline.
-    if "$TANDEM" train $common --dataset "imagefolder:$tmp/good" --workers 2 \
-            --transforms "random-resized-crop 8 | hflip | normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25" \
-            >"$tmp/out" 2>"$tmp/err" && grep -q '^summary: model mlp, 1 epoch,.*test accuracy' "$tmp/out"; then
-        ok "train on images of different sizes with --transforms"
-    else
-        fail "train on images of different sizes with --transforms" "$(cat "$tmp/out" "$tmp/err")"
-    fi
+    expect_train "train on images of different sizes with --transforms" \
+        '^summary: model mlp, 1 epoch,.*test accuracy' --dataset "imagefolder:$tmp/good" \
+        --workers 2 \
+        --transforms "random-resized-crop 8 | hflip | normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25"
     expect_fail "corrupt PNG" "$tmp/bad-png/a/zz-broken.png" "PNG" -- \
         --dataset "imagefolder:$tmp/bad-png"
     expect_fail "a .jpg that is not a JPEG" "$tmp/bad-jpg/b/photo.jpg" "not a JPEG" -- \

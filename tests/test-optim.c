@@ -274,6 +274,15 @@ static void test_frozen_after_create(void)
     tdm_model_free(model);
 }
 
+/* The same random gradients (from `seed`) into both models' grad arenas. */
+static void write_same_grads(TdmModel *a, TdmModel *b, guint32 seed)
+{
+    g_autofree float *g = g_new(float, a->n_grads);
+    test_fill_uniform(g, (int64_t)a->n_grads, seed, -1.0, 1.0);
+    g_assert_true(tdm_tensor_write(a->grad_arena, g, NULL));
+    g_assert_true(tdm_tensor_write(b->grad_arena, g, NULL));
+}
+
 /* tdm_optimizer_step_zero_grad is a step then zero_grad, bit for bit: on
  * the fused whole-arena path (the backend's update-and-zero op) and on the
  * per-parameter path (a subset: the step, then the usual zero_grad). */
@@ -297,10 +306,7 @@ static void run_step_zero_grad(const char *name, gboolean subset)
     TdmOptimizer *ob = tdm_optimizer_new(name, b, pb, &o, &error);
     g_assert_no_error(error);
     for (int step = 0; step < 3; step++) {
-        g_autofree float *g = g_new(float, a->n_grads);
-        test_fill_uniform(g, (int64_t)a->n_grads, 40 + step, -1.0, 1.0);
-        g_assert_true(tdm_tensor_write(a->grad_arena, g, NULL));
-        g_assert_true(tdm_tensor_write(b->grad_arena, g, NULL));
+        write_same_grads(a, b, 40 + step);
         g_assert_true(tdm_optimizer_step(oa, &error) && tdm_model_zero_grad(a, &error));
         g_assert_true(tdm_optimizer_step_zero_grad(ob, b, &error));
         g_assert_no_error(error);
@@ -380,10 +386,7 @@ static void test_hyperparameters(void)
     TdmOptimizer *ob = tdm_optimizer_new("sgd", b, NULL, &o, &error);
     g_assert_no_error(error);
     for (int step = 0; step < 2; step++) {
-        g_autofree float *g = g_new(float, a->n_grads);
-        test_fill_uniform(g, (int64_t)a->n_grads, 70 + step, -1.0, 1.0);
-        g_assert_true(tdm_tensor_write(a->grad_arena, g, NULL));
-        g_assert_true(tdm_tensor_write(b->grad_arena, g, NULL));
+        write_same_grads(a, b, 70 + step);
         g_assert_true(tdm_optimizer_step(oa, &error) && tdm_optimizer_step(ob, &error));
         g_assert_no_error(error);
     }
