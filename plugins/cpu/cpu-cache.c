@@ -3,12 +3,12 @@
  * A layout handle is the address of a dnnl_memory_desc_t interned in the
  * device (plain dense descs become NULL, so plain tensors have no layout);
  * its name ("nChw16c") is derived from the blocking. An op cache is a list of
- * entries, each keyed by the op, its parameters and its inputs' shapes,
- * strides and layout handles, holding the primitives, the memory objects
- * they are executed with (their data handles are set on every call) and the
- * buffers for reordered inputs; a few entries per op are kept, so that the
- * smaller last batch of an epoch does not evict the full batch's. Every
- * primitive uses the device's single user scratchpad.
+ * entries (cpu-cache.h says what an entry holds), most recently used first,
+ * a few per op kind. This file also makes what entries hold: primitives
+ * (each using the device's single user scratchpad, grown as they are
+ * created), their memory objects and the reorders that convert inputs, and
+ * it holds the one rule for primitive descriptors that oneDNN would run on
+ * its reference kernels (cpu_pd_create_fast).
  */
 #include "config.h"
 
@@ -368,6 +368,40 @@ gboolean cpu_scratch_reserve(TdmDevice *dev, size_t bytes, GError **error)
         return FALSE;
     }
     d->scratch_size = n;
+    return TRUE;
+}
+
+static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+           impl != NULL && strncmp(impl, "ref", 3) == 0;
+}
+
+gboolean cpu_pd_create_fast(TdmDevice *dev, CpuPdMake make, const void *spec,
+                            dnnl_primitive_desc_t *pd, GError **error)
+{
+    GError *first = NULL;
+    dnnl_primitive_desc_t made = NULL;
+    if (!make(dev, spec, FALSE, &made, &first)) {
+        made = NULL;
+    } else if (!pd_is_reference(made)) {
+        *pd = made;
+        return TRUE;
+    }
+    dnnl_primitive_desc_t retry = NULL;
+    if (make(dev, spec, TRUE, &retry, NULL)) {
+        if (made != NULL) {
+            dnnl_primitive_desc_destroy(made);
+        }
+        made = retry;
+    }
+    if (made == NULL) {
+        g_propagate_error(error, first);
+        return FALSE;
+    }
+    g_clear_error(&first);
+    *pd = made;
     return TRUE;
 }
 

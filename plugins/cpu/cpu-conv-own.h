@@ -4,7 +4,8 @@
  * nChw16c output, forward and backward weights), backward weights on
  * nChw8c (cpu-conv-bwf8.c, AVX2 machines) and Winograd F(4x4, 3x3) for 3x3
  * stride-1 convolutions on nChw8c: forward, backward data and backward
- * weights (cpu-conv-wino.c). */
+ * weights (cpu-conv-wino.c). Their geometry structs are named in
+ * cpu-cache.h, whose convolution entries point to them. */
 #ifndef TDM_CPU_CONV_OWN_H
 #define TDM_CPU_CONV_OWN_H
 
@@ -13,14 +14,14 @@
 #define CPU_STEM_MAX_C 4
 #define CPU_STEM_MAX_K 11
 
-typedef struct {
+struct CpuStemGeom {
     int64_t n, c, h, w;      /* input, plain NCHW */
     int64_t oc, ocp, oh, ow; /* output; ocp: channels padded to the block */
     int64_t kh, kw, sh, sw, ph, pw;
     int64_t hp, wp; /* the zero-bordered input plane */
     int64_t b;      /* the output layout's block: 8 or 16 */
     int threads;
-} CpuStemGeom;
+};
 
 /* Whether the own loops compute this convolution with the output (or
  * output gradient) in layout ymd; fills g. */
@@ -37,12 +38,12 @@ void cpu_stem_backward_filter(const CpuStemGeom *g, const float *x, const float 
 
 /* ---- backward weights, input and output gradient in nChw8c ---- */
 
-typedef struct {
+struct CpuBwf8Geom {
     int64_t n, ic, icp, h, w;  /* input; icp: channels padded to 8 */
     int64_t oc, ocp, oh, ow;   /* output gradient */
     int64_t kh, kw, sh, sw, ph, pw;
     int threads;
-} CpuBwf8Geom;
+};
 
 /* Whether the own loops compute dw for x in layout xmd and dy in dymd
  * (both nChw8c), weights of shape wshape; fills g. */
@@ -64,13 +65,13 @@ typedef enum {
     CPU_WINO_BACKWARD_WEIGHTS, /* x (ci) and dy (co) into dw [co][ci] */
 } CpuWinoPass;
 
-typedef struct {
+struct CpuWinoGeom {
     int64_t n, ci, co, h, w; /* ci channels in, co out; planes h x w, the same in and out */
     int64_t th, tw;          /* 4x4 output tiles down and across */
     int64_t chunk, stride;   /* tiles per chunk; rows of V and M per position */
     int threads;
     CpuWinoPass pass;
-} CpuWinoGeom;
+};
 
 /* Whether the own loops compute this pass from layout inmd into (or, for
  * the weights, with) outmd; fills g. */

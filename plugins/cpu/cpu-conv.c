@@ -21,6 +21,14 @@
  * convolutions between nChw8c tensors (Winograd F(4x4, 3x3): forward,
  * backward data and backward weights). Where an op has an output, oneDNN's
  * primitive descriptor is still made first: it names the output's layout.
+ *
+ * Each op is a setup, run on a cache miss, that decides which code runs it
+ * and fills the op's fields of the entry (CpuConv*Op in cpu-cache.h: for
+ * the own loops their geometry, for oneDNN the primitive and its memory
+ * objects), and a run that dispatches on that choice. Primitive
+ * descriptors go through cpu_pd_create_fast, which makes them again with
+ * the activation layouts left to oneDNN when it would pick a reference
+ * kernel.
  */
 #include "config.h"
 
@@ -161,9 +169,6 @@ static dnnl_alg_kind_t conv_alg(void)
     return alg ? dnnl_convolution_auto : dnnl_convolution_direct;
 }
 
-/* oneDNN falls back to its slow reference kernels when it has no optimised
- * one for a combination of layouts (a padded blocked input with few
- * channels, say); the ops then retry with every activation layout `any`. */
 /* The own loops (cpu-conv-own.h) are used unless their variable is "0"
  * (TDM_CPU_STEM, TDM_CPU_BWF8, TDM_CPU_WINO: to compare with oneDNN's kernels). */
 static gboolean own_enabled(const char *var, int *cached)
@@ -193,56 +198,51 @@ static gboolean wino_enabled(void)
     return own_enabled("TDM_CPU_WINO", &enabled);
 }
 
-/* aux[0] of a convolution entry: the index of its oneDNN primitive, or
- * (negative) which of the own loops run the op. */
-enum { OWN_STEM = -1, OWN_BWF8 = -2, OWN_WINO = -3 };
+/* Hands the op being set up to the own loops `impl`: copies their geometry
+ * (geom_size bytes) into a buffer of the entry and, when work_bytes is not
+ * 0, gives them a work buffer. Returns the geometry's copy, NULL (with
+ * `oom` as the message) when out of memory. */
+static const void *own_take(CpuEntry *e, CpuConvOwn *own, CpuConvImpl impl, const void *geom,
+                            size_t geom_size, size_t work_bytes, const char *oom,
+                            GError **error)
+{
+    own->impl = impl;
+    own->work = work_bytes > 0 ? cpu_entry_buf(e, work_bytes) : NULL;
+    void *copy = cpu_entry_buf(e, geom_size);
+    if (copy == NULL || (work_bytes > 0 && own->work == NULL)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: %s", oom);
+        return NULL;
+    }
+    memcpy(copy, geom, geom_size);
+    return copy;
+}
 
 /* Whether the Winograd loops (cpu-conv-wino.c) took an op being set up. */
 typedef enum { WINO_NO, WINO_TAKEN, WINO_FAILED } WinoTake;
 
 /* Hands the op to the Winograd loops when they compute pass from layout
- * inmd into (or, for the weights, with) outmd: marks the entry OWN_WINO,
- * keeps the geometry, grows the device's scratchpad for their work, gives
- * the output layout outmd (forward and backward data) and puts the entry in
- * the cache. pd, when not NULL (it names outmd), is destroyed once
- * the loops take the op. The weights (or their gradient) must be plain, as
- * the model keeps them. */
-static WinoTake wino_take(TdmDevice *dev, TdmOpCache **cache, CpuEntry *e,
-                          dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *inmd,
-                          const dnnl_memory_desc_t *outmd, const TdmTensor *w,
-                          const TdmConv2dParams *p, CpuWinoPass pass, GError **error)
+ * inmd into (or, for the weights, with) outmd: keeps their geometry, grows
+ * the device's scratchpad for their work and gives the output layout outmd
+ * (forward and backward data). The weights (or their gradient) must be
+ * plain, as the model keeps them. */
+static WinoTake wino_take(TdmDevice *dev, CpuEntry *e, CpuConvOwn *own,
+                          const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
+                          const TdmTensor *w, const TdmConv2dParams *p, CpuWinoPass pass,
+                          GError **error)
 {
     CpuWinoGeom wg;
     if (!wino_enabled() || w->layout != NULL || !tdm_tensor_is_contiguous(w) ||
         !cpu_wino_geom(inmd, outmd, w->shape, p, pass, &wg)) {
         return WINO_NO;
     }
-    e->aux[0] = OWN_WINO;
-    e->work[1] = cpu_entry_buf(e, sizeof wg);
-    gboolean ok = e->work[1] != NULL;
-    if (!ok) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: out of memory");
-    } else {
-        memcpy(e->work[1], &wg, sizeof wg);
-        ok = cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error);
+    own->wino = own_take(e, own, CPU_CONV_WINO, &wg, sizeof wg, 0, "out of memory", error);
+    if (own->wino == NULL || !cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error)) {
+        return WINO_FAILED;
     }
-    if (ok) {
-        if (pass != CPU_WINO_BACKWARD_WEIGHTS) {
-            cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
-        }
-        cpu_cache_insert(cache, e);
+    if (pass != CPU_WINO_BACKWARD_WEIGHTS) {
+        cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
     }
-    if (pd != NULL) {
-        dnnl_primitive_desc_destroy(pd);
-    }
-    return ok ? WINO_TAKEN : WINO_FAILED;
-}
-
-static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
-{
-    const char *impl = NULL;
-    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-           impl != NULL && strncmp(impl, "ref", 3) == 0;
+    return WINO_TAKEN;
 }
 
 static gboolean md_any(const dnnl_memory_desc_t *like, dnnl_memory_desc_t *md, GError **error)
@@ -252,11 +252,12 @@ static gboolean md_any(const dnnl_memory_desc_t *like, dnnl_memory_desc_t *md, G
                      "conv desc", error);
 }
 
-/* relu: a ReLU post-op (conv2d_relu_forward); only the forward op asks. */
-static gboolean fwd_pd_ex(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
-                          const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
-                          const dnnl_memory_desc_t *dst, gboolean relu, dnnl_primitive_desc_t *pd,
-                          GError **error)
+/* The forward's primitive descriptor; relu: a ReLU post-op
+ * (conv2d_relu_forward). */
+static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
+                       const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
+                       const dnnl_memory_desc_t *dst, gboolean relu, dnnl_primitive_desc_t *pd,
+                       GError **error)
 {
     dnnl_convolution_desc_t cd;
     if (!cpu_check(dnnl_dilated_convolution_forward_desc_init(
@@ -283,11 +284,53 @@ static gboolean fwd_pd_ex(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_d
     return cpu_check(s, relu ? "convolution forward with ReLU" : "convolution forward", error);
 }
 
-static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
-                       const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
-                       const dnnl_memory_desc_t *dst, dnnl_primitive_desc_t *pd, GError **error)
+/* What cpu_pd_create_fast makes a convolution's primitive descriptor from. */
+typedef struct {
+    CpuOpKind kind; /* the pass: CPU_OP_CONV_FWD, _BWD_DATA or _BWD_FILTER */
+    const ConvGeom *g;
+    const dnnl_memory_desc_t *src, *wei, *bias, *dst; /* bias NULL: none */
+    gboolean relu;  /* forward: a ReLU post-op */
+} ConvPdSpec;
+
+/* CpuPdMake for the convolutions: with `any`, src and dst (the
+ * activations, or their gradients) are left to oneDNN. */
+static gboolean conv_pd_make(TdmDevice *dev, const void *spec, gboolean any,
+                             dnnl_primitive_desc_t *pd, GError **error)
 {
-    return fwd_pd_ex(dev, g, src, wei, bias, dst, FALSE, pd, error);
+    const ConvPdSpec *s = spec;
+    const ConvGeom *g = s->g;
+    dnnl_memory_desc_t src = *s->src, dst = *s->dst;
+    if (any && (!md_any(s->src, &src, error) || !md_any(s->dst, &dst, error))) {
+        return FALSE;
+    }
+    if (s->kind == CPU_OP_CONV_FWD) {
+        return fwd_pd(dev, g, &src, s->wei, s->bias, &dst, s->relu, pd, error);
+    }
+    /* a backward pass is made with its forward as the hint */
+    dnnl_primitive_desc_t fpd = NULL;
+    if (!fwd_pd(dev, g, &src, s->wei, s->bias, &dst, FALSE, &fpd, error)) {
+        return FALSE;
+    }
+    gboolean data = s->kind == CPU_OP_CONV_BWD_DATA;
+    dnnl_convolution_desc_t cd;
+    gboolean ok =
+        data ? cpu_check(dnnl_dilated_convolution_backward_data_desc_init(
+                             &cd, conv_alg(), &src, s->wei, &dst, g->strides, g->dilates,
+                             g->pad_l, g->pad_r),
+                         "convolution backward data desc", error)
+             : cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(
+                             &cd, conv_alg(), &src, s->wei, s->bias, &dst, g->strides,
+                             g->dilates, g->pad_l, g->pad_r),
+                         "convolution backward weights desc", error);
+    if (ok) {
+        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+        ok = cpu_check(dnnl_primitive_desc_create(pd, &cd, attr, CPU_DEV(dev)->engine, fpd),
+                       data ? "convolution backward data" : "convolution backward weights",
+                       error);
+        dnnl_primitive_attr_destroy(attr);
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    return ok;
 }
 
 /* The output-gradient layout the stem's backward weights reads: dy's own
@@ -303,12 +346,91 @@ static gboolean stem_dy_md(TdmDevice *dev, const ConvGeom *g, const TdmTensor *d
     dnnl_memory_desc_t any;
     dnnl_primitive_desc_t pd = NULL;
     if (!conv_dst_md(NULL, g->y_shape, &any, NULL) ||
-        !fwd_pd(dev, g, src, wei, NULL, &any, &pd, NULL)) {
+        !fwd_pd(dev, g, src, wei, NULL, &any, FALSE, &pd, NULL)) {
         return FALSE;
     }
     *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     dnnl_primitive_desc_destroy(pd);
     return TRUE;
+}
+
+/* ---- forward ---- */
+
+/* The forward's entry: Winograd or the stem loops when they take the op,
+ * else the primitive with the reorders of x and the weights into its
+ * layouts. NULL on failure. */
+static CpuEntry *conv_forward_setup(TdmDevice *dev, const CpuKey *key, const ConvGeom *g,
+                                    const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
+                                    TdmTensor *bias, gboolean relu, GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_CONV_FWD, key);
+    CpuConvFwdOp *op = &e->conv_fwd;
+    dnnl_memory_desc_t src, wei, wplain, bmd, dst, xmd;
+    dnnl_primitive_desc_t pd = NULL;
+    ConvPdSpec spec = {CPU_OP_CONV_FWD, g, &src, &wei, bias ? &bmd : NULL, &dst, relu};
+    if (!conv_src_md(x, x->shape, &src, error) ||
+        !conv_weights_md(w, g->groups, TRUE, &wei, error) ||
+        !conv_weights_md(w, g->groups, FALSE, &wplain, error) ||
+        (bias != NULL && !bias_md(bias, w->shape[0], &bmd, error)) ||
+        !conv_dst_md(NULL, g->y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
+        !cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    gboolean ok;
+    CpuStemGeom sg;
+    const WinoTake wt = wino_take(dev, e, &op->own, &xmd, pdst, w, p, CPU_WINO_FORWARD, error);
+    if (wt != WINO_NO) {
+        ok = wt == WINO_TAKEN;
+    } else if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
+        /* the own loops, into the layout oneDNN would have written */
+        op->own.stem = own_take(e, &op->own, CPU_CONV_STEM, &sg, sizeof sg,
+                                cpu_stem_work_bytes(&sg, FALSE),
+                                "cannot allocate the stem convolution's work buffer", error);
+        cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
+        ok = op->own.stem != NULL;
+    } else {
+        ok = cpu_convert_init(dev, e, &op->x_in, &xmd, psrc, error) &&
+             cpu_convert_init(dev, e, &op->w_in, &wplain, pwei, error) &&
+             cpu_prim_create(dev, e, pd, &op->prim, error);
+        if (ok) {
+            op->src = cpu_entry_mem(dev, e, psrc);
+            op->weights = cpu_entry_mem(dev, e, pwei);
+            op->bias = bias != NULL ? cpu_entry_mem(dev, e, &bmd) : -1;
+            op->dst = cpu_entry_mem(dev, e, pdst);
+            cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
+        }
+    }
+    dnnl_primitive_desc_destroy(pd);
+    if (!ok) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static gboolean conv_forward_onednn(TdmDevice *dev, CpuEntry *e, const ConvGeom *g,
+                                    TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                                    GError **error)
+{
+    CpuConvFwdOp *op = &e->conv_fwd;
+    void *xs = cpu_convert_run(dev, e, &op->x_in, tdm_tensor_data(x), error);
+    void *ws = xs ? cpu_convert_run(dev, e, &op->w_in, tdm_tensor_data(w), error) : NULL;
+    if (ws == NULL || !cpu_entry_ensure_output(e, 0, y, 4, g->y_shape, error)) {
+        return FALSE;
+    }
+    dnnl_exec_arg_t args[6];
+    int n = 0;
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, op->src, xs)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, cpu_mem(e, op->weights, ws)};
+    if (op->bias >= 0) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, cpu_mem(e, op->bias, tdm_tensor_data(bias))};
+    }
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, op->dst, tdm_tensor_data(y))};
+    return cpu_run(dev, e, op->prim, n, args, error);
 }
 
 gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
@@ -329,111 +451,104 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
     cpu_key_add(&key, relu);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_FWD, &key);
     if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_CONV_FWD, &key);
-        dnnl_memory_desc_t src, wei, wplain, bmd, dst, xmd;
-        dnnl_primitive_desc_t pd = NULL;
-        if (!conv_src_md(x, x->shape, &src, error) || !conv_weights_md(w, g.groups, TRUE, &wei, error) ||
-            !conv_weights_md(w, g.groups, FALSE, &wplain, error) ||
-            (bias != NULL && !bias_md(bias, w->shape[0], &bmd, error)) ||
-            !conv_dst_md(NULL, g.y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
-            !fwd_pd_ex(dev, &g, &src, &wei, bias ? &bmd : NULL, &dst, relu, &pd, error)) {
-            goto fail;
-        }
-        if (pd_is_reference(pd) && src.format_kind != dnnl_format_kind_any) {
-            dnnl_primitive_desc_t pd2 = NULL;
-            if (md_any(&src, &src, error) &&
-                fwd_pd_ex(dev, &g, &src, &wei, bias ? &bmd : NULL, &dst, relu, &pd2, NULL)) {
-                dnnl_primitive_desc_destroy(pd);
-                pd = pd2;
-            }
-        }
-        const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-        const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        const WinoTake wt =
-            wino_take(dev, cache, e, pd, &xmd, pdst, w, p, CPU_WINO_FORWARD, error);
-        if (wt == WINO_TAKEN) {
-            goto run;
-        }
-        if (wt == WINO_FAILED) {
-            goto fail;
-        }
-        CpuStemGeom sg;
-        if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
-            /* the own loops, into the layout oneDNN would have written */
-            e->aux[0] = OWN_STEM;
-            e->work[0] = cpu_entry_buf(e, cpu_stem_work_bytes(&sg, FALSE));
-            e->work[1] = cpu_entry_buf(e, sizeof sg);
-            cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
-            dnnl_primitive_desc_destroy(pd);
-            if (e->work[0] != NULL && e->work[1] != NULL) {
-                memcpy(e->work[1], &sg, sizeof sg);
-            } else {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                            "cpu conv2d: cannot allocate the stem convolution's work buffer");
-                goto fail;
-            }
-            cpu_cache_insert(cache, e);
-            goto run;
-        }
-        int prim;
-        gboolean ok = cpu_convert_init(dev, e, &e->conv[0], &xmd, psrc, error) &&
-                      cpu_convert_init(dev, e, &e->conv[1], &wplain, pwei, error) &&
-                      cpu_prim_create(dev, e, pd, &prim, error);
-        if (ok) {
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, psrc);
-            e->aux[2] = cpu_entry_mem(dev, e, pwei);
-            e->aux[3] = bias != NULL ? cpu_entry_mem(dev, e, &bmd) : -1;
-            e->aux[4] = cpu_entry_mem(dev, e, pdst);
-            cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
-        }
-        dnnl_primitive_desc_destroy(pd);
-        if (!ok) {
-            goto fail;
+        e = conv_forward_setup(dev, &key, &g, p, x, w, bias, relu, error);
+        if (e == NULL) {
+            return FALSE;
         }
         cpu_cache_insert(cache, e);
     }
-run:
-    if (e->aux[0] == OWN_WINO) {
-        gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
+    const CpuConvOwn *own = &e->conv_fwd.own;
+    gboolean ok;
+    switch (own->impl) {
+    case CPU_CONV_WINO:
+        ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
         if (ok) {
-            cpu_wino_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
+            cpu_wino_run(own->wino, tdm_tensor_data(x), tdm_tensor_data(w),
                          bias != NULL ? tdm_tensor_data(bias) : NULL, relu, tdm_tensor_data(y),
                          CPU_DEV(dev)->scratch);
         }
-        cpu_entry_release(cache, e);
-        return ok;
-    }
-    if (e->aux[0] == OWN_STEM) {
-        gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
+        break;
+    case CPU_CONV_STEM:
+        ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
         if (ok) {
-            cpu_stem_forward(e->work[1], tdm_tensor_data(x), tdm_tensor_data(w),
+            cpu_stem_forward(own->stem, tdm_tensor_data(x), tdm_tensor_data(w),
                              bias != NULL ? tdm_tensor_data(bias) : NULL, relu,
-                             tdm_tensor_data(y), e->work[0]);
+                             tdm_tensor_data(y), own->work);
         }
-        cpu_entry_release(cache, e);
-        return ok;
-    }
-    void *xs = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(x), error);
-    void *ws = xs ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(w), error) : NULL;
-    gboolean ok = ws != NULL && cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
-    if (ok) {
-        dnnl_exec_arg_t args[6];
-        int n = 0;
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xs)};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, cpu_mem(e, (int)e->aux[2], ws)};
-        if (e->aux[3] >= 0) {
-            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(bias))};
-        }
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, (int)e->aux[4], tdm_tensor_data(y))};
-        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
+        break;
+    default:
+        ok = conv_forward_onednn(dev, e, &g, x, w, bias, y, error);
+        break;
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
+}
+
+/* ---- backward data ---- */
+
+/* The backward data's entry: Winograd when it takes the op, else the
+ * primitive with the reorders of dy and the weights into its layouts. */
+static CpuEntry *conv_backward_data_setup(TdmDevice *dev, const CpuKey *key, const ConvGeom *g,
+                                          const TdmConv2dParams *p, TdmTensor *dy,
+                                          TdmTensor *w, const TdmTensor *x_like,
+                                          GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_CONV_BWD_DATA, key);
+    CpuConvBwdDataOp *op = &e->conv_bwd_data;
+    dnnl_memory_desc_t src, wei, wplain, dst, dymd;
+    dnnl_primitive_desc_t pd = NULL;
+    ConvPdSpec spec = {CPU_OP_CONV_BWD_DATA, g, &src, &wei, NULL, &dst, FALSE};
+    if (!conv_src_md(x_like, x_like->shape, &src, error) ||
+        !conv_weights_md(w, g->groups, TRUE, &wei, error) ||
+        !conv_weights_md(w, g->groups, FALSE, &wplain, error) ||
+        !conv_dst_md(dy, g->y_shape, &dst, error) || !cpu_tensor_md(dy, &dymd, error) ||
+        !cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+    const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+    gboolean ok;
+    const WinoTake wt =
+        wino_take(dev, e, &op->own, &dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, error);
+    if (wt != WINO_NO) {
+        ok = wt == WINO_TAKEN;
+    } else {
+        ok = cpu_convert_init(dev, e, &op->dy_in, &dymd, pddst, error) &&
+             cpu_convert_init(dev, e, &op->w_in, &wplain, pwei, error) &&
+             cpu_prim_create(dev, e, pd, &op->prim, error);
+        if (ok) {
+            op->diff_dst = cpu_entry_mem(dev, e, pddst);
+            op->weights = cpu_entry_mem(dev, e, pwei);
+            op->diff_src = cpu_entry_mem(dev, e, pdsrc);
+            cpu_entry_set_output(dev, e, 0, pdsrc, TDM_DTYPE_F32);
+        }
+    }
+    dnnl_primitive_desc_destroy(pd);
+    if (!ok) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static gboolean conv_backward_data_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *dy,
+                                          TdmTensor *w, const TdmTensor *x_like, TdmTensor *dx,
+                                          GError **error)
+{
+    CpuConvBwdDataOp *op = &e->conv_bwd_data;
+    void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
+    void *ws = dys ? cpu_convert_run(dev, e, &op->w_in, tdm_tensor_data(w), error) : NULL;
+    if (ws == NULL || !cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error)) {
+        return FALSE;
+    }
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)},
+        {DNNL_ARG_WEIGHTS, cpu_mem(e, op->weights, ws)},
+        {DNNL_ARG_DIFF_SRC, cpu_mem(e, op->diff_src, tdm_tensor_data(dx))},
+    };
+    return cpu_run(dev, e, op->prim, 3, args, error);
 }
 
 gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
@@ -462,105 +577,154 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
     cpu_key_add_tensor(&key, x_like);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_BWD_DATA, &key);
     if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_CONV_BWD_DATA, &key);
-        dnnl_memory_desc_t src, wei, wplain, dst, dymd;
-        dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-        dnnl_convolution_desc_t cd;
-        if (!conv_src_md(x_like, x_like->shape, &src, error) ||
-            !conv_weights_md(w, g.groups, TRUE, &wei, error) ||
-            !conv_weights_md(w, g.groups, FALSE, &wplain, error) ||
-            !conv_dst_md(dy, g.y_shape, &dst, error) || !cpu_tensor_md(dy, &dymd, error)) {
-            goto fail;
-        }
-        gboolean ok = FALSE;
-        GError *first = NULL;
-        for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-            if (attempt == 1 && (!md_any(&src, &src, NULL) || !md_any(&dst, &dst, NULL))) {
-                break;
-            }
-            GError **err = attempt == 0 ? &first : NULL;
-            dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-            dnnl_primitive_desc_t cand = NULL;
-            ok = fwd_pd(dev, &g, &src, &wei, NULL, &dst, &fpd, err) &&
-                 cpu_check(dnnl_dilated_convolution_backward_data_desc_init(
-                               &cd, conv_alg(), &src, &wei, &dst, g.strides,
-                               g.dilates, g.pad_l, g.pad_r),
-                           "convolution backward data desc", err) &&
-                 cpu_check(dnnl_primitive_desc_create(&cand, &cd, attr, CPU_DEV(dev)->engine, fpd),
-                           "convolution backward data", err);
-            dnnl_primitive_attr_destroy(attr);
-            if (fpd != NULL) {
-                dnnl_primitive_desc_destroy(fpd);
-                fpd = NULL;
-            }
-            if (ok) {
-                if (pd != NULL) {
-                    dnnl_primitive_desc_destroy(pd);
-                }
-                pd = cand;
-                /* keep the first success unless it is the slow reference */
-                ok = !pd_is_reference(pd) || attempt == 1;
-            }
-        }
-        if (pd == NULL) {
-            g_propagate_error(error, first);
-            goto fail;
-        }
-        g_clear_error(&first);
-        const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
-        const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-        const WinoTake wt = wino_take(dev, cache, e, pd, &dymd, pdsrc, w, p,
-                                      CPU_WINO_BACKWARD_DATA, error);
-        if (wt == WINO_TAKEN) {
-            goto run;
-        }
-        if (wt == WINO_FAILED) {
-            goto fail;
-        }
-        int prim;
-        ok = cpu_convert_init(dev, e, &e->conv[0], &dymd, pddst, error) &&
-             cpu_convert_init(dev, e, &e->conv[1], &wplain, pwei, error) &&
-             cpu_prim_create(dev, e, pd, &prim, error);
-        if (ok) {
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, pddst);
-            e->aux[2] = cpu_entry_mem(dev, e, pwei);
-            e->aux[3] = cpu_entry_mem(dev, e, pdsrc);
-            cpu_entry_set_output(dev, e, 0, pdsrc, TDM_DTYPE_F32);
-        }
-        dnnl_primitive_desc_destroy(pd);
-        if (!ok) {
-            goto fail;
+        e = conv_backward_data_setup(dev, &key, &g, p, dy, w, x_like, error);
+        if (e == NULL) {
+            return FALSE;
         }
         cpu_cache_insert(cache, e);
     }
-run:
-    if (e->aux[0] == OWN_WINO) {
-        gboolean ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
+    const CpuConvOwn *own = &e->conv_bwd_data.own;
+    gboolean ok;
+    if (own->impl == CPU_CONV_WINO) {
+        ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
         if (ok) {
-            cpu_wino_run(e->work[1], tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
+            cpu_wino_run(own->wino, tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
                          tdm_tensor_data(dx), CPU_DEV(dev)->scratch);
         }
-        cpu_entry_release(cache, e);
-        return ok;
-    }
-    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
-    void *ws = dys ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(w), error) : NULL;
-    gboolean ok = ws != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
-    if (ok) {
-        dnnl_exec_arg_t args[4] = {
-            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[1], dys)},
-            {DNNL_ARG_WEIGHTS, cpu_mem(e, (int)e->aux[2], ws)},
-            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(dx))},
-        };
-        ok = cpu_run(dev, e, (int)e->aux[0], 3, args, error);
+    } else {
+        ok = conv_backward_data_onednn(dev, e, dy, w, x_like, dx, error);
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
+}
+
+/* ---- backward weights ---- */
+
+/* The primitive of a backward weights entry, and what it runs with. */
+static gboolean conv_backward_filter_prim(TdmDevice *dev, CpuEntry *e, const ConvGeom *g,
+                                          const dnnl_memory_desc_t *src,
+                                          const dnnl_memory_desc_t *wei,
+                                          const dnnl_memory_desc_t *wplain,
+                                          const dnnl_memory_desc_t *bmd,
+                                          const dnnl_memory_desc_t *dst,
+                                          const dnnl_memory_desc_t *xmd,
+                                          const dnnl_memory_desc_t *dymd, int64_t oc,
+                                          GError **error)
+{
+    CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
+    dnnl_primitive_desc_t pd = NULL;
+    ConvPdSpec spec = {CPU_OP_CONV_BWD_FILTER, g, src, wei, bmd, dst, FALSE};
+    if (!cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
+        return FALSE;
+    }
+    const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *pdwei =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
+    const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+    gboolean ok = cpu_convert_init(dev, e, &op->x_in, xmd, psrc, error) &&
+                  cpu_convert_init(dev, e, &op->dy_in, dymd, pddst, error) &&
+                  cpu_prim_create(dev, e, pd, &op->prim, error) &&
+                  cpu_reorder_prim(dev, e, pdwei, wplain, TRUE, &op->dw_sum, &op->dw_sum_from,
+                                   &op->dw_sum_to, error);
+    if (ok) {
+        op->src = cpu_entry_mem(dev, e, psrc);
+        op->diff_dst = cpu_entry_mem(dev, e, pddst);
+        op->diff_weights = cpu_entry_mem(dev, e, pdwei);
+        op->diff_bias = bmd != NULL ? cpu_entry_mem(dev, e, bmd) : -1;
+        op->dw_buf = cpu_entry_buf(e, dnnl_memory_desc_get_size(pdwei));
+        op->db_buf = bmd != NULL ? cpu_entry_buf(e, sizeof(float) * (size_t)oc) : NULL;
+        ok = op->dw_buf != NULL && (bmd == NULL || op->db_buf != NULL);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The backward weights' entry: the stem, Winograd or the nChw8c loops when
+ * one of them takes the op (in that order), else the primitive. */
+static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, const CpuKey *key,
+                                            const ConvGeom *g, const TdmConv2dParams *p,
+                                            TdmTensor *x, TdmTensor *dy, TdmTensor *dw,
+                                            TdmTensor *db, GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_CONV_BWD_FILTER, key);
+    CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
+    dnnl_memory_desc_t src, wei, wplain, bmd, dst, xmd, dymd;
+    if (!conv_src_md(x, x->shape, &src, error) ||
+        !conv_weights_md(dw, g->groups, TRUE, &wei, error) ||
+        !conv_weights_md(dw, g->groups, FALSE, &wplain, error) ||
+        (db != NULL && !bias_md(db, dw->shape[0], &bmd, error)) ||
+        !conv_dst_md(dy, g->y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
+        !cpu_tensor_md(dy, &dymd, error)) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    gboolean ok;
+    CpuStemGeom sg;
+    CpuBwf8Geom bg;
+    dnnl_memory_desc_t stem_dy;
+    WinoTake wt;
+    if (stem_enabled() && stem_dy_md(dev, g, dy, &src, &wei, &stem_dy) &&
+        cpu_stem_geom(x, dw, p, &stem_dy, &sg)) {
+        /* the own loops, reading dy in its blocked layout */
+        op->own.stem = own_take(e, &op->own, CPU_CONV_STEM, &sg, sizeof sg,
+                                cpu_stem_work_bytes(&sg, TRUE),
+                                "cannot allocate the stem convolution's work buffer", error);
+        ok = op->own.stem != NULL && cpu_convert_init(dev, e, &op->dy_in, &dymd, &stem_dy, error);
+    } else if ((wt = wino_take(dev, e, &op->own, &xmd, &dymd, dw, p, CPU_WINO_BACKWARD_WEIGHTS,
+                               error)) != WINO_NO) {
+        /* Winograd on the nChw8c tensors as they are */
+        ok = wt == WINO_TAKEN;
+    } else if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
+        /* the own loops on the nChw8c tensors as they are */
+        op->own.bwf8 = own_take(e, &op->own, CPU_CONV_BWF8, &bg, sizeof bg,
+                                cpu_bwf8_work_bytes(&bg),
+                                "cannot allocate the backward-weights work buffer", error);
+        ok = op->own.bwf8 != NULL;
+    } else {
+        ok = conv_backward_filter_prim(dev, e, g, &src, &wei, &wplain, db ? &bmd : NULL, &dst,
+                                       &xmd, &dymd, dw->shape[0], error);
+    }
+    if (!ok) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The primitive into dw_buf and db_buf, then dw += dw_buf (the summing
+ * reorder) and db += db_buf. */
+static gboolean conv_backward_filter_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *x,
+                                            TdmTensor *dy, TdmTensor *dw, TdmTensor *db,
+                                            GError **error)
+{
+    CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
+    void *xs = cpu_convert_run(dev, e, &op->x_in, tdm_tensor_data(x), error);
+    void *dys = xs ? cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error) : NULL;
+    if (dys == NULL) {
+        return FALSE;
+    }
+    dnnl_exec_arg_t args[6];
+    int n = 0;
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, op->src, xs)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, cpu_mem(e, op->diff_weights, op->dw_buf)};
+    if (op->diff_bias >= 0) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, cpu_mem(e, op->diff_bias, op->db_buf)};
+    }
+    if (!cpu_run(dev, e, op->prim, n, args, error)) {
+        return FALSE;
+    }
+    dnnl_exec_arg_t sum_args[3] = {
+        {DNNL_ARG_FROM, cpu_mem(e, op->dw_sum_from, op->dw_buf)},
+        {DNNL_ARG_TO, cpu_mem(e, op->dw_sum_to, tdm_tensor_data(dw))},
+    };
+    if (!cpu_run(dev, e, op->dw_sum, 2, sum_args, error)) {
+        return FALSE;
+    }
+    if (db != NULL) {
+        cpu_accumulate(tdm_tensor_data(db), op->db_buf, db->shape[0]);
+    }
+    return TRUE;
 }
 
 gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
@@ -586,177 +750,37 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
     cpu_key_add_tensor(&key, db);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_BWD_FILTER, &key);
     if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_CONV_BWD_FILTER, &key);
-        dnnl_memory_desc_t src, wei, wplain, bmd, dst, xmd, dymd;
-        dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-        dnnl_convolution_desc_t cd;
-        if (!conv_src_md(x, x->shape, &src, error) || !conv_weights_md(dw, g.groups, TRUE, &wei, error) ||
-            !conv_weights_md(dw, g.groups, FALSE, &wplain, error) ||
-            (db != NULL && !bias_md(db, dw->shape[0], &bmd, error)) ||
-            !conv_dst_md(dy, g.y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
-            !cpu_tensor_md(dy, &dymd, error)) {
-            goto fail;
-        }
-        CpuStemGeom sg;
-        dnnl_memory_desc_t stem_dy;
-        if (stem_enabled() && stem_dy_md(dev, &g, dy, &src, &wei, &stem_dy) &&
-            cpu_stem_geom(x, dw, p, &stem_dy, &sg)) {
-            /* the own loops, reading dy in its blocked layout */
-            e->aux[0] = OWN_STEM;
-            e->work[0] = cpu_entry_buf(e, cpu_stem_work_bytes(&sg, TRUE));
-            e->work[1] = cpu_entry_buf(e, sizeof sg);
-            if (e->work[0] == NULL || e->work[1] == NULL) {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                            "cpu conv2d: cannot allocate the stem convolution's work buffer");
-                goto fail;
-            }
-            memcpy(e->work[1], &sg, sizeof sg);
-            if (!cpu_convert_init(dev, e, &e->conv[1], &dymd, &stem_dy, error)) {
-                goto fail;
-            }
-            cpu_cache_insert(cache, e);
-            goto run;
-        }
-        /* Winograd on the nChw8c tensors as they are */
-        const WinoTake wt = wino_take(dev, cache, e, NULL, &xmd, &dymd, dw, p,
-                                      CPU_WINO_BACKWARD_WEIGHTS, error);
-        if (wt == WINO_TAKEN) {
-            goto run;
-        }
-        if (wt == WINO_FAILED) {
-            goto fail;
-        }
-        CpuBwf8Geom bg;
-        if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
-            /* the own loops on the nChw8c tensors as they are */
-            e->aux[0] = OWN_BWF8;
-            e->work[0] = cpu_entry_buf(e, cpu_bwf8_work_bytes(&bg));
-            e->work[1] = cpu_entry_buf(e, sizeof bg);
-            if (e->work[0] == NULL || e->work[1] == NULL) {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                            "cpu conv2d: cannot allocate the backward-weights work buffer");
-                goto fail;
-            }
-            memcpy(e->work[1], &bg, sizeof bg);
-            cpu_cache_insert(cache, e);
-            goto run;
-        }
-        gboolean ok = FALSE;
-        GError *first = NULL;
-        for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-            if (attempt == 1 && (!md_any(&src, &src, NULL) || !md_any(&dst, &dst, NULL))) {
-                break;
-            }
-            GError **err = attempt == 0 ? &first : NULL;
-            dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-            dnnl_primitive_desc_t cand = NULL;
-            ok = fwd_pd(dev, &g, &src, &wei, db ? &bmd : NULL, &dst, &fpd, err) &&
-                 cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(
-                               &cd, conv_alg(), &src, &wei, db ? &bmd : NULL, &dst,
-                               g.strides, g.dilates, g.pad_l, g.pad_r),
-                           "convolution backward weights desc", err) &&
-                 cpu_check(dnnl_primitive_desc_create(&cand, &cd, attr, CPU_DEV(dev)->engine, fpd),
-                           "convolution backward weights", err);
-            dnnl_primitive_attr_destroy(attr);
-            if (fpd != NULL) {
-                dnnl_primitive_desc_destroy(fpd);
-                fpd = NULL;
-            }
-            if (ok) {
-                if (pd != NULL) {
-                    dnnl_primitive_desc_destroy(pd);
-                }
-                pd = cand;
-                ok = !pd_is_reference(pd) || attempt == 1;
-            }
-        }
-        if (pd == NULL) {
-            g_propagate_error(error, first);
-            goto fail;
-        }
-        g_clear_error(&first);
-        const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-        const dnnl_memory_desc_t *pdwei =
-            dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
-        const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-        int prim, racc, rsrc, rdst;
-        ok = cpu_convert_init(dev, e, &e->conv[0], &xmd, psrc, error) &&
-             cpu_convert_init(dev, e, &e->conv[1], &dymd, pddst, error) &&
-             cpu_prim_create(dev, e, pd, &prim, error) &&
-             cpu_reorder_prim(dev, e, pdwei, &wplain, TRUE, &racc, &rsrc, &rdst, error);
-        if (ok) {
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, psrc);
-            e->aux[2] = cpu_entry_mem(dev, e, pddst);
-            e->aux[3] = cpu_entry_mem(dev, e, pdwei);
-            e->aux[4] = db != NULL ? cpu_entry_mem(dev, e, &bmd) : -1;
-            e->aux[5] = racc;
-            e->aux[6] = rsrc;
-            e->aux[7] = rdst;
-            void *wbuf = cpu_entry_buf(e, dnnl_memory_desc_get_size(pdwei));
-            void *bbuf = db != NULL ? cpu_entry_buf(e, sizeof(float) * (size_t)dw->shape[0]) : NULL;
-            ok = wbuf != NULL && (db == NULL || bbuf != NULL);
-            e->work[0] = wbuf;
-            e->work[1] = bbuf;
-        }
-        dnnl_primitive_desc_destroy(pd);
-        if (!ok) {
-            goto fail;
+        e = conv_backward_filter_setup(dev, &key, &g, p, x, dy, dw, db, error);
+        if (e == NULL) {
+            return FALSE;
         }
         cpu_cache_insert(cache, e);
     }
-run:
-    if (e->aux[0] == OWN_WINO) {
-        cpu_wino_backward_filter(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy),
-                                 tdm_tensor_data(dw), db != NULL ? tdm_tensor_data(db) : NULL,
-                                 CPU_DEV(dev)->scratch);
-        cpu_entry_release(cache, e);
-        return TRUE;
-    }
-    if (e->aux[0] == OWN_BWF8) {
-        cpu_bwf8_run(e->work[1], tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
-                     db != NULL ? tdm_tensor_data(db) : NULL, e->work[0]);
-        cpu_entry_release(cache, e);
-        return TRUE;
-    }
-    if (e->aux[0] == OWN_STEM) {
-        void *dys = cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(dy), error);
+    CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
+    float *dbp = db != NULL ? tdm_tensor_data(db) : NULL;
+    gboolean ok = TRUE;
+    switch (op->own.impl) {
+    case CPU_CONV_WINO:
+        cpu_wino_backward_filter(op->own.wino, tdm_tensor_data(x), tdm_tensor_data(dy),
+                                 tdm_tensor_data(dw), dbp, CPU_DEV(dev)->scratch);
+        break;
+    case CPU_CONV_BWF8:
+        cpu_bwf8_run(op->own.bwf8, tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
+                     dbp, op->own.work);
+        break;
+    case CPU_CONV_STEM: {
+        void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
         if (dys != NULL) {
-            cpu_stem_backward_filter(e->work[1], tdm_tensor_data(x), dys, tdm_tensor_data(dw),
-                                     db != NULL ? tdm_tensor_data(db) : NULL, e->work[0]);
+            cpu_stem_backward_filter(op->own.stem, tdm_tensor_data(x), dys, tdm_tensor_data(dw),
+                                     dbp, op->own.work);
         }
-        cpu_entry_release(cache, e);
-        return dys != NULL;
+        ok = dys != NULL;
+        break;
     }
-    void *xs = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(x), error);
-    void *dys = xs ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(dy), error) : NULL;
-    gboolean ok = dys != NULL;
-    void *wbuf = e->work[0];
-    float *bbuf = e->work[1];
-    if (ok) {
-        dnnl_exec_arg_t args[6];
-        int n = 0;
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xs)};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[2], dys)};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, cpu_mem(e, (int)e->aux[3], wbuf)};
-        if (e->aux[4] >= 0) {
-            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, cpu_mem(e, (int)e->aux[4], bbuf)};
-        }
-        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
-    }
-    if (ok) {
-        dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_FROM, cpu_mem(e, (int)e->aux[6], wbuf)},
-            {DNNL_ARG_TO, cpu_mem(e, (int)e->aux[7], tdm_tensor_data(dw))},
-        };
-        ok = cpu_run(dev, e, (int)e->aux[5], 2, args, error);
-    }
-    if (ok && db != NULL) {
-        cpu_accumulate(tdm_tensor_data(db), bbuf, db->shape[0]);
+    default:
+        ok = conv_backward_filter_onednn(dev, e, x, dy, dw, db, error);
+        break;
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
 }

@@ -94,11 +94,12 @@ gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_GEMM, &key);
     if (e == NULL) {
         e = cpu_entry_new(CPU_OP_GEMM, &key);
+        CpuGemmOp *op = &e->gemm;
         dnnl_memory_desc_t amd, bmd, cmd, biasmd;
         dnnl_matmul_desc_t mmd;
         dnnl_primitive_desc_t pd = NULL;
-        if (!operand_init(dev, e, &e->conv[0], a, trans_a, &amd, error) ||
-            !operand_init(dev, e, &e->conv[1], b, trans_b, &bmd, error) ||
+        if (!operand_init(dev, e, &op->a_in, a, trans_a, &amd, error) ||
+            !operand_init(dev, e, &op->b_in, b, trans_b, &bmd, error) ||
             !cpu_tensor_md(c, &cmd, error)) {
             goto fail;
         }
@@ -116,35 +117,35 @@ gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
         dnnl_primitive_attr_t attr = cpu_attr_new(beta, alpha);
         dnnl_status_t s = dnnl_primitive_desc_create(&pd, &mmd, attr, CPU_DEV(dev)->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
-        int prim;
-        gboolean ok = cpu_check(s, "matmul", error) && cpu_prim_create(dev, e, pd, &prim, error);
+        gboolean ok =
+            cpu_check(s, "matmul", error) && cpu_prim_create(dev, e, pd, &op->prim, error);
         if (pd != NULL) {
             dnnl_primitive_desc_destroy(pd);
         }
         if (!ok) {
             goto fail;
         }
-        e->aux[0] = prim;
-        e->aux[1] = cpu_entry_mem(dev, e, &amd);
-        e->aux[2] = cpu_entry_mem(dev, e, &bmd);
-        e->aux[3] = cpu_entry_mem(dev, e, &cmd);
-        e->aux[4] = fuse_bias ? cpu_entry_mem(dev, e, &biasmd) : -1;
+        op->a = cpu_entry_mem(dev, e, &amd);
+        op->b = cpu_entry_mem(dev, e, &bmd);
+        op->c = cpu_entry_mem(dev, e, &cmd);
+        op->bias = fuse_bias ? cpu_entry_mem(dev, e, &biasmd) : -1;
         cpu_cache_insert(cache, e);
     }
-    void *ap = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(a), error);
-    void *bp = ap ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(b), error) : NULL;
+    CpuGemmOp *op = &e->gemm;
+    void *ap = cpu_convert_run(dev, e, &op->a_in, tdm_tensor_data(a), error);
+    void *bp = ap ? cpu_convert_run(dev, e, &op->b_in, tdm_tensor_data(b), error) : NULL;
     gboolean ok = bp != NULL;
     if (ok) {
         dnnl_exec_arg_t args[5];
         int na = 0;
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], ap)};
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, cpu_mem(e, (int)e->aux[2], bp)};
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(c))};
-        if (e->aux[4] >= 0) {
-            args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS,
-                                           cpu_mem(e, (int)e->aux[4], tdm_tensor_data(bias))};
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, op->a, ap)};
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, cpu_mem(e, op->b, bp)};
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, op->c, tdm_tensor_data(c))};
+        if (op->bias >= 0) {
+            args[na++] =
+                (dnnl_exec_arg_t){DNNL_ARG_BIAS, cpu_mem(e, op->bias, tdm_tensor_data(bias))};
         }
-        ok = cpu_run(dev, e, (int)e->aux[0], na, args, error);
+        ok = cpu_run(dev, e, op->prim, na, args, error);
     }
     if (ok && bias != NULL && !fuse_bias) {
         const float *bp = tdm_tensor_data(bias);

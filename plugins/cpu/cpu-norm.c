@@ -70,8 +70,129 @@ static gboolean bn_own(const TdmTensor *x, CpuBnGeom *g)
            cpu_bn_geom((const dnnl_memory_desc_t *)x->layout, x->shape[1], g);
 }
 
-/* Batch norm forward, followed by ReLU when `relu` (oneDNN's fuse_norm_relu:
- * one pass, and in training a bit mask in `ws` for the backward). */
+/* ---- forward ---- */
+
+/* The forward's entry: oneDNN's primitive, which names the output's layout
+ * and runs unless the own loops take the op (they get a work buffer when
+ * x's layout suits them and the output keeps it). NULL on failure. */
+static CpuEntry *bn_forward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey *key,
+                                  const TdmTensor *x, gboolean scale, gboolean shift, float eps,
+                                  gboolean training, gboolean relu, GError **error)
+{
+    int64_t c = x->shape[1];
+    CpuEntry *e = cpu_entry_new(kind, key);
+    CpuBnFwdOp *op = &e->bn_fwd;
+    dnnl_memory_desc_t xmd, vmd;
+    dnnl_batch_normalization_desc_t bd;
+    dnnl_primitive_desc_t pd = NULL;
+    unsigned flags = (scale ? dnnl_use_scale : 0) | (shift ? dnnl_use_shift : 0) |
+                     (training ? 0 : dnnl_use_global_stats) | (relu ? dnnl_fuse_norm_relu : 0);
+    if (!cpu_tensor_md(x, &xmd, error) || !vec_md(c, &vmd, error) ||
+        !cpu_check(dnnl_batch_normalization_forward_desc_init(
+                       &bd, training ? dnnl_forward_training : dnnl_forward_inference, &xmd, eps,
+                       flags),
+                   "batch norm forward desc", error)) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    gboolean ok = cpu_check(s, "batch norm forward", error) &&
+                  cpu_prim_create(dev, e, pd, &op->prim, error);
+    if (ok) {
+        const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        op->src = cpu_entry_mem(dev, e, &xmd);
+        op->dst = cpu_entry_mem(dev, e, dst);
+        op->mean = cpu_entry_mem(dev, e, &vmd);
+        op->variance = cpu_entry_mem(dev, e, &vmd);
+        op->scale = cpu_entry_mem(dev, e, &vmd);
+        op->shift = cpu_entry_mem(dev, e, &vmd);
+        op->mean_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+        op->var_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+        CpuBnGeom bg;
+        op->own_work = bn_own(x, &bg) && dnnl_memory_desc_equal(dst, &xmd)
+                           ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
+                           : NULL;
+        cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
+        const dnnl_memory_desc_t *wmd =
+            relu && training ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0)
+                             : NULL;
+        op->workspace = -1;
+        if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
+            op->workspace = cpu_entry_mem(dev, e, wmd);
+            op->workspace_bytes = (int64_t)dnnl_memory_desc_get_size(wmd);
+            op->workspace_buf = cpu_entry_buf(e, (size_t)op->workspace_bytes);
+        }
+    }
+    if (pd != NULL) {
+        dnnl_primitive_desc_destroy(pd);
+    }
+    if (!ok) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The forward on the own loops (geometry bg); with ReLU in training, their
+ * bit mask goes into ws when the caller passes one. */
+static gboolean bn_forward_own(const CpuBnGeom *bg, CpuEntry *e, TdmTensor *x, TdmTensor *gamma,
+                               TdmTensor *beta, float eps, gboolean training, float *mean,
+                               float *var, gboolean relu, TdmTensor *ws, TdmTensor *y,
+                               GError **error)
+{
+    guint8 *mask = NULL;
+    if (relu && training && ws != NULL) {
+        int64_t wn = (int64_t)cpu_bn_mask_bytes(bg);
+        if (!tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &wn, NULL, 0, error)) {
+            return FALSE;
+        }
+        mask = tdm_tensor_data(ws);
+    }
+    cpu_bn_forward(bg, tdm_tensor_data(x), gamma ? tdm_tensor_data(gamma) : NULL,
+                   beta ? tdm_tensor_data(beta) : NULL, eps, training, mean, var, relu,
+                   tdm_tensor_data(y), mask, e->bn_fwd.own_work);
+    return TRUE;
+}
+
+/* The forward on oneDNN's primitive; its ReLU mask (training with ReLU)
+ * goes into ws, or the entry's buffer when the caller passes none. */
+static gboolean bn_forward_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *x, TdmTensor *gamma,
+                                  TdmTensor *beta, float *mean, float *var, TdmTensor *ws,
+                                  TdmTensor *y, GError **error)
+{
+    CpuBnFwdOp *op = &e->bn_fwd;
+    dnnl_exec_arg_t args[8];
+    int n = 0;
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, op->src, tdm_tensor_data(x))};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, op->dst, tdm_tensor_data(y))};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_MEAN, cpu_mem(e, op->mean, mean)};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_VARIANCE, cpu_mem(e, op->variance, var)};
+    if (gamma != NULL) {
+        args[n++] =
+            (dnnl_exec_arg_t){DNNL_ARG_SCALE, cpu_mem(e, op->scale, tdm_tensor_data(gamma))};
+    }
+    if (beta != NULL) {
+        args[n++] =
+            (dnnl_exec_arg_t){DNNL_ARG_SHIFT, cpu_mem(e, op->shift, tdm_tensor_data(beta))};
+    }
+    if (op->workspace >= 0) {
+        void *wp = op->workspace_buf;
+        if (ws != NULL) {
+            int64_t wn = op->workspace_bytes;
+            if (!tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &wn, NULL, 0, error)) {
+                return FALSE;
+            }
+            wp = tdm_tensor_data(ws);
+        }
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, cpu_mem(e, op->workspace, wp)};
+    }
+    return cpu_run(dev, e, op->prim, n, args, error);
+}
+
+/* Batch norm forward, followed by ReLU when `relu` (in training, a bit mask
+ * in `ws` for the backward). */
 static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
                            TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
                            float momentum, float eps, gboolean training, TdmTensor *save_mean,
@@ -110,72 +231,23 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     cpu_key_add(&key, ue.i);
     CpuEntry *e = cpu_cache_find(cache, kind, &key);
     if (e == NULL) {
-        e = cpu_entry_new(kind, &key);
-        dnnl_memory_desc_t xmd, vmd;
-        dnnl_batch_normalization_desc_t bd;
-        dnnl_primitive_desc_t pd = NULL;
-        unsigned flags = (gamma ? dnnl_use_scale : 0) | (beta ? dnnl_use_shift : 0) |
-                         (training ? 0 : dnnl_use_global_stats) | (relu ? dnnl_fuse_norm_relu : 0);
-        if (!cpu_tensor_md(x, &xmd, error) || !vec_md(c, &vmd, error) ||
-            !cpu_check(dnnl_batch_normalization_forward_desc_init(
-                           &bd, training ? dnnl_forward_training : dnnl_forward_inference, &xmd,
-                           eps, flags),
-                       "batch norm forward desc", error)) {
-            goto fail;
-        }
-        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
-        dnnl_primitive_attr_destroy(attr);
-        int prim;
-        gboolean ok = cpu_check(s, "batch norm forward", error) &&
-                      cpu_prim_create(dev, e, pd, &prim, error);
-        if (ok) {
-            const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
-            e->aux[2] = cpu_entry_mem(dev, e, dst);
-            e->aux[3] = cpu_entry_mem(dev, e, &vmd); /* mean */
-            e->aux[4] = cpu_entry_mem(dev, e, &vmd); /* variance */
-            e->aux[5] = cpu_entry_mem(dev, e, &vmd); /* scale */
-            e->aux[6] = cpu_entry_mem(dev, e, &vmd); /* shift */
-            e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-            e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-            CpuBnGeom bg;
-            e->work[3] = bn_own(x, &bg) && dnnl_memory_desc_equal(dst, &xmd)
-                             ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
-                             : NULL;
-            cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
-            const dnnl_memory_desc_t *wmd =
-                relu && training ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0)
-                                 : NULL;
-            e->aux[7] = -1;
-            if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
-                e->aux[7] = cpu_entry_mem(dev, e, wmd);
-                e->aux[8] = (int64_t)dnnl_memory_desc_get_size(wmd);
-                /* used when the caller passes no workspace */
-                e->work[2] = cpu_entry_buf(e, (size_t)e->aux[8]);
-            }
-        }
-        if (pd != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (!ok) {
-            goto fail;
+        e = bn_forward_setup(dev, kind, &key, x, gamma != NULL, beta != NULL, eps, training, relu,
+                             error);
+        if (e == NULL) {
+            return FALSE;
         }
         cpu_cache_insert(cache, e);
     }
-    float *mean = e->work[0], *var = e->work[1];
+    /* training writes the batch statistics into save_mean and save_var (the
+     * entry's buffers when the caller keeps none); eval reads the running
+     * ones */
+    float *mean = e->bn_fwd.mean_buf, *var = e->bn_fwd.var_buf;
+    gboolean ok = TRUE;
     if (training) {
-        if (save_mean != NULL) {
-            if (!ensure_vec(save_mean, c, error)) {
-                goto out_fail;
-            }
+        if (save_mean != NULL && (ok = ensure_vec(save_mean, c, error))) {
             mean = tdm_tensor_data(save_mean);
         }
-        if (save_var != NULL) {
-            if (!ensure_vec(save_var, c, error)) {
-                goto out_fail;
-            }
+        if (ok && save_var != NULL && (ok = ensure_vec(save_var, c, error))) {
             var = tdm_tensor_data(save_var);
         }
     } else {
@@ -184,52 +256,14 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     }
     int64_t shape[4];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    if (!cpu_entry_ensure_output(e, 0, y, x->ndim, shape, error)) {
-        goto out_fail;
-    }
+    ok = ok && cpu_entry_ensure_output(e, 0, y, x->ndim, shape, error);
     CpuBnGeom bg;
-    if (e->work[3] != NULL && bn_own(x, &bg)) {
-        guint8 *mask = NULL;
-        if (relu && training && ws != NULL) {
-            int64_t wn = (int64_t)cpu_bn_mask_bytes(&bg);
-            if (!tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &wn, NULL, 0, error)) {
-                goto out_fail;
-            }
-            mask = tdm_tensor_data(ws);
-        }
-        cpu_bn_forward(&bg, tdm_tensor_data(x), gamma ? tdm_tensor_data(gamma) : NULL,
-                       beta ? tdm_tensor_data(beta) : NULL, eps, training, mean, var, relu,
-                       tdm_tensor_data(y), mask, e->work[3]);
-        goto stats;
+    if (ok && e->bn_fwd.own_work != NULL && bn_own(x, &bg)) {
+        ok = bn_forward_own(&bg, e, x, gamma, beta, eps, training, mean, var, relu, ws, y, error);
+    } else if (ok) {
+        ok = bn_forward_onednn(dev, e, x, gamma, beta, mean, var, ws, y, error);
     }
-    dnnl_exec_arg_t args[8];
-    int n = 0;
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(y))};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_MEAN, cpu_mem(e, (int)e->aux[3], mean)};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_VARIANCE, cpu_mem(e, (int)e->aux[4], var)};
-    if (gamma != NULL) {
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCALE, cpu_mem(e, (int)e->aux[5], tdm_tensor_data(gamma))};
-    }
-    if (beta != NULL) {
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SHIFT, cpu_mem(e, (int)e->aux[6], tdm_tensor_data(beta))};
-    }
-    if (e->aux[7] >= 0) {
-        void *wp = e->work[2];
-        if (ws != NULL) {
-            int64_t wn = e->aux[8];
-            if (!tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &wn, NULL, 0, error)) {
-                goto out_fail;
-            }
-            wp = tdm_tensor_data(ws);
-        }
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, cpu_mem(e, (int)e->aux[7], wp)};
-    }
-    if (!cpu_run(dev, e, (int)e->aux[0], n, args, error)) {
-        goto out_fail;
-    }
-stats:
-    if (training && running_mean != NULL && running_var != NULL) {
+    if (ok && training && running_mean != NULL && running_var != NULL) {
         int64_t count = tdm_tensor_numel(x) / c;
         float unbias = count > 1 ? (float)count / (float)(count - 1) : 1.0f;
         float *rm = tdm_tensor_data(running_mean), *rv = tdm_tensor_data(running_var);
@@ -239,13 +273,7 @@ stats:
         }
     }
     cpu_entry_release(cache, e);
-    return TRUE;
-out_fail:
-    cpu_entry_release(cache, e);
-    return FALSE;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
+    return ok;
 }
 
 gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
@@ -268,23 +296,108 @@ gboolean cpu_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
                       training, save_mean, save_var, TRUE, workspace, y, error);
 }
 
-/* The end of a backward: the parameter gradients (in the entry's work[0]
- * and work[1]) added into dgamma and dbeta when ok, the entry released. */
-static gboolean bn_backward_finish(TdmOpCache **cache, CpuEntry *e, gboolean ok, int64_t c,
-                                   TdmTensor *dgamma, TdmTensor *dbeta)
+/* ---- backward ---- */
+
+/* The backward's entry: oneDNN's primitive (made with its forward as the
+ * hint), the reorder of dy into x's layout, the buffers the parameter
+ * gradients are computed into, and the own loops' work buffer when x's
+ * layout suits them. NULL on failure. */
+static CpuEntry *bn_backward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey *key,
+                                   const TdmTensor *x, const TdmTensor *dy, float eps,
+                                   gboolean relu, GError **error)
 {
-    if (ok && dgamma != NULL) {
-        cpu_accumulate(tdm_tensor_data(dgamma), e->work[0], c);
+    int64_t c = x->shape[1];
+    CpuEntry *e = cpu_entry_new(kind, key);
+    CpuBnBwdOp *op = &e->bn_bwd;
+    dnnl_memory_desc_t xmd, dymd, vmd;
+    dnnl_batch_normalization_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu ? dnnl_fuse_norm_relu : 0);
+    if (!cpu_tensor_md(x, &xmd, error) || !cpu_tensor_md(dy, &dymd, error) ||
+        !vec_md(c, &vmd, error) ||
+        !cpu_check(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &xmd,
+                                                              eps, flags),
+                   "batch norm forward desc", error) ||
+        !cpu_check(dnnl_primitive_desc_create(&fpd, &fd, NULL, CPU_DEV(dev)->engine, NULL),
+                   "batch norm forward", error)) {
+        cpu_entry_free(e);
+        return NULL;
     }
-    if (ok && dbeta != NULL) {
-        cpu_accumulate(tdm_tensor_data(dbeta), e->work[1], c);
+    dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+    gboolean ok = cpu_check(dnnl_batch_normalization_backward_desc_init(
+                                &bd, dnnl_backward, &xmd, &xmd, eps, flags),
+                            "batch norm backward desc", error) &&
+                  cpu_check(dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, fpd),
+                            "batch norm backward", error);
+    dnnl_primitive_attr_destroy(attr);
+    dnnl_primitive_desc_destroy(fpd);
+    ok = ok && cpu_convert_init(dev, e, &op->dy_in, &dymd, &xmd, error) &&
+         cpu_prim_create(dev, e, pd, &op->prim, error);
+    if (ok) {
+        const dnnl_memory_desc_t *dsrc =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+        op->src = cpu_entry_mem(dev, e, &xmd);
+        op->diff_dst = cpu_entry_mem(dev, e, &xmd);
+        op->mean = cpu_entry_mem(dev, e, &vmd);
+        op->variance = cpu_entry_mem(dev, e, &vmd);
+        op->scale = cpu_entry_mem(dev, e, &vmd);
+        op->diff_src = cpu_entry_mem(dev, e, dsrc);
+        op->diff_scale = cpu_entry_mem(dev, e, &vmd);
+        op->diff_shift = cpu_entry_mem(dev, e, &vmd);
+        op->shift = cpu_entry_mem(dev, e, &vmd);
+        op->dgamma_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+        op->dbeta_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+        op->ones = cpu_entry_buf(e, sizeof(float) * (size_t)c);
+        CpuBnGeom bg;
+        op->own_work = bn_own(x, &bg) && dnnl_memory_desc_equal(dsrc, &xmd)
+                           ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
+                           : NULL;
+        cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+        const dnnl_memory_desc_t *wmd =
+            relu ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
+        op->workspace = -1;
+        if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
+            op->workspace = cpu_entry_mem(dev, e, wmd);
+            op->workspace_bytes = (int64_t)dnnl_memory_desc_get_size(wmd);
+        }
     }
-    cpu_entry_release(cache, e);
-    return ok;
+    if (pd != NULL) {
+        dnnl_primitive_desc_destroy(pd);
+    }
+    if (!ok) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The backward on oneDNN's primitive, dy already in x's layout (dys). */
+static gboolean bn_backward_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *x, void *dys,
+                                   TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                   TdmTensor *ws, TdmTensor *dx, GError **error)
+{
+    CpuBnBwdOp *op = &e->bn_bwd;
+    dnnl_exec_arg_t args[12] = {
+        {DNNL_ARG_SRC, cpu_mem(e, op->src, tdm_tensor_data(x))},
+        {DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)},
+        {DNNL_ARG_MEAN, cpu_mem(e, op->mean, tdm_tensor_data(save_mean))},
+        {DNNL_ARG_VARIANCE, cpu_mem(e, op->variance, tdm_tensor_data(save_var))},
+        {DNNL_ARG_SCALE, cpu_mem(e, op->scale, gamma ? tdm_tensor_data(gamma) : op->ones)},
+        {DNNL_ARG_DIFF_SRC, cpu_mem(e, op->diff_src, tdm_tensor_data(dx))},
+        {DNNL_ARG_DIFF_SCALE, cpu_mem(e, op->diff_scale, op->dgamma_buf)},
+        {DNNL_ARG_DIFF_SHIFT, cpu_mem(e, op->diff_shift, op->dbeta_buf)},
+        {DNNL_ARG_SHIFT, cpu_mem(e, op->shift, op->dbeta_buf)},
+    };
+    int n = 9;
+    if (op->workspace >= 0) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
+                                      cpu_mem(e, op->workspace, tdm_tensor_data(ws))};
+    }
+    return cpu_run(dev, e, op->prim, n, args, error);
 }
 
 /* Batch norm backward; with `relu`, dy is first masked by the bit mask the
- * fused forward left in `ws` (inside oneDNN's kernel, no extra pass). */
+ * fused forward left in `ws` (inside the kernel, no extra pass). */
 static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
                             TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var, float eps,
                             gboolean relu, TdmTensor *ws, TdmTensor *dx, TdmTensor *dgamma,
@@ -322,78 +435,23 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
     cpu_key_add(&key, ue.i);
     CpuEntry *e = cpu_cache_find(cache, kind, &key);
     if (e == NULL) {
-        e = cpu_entry_new(kind, &key);
-        dnnl_memory_desc_t xmd, dymd, vmd;
-        dnnl_batch_normalization_desc_t fd, bd;
-        dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-        unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu ? dnnl_fuse_norm_relu : 0);
-        if (!cpu_tensor_md(x, &xmd, error) || !cpu_tensor_md(dy, &dymd, error) ||
-            !vec_md(c, &vmd, error) ||
-            !cpu_check(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &xmd,
-                                                                  eps, flags),
-                       "batch norm forward desc", error) ||
-            !cpu_check(dnnl_primitive_desc_create(&fpd, &fd, NULL, CPU_DEV(dev)->engine, NULL),
-                       "batch norm forward", error)) {
-            goto fail;
-        }
-        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-        gboolean ok = cpu_check(dnnl_batch_normalization_backward_desc_init(
-                                    &bd, dnnl_backward, &xmd, &xmd, eps, flags),
-                                "batch norm backward desc", error) &&
-                      cpu_check(dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, fpd),
-                                "batch norm backward", error);
-        dnnl_primitive_attr_destroy(attr);
-        dnnl_primitive_desc_destroy(fpd);
-        int prim;
-        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, &xmd, error) &&
-             cpu_prim_create(dev, e, pd, &prim, error);
-        if (ok) {
-            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
-            e->aux[2] = cpu_entry_mem(dev, e, &xmd); /* diff dst */
-            e->aux[3] = cpu_entry_mem(dev, e, &vmd); /* mean */
-            e->aux[4] = cpu_entry_mem(dev, e, &vmd); /* variance */
-            e->aux[5] = cpu_entry_mem(dev, e, &vmd); /* scale */
-            e->aux[6] = cpu_entry_mem(dev, e, dsrc);
-            e->aux[7] = cpu_entry_mem(dev, e, &vmd); /* diff scale */
-            e->aux[8] = cpu_entry_mem(dev, e, &vmd); /* diff shift */
-            e->aux[9] = cpu_entry_mem(dev, e, &vmd); /* shift (unused by the math) */
-            e->work[0] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff scale */
-            e->work[1] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* diff shift */
-            e->work[2] = cpu_entry_buf(e, sizeof(float) * (size_t)c); /* ones or zeros */
-            CpuBnGeom bg;
-            e->work[3] = bn_own(x, &bg) && dnnl_memory_desc_equal(dsrc, &xmd)
-                             ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
-                             : NULL;
-            cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
-            const dnnl_memory_desc_t *wmd =
-                relu ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
-            e->aux[10] = -1;
-            if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
-                e->aux[10] = cpu_entry_mem(dev, e, wmd);
-                e->aux[11] = (int64_t)dnnl_memory_desc_get_size(wmd);
-            }
-        }
-        if (pd != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (!ok) {
-            goto fail;
+        e = bn_backward_setup(dev, kind, &key, x, dy, eps, relu, error);
+        if (e == NULL) {
+            return FALSE;
         }
         cpu_cache_insert(cache, e);
     }
-    float *ones = e->work[2];
+    CpuBnBwdOp *op = &e->bn_bwd;
     if (gamma == NULL) {
         for (int64_t i = 0; i < c; i++) {
-            ones[i] = 1.0f;
+            op->ones[i] = 1.0f;
         }
     }
     /* the own loops keep their bit mask in the workspace, oneDNN its own */
     CpuBnGeom bg;
-    gboolean own = e->work[3] != NULL && bn_own(x, &bg);
-    gboolean need_ws = own ? relu : e->aux[10] >= 0;
-    size_t need = own ? cpu_bn_mask_bytes(&bg) : (size_t)e->aux[11];
+    gboolean own = op->own_work != NULL && bn_own(x, &bg);
+    gboolean need_ws = own ? relu : op->workspace >= 0;
+    size_t need = own ? cpu_bn_mask_bytes(&bg) : (size_t)op->workspace_bytes;
     if (need_ws && (ws == NULL || ws->storage == NULL || tdm_tensor_nbytes(ws) < need)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "cpu batchnorm_relu_backward: the workspace is missing or smaller than the "
@@ -402,40 +460,27 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
         cpu_entry_release(cache, e);
         return FALSE;
     }
-    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
     int64_t shape[4];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, x->ndim, shape, error);
     if (ok && own) {
         cpu_bn_backward(&bg, tdm_tensor_data(x), dys, relu ? tdm_tensor_data(ws) : NULL,
                         gamma ? tdm_tensor_data(gamma) : NULL, tdm_tensor_data(save_mean),
-                        tdm_tensor_data(save_var), eps, tdm_tensor_data(dx), e->work[0],
-                        e->work[1], e->work[3]);
-        return bn_backward_finish(cache, e, ok, c, dgamma, dbeta);
+                        tdm_tensor_data(save_var), eps, tdm_tensor_data(dx), op->dgamma_buf,
+                        op->dbeta_buf, op->own_work);
+    } else if (ok) {
+        ok = bn_backward_onednn(dev, e, x, dys, gamma, save_mean, save_var, ws, dx, error);
     }
-    if (ok) {
-        dnnl_exec_arg_t args[12] = {
-            {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(x))},
-            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[2], dys)},
-            {DNNL_ARG_MEAN, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(save_mean))},
-            {DNNL_ARG_VARIANCE, cpu_mem(e, (int)e->aux[4], tdm_tensor_data(save_var))},
-            {DNNL_ARG_SCALE, cpu_mem(e, (int)e->aux[5], gamma ? tdm_tensor_data(gamma) : ones)},
-            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[6], tdm_tensor_data(dx))},
-            {DNNL_ARG_DIFF_SCALE, cpu_mem(e, (int)e->aux[7], e->work[0])},
-            {DNNL_ARG_DIFF_SHIFT, cpu_mem(e, (int)e->aux[8], e->work[1])},
-            {DNNL_ARG_SHIFT, cpu_mem(e, (int)e->aux[9], e->work[1])},
-        };
-        int n = 9;
-        if (e->aux[10] >= 0) {
-            args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
-                                          cpu_mem(e, (int)e->aux[10], tdm_tensor_data(ws))};
-        }
-        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
+    /* the parameter gradients, computed into the entry's buffers */
+    if (ok && dgamma != NULL) {
+        cpu_accumulate(tdm_tensor_data(dgamma), op->dgamma_buf, c);
     }
-    return bn_backward_finish(cache, e, ok, c, dgamma, dbeta);
-fail:
-    cpu_entry_free(e);
-    return FALSE;
+    if (ok && dbeta != NULL) {
+        cpu_accumulate(tdm_tensor_data(dbeta), op->dbeta_buf, c);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
 }
 
 gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
@@ -453,7 +498,7 @@ gboolean cpu_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
                                      float eps, TdmTensor *dx, TdmTensor *dgamma,
                                      TdmTensor *dbeta, GError **error)
 {
-    /* y is not read: oneDNN's mask in the workspace says the same (y > 0). */
+    /* y is not read: the mask in the workspace says the same (y > 0). */
     return bn_backward(dev, cache, x, dy, gamma, save_mean, save_var, eps, TRUE, workspace, dx,
                        dgamma, dbeta, error);
 }
@@ -529,13 +574,12 @@ gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmT
         dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
         dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ed, attr, CPU_DEV(dev)->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
-        int prim;
-        gboolean ok = cpu_check(s, "relu", error) && cpu_prim_create(dev, e, pd, &prim, error);
+        CpuReluFwdOp *op = &e->relu_fwd;
+        gboolean ok = cpu_check(s, "relu", error) && cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
             const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
-            e->aux[2] = cpu_entry_mem(dev, e, dst);
+            op->src = cpu_entry_mem(dev, e, &xmd);
+            op->dst = cpu_entry_mem(dev, e, dst);
             cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
         }
         if (pd != NULL) {
@@ -552,11 +596,12 @@ gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmT
     void *xp = tdm_tensor_data(x);
     gboolean ok = cpu_entry_ensure_output(e, 0, y, ndim, shape, error);
     if (ok) {
+        CpuReluFwdOp *op = &e->relu_fwd;
         dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xp)},
-            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(y))},
+            {DNNL_ARG_SRC, cpu_mem(e, op->src, xp)},
+            {DNNL_ARG_DST, cpu_mem(e, op->dst, tdm_tensor_data(y))},
         };
-        ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+        ok = cpu_run(dev, e, op->prim, 2, args, error);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -606,15 +651,15 @@ gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
                       "relu backward", error);
         dnnl_primitive_attr_destroy(attr);
         dnnl_primitive_desc_destroy(fpd);
-        int prim;
-        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, &ymd, error) &&
-             cpu_prim_create(dev, e, pd, &prim, error);
+        CpuReluBwdOp *op = &e->relu_bwd;
+        ok = ok && cpu_convert_init(dev, e, &op->dy_in, &dymd, &ymd, error) &&
+             cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
-            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &ymd);
-            e->aux[2] = cpu_entry_mem(dev, e, &ymd);
-            e->aux[3] = cpu_entry_mem(dev, e, dsrc);
+            const dnnl_memory_desc_t *dsrc =
+                dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            op->dst = cpu_entry_mem(dev, e, &ymd);
+            op->diff_dst = cpu_entry_mem(dev, e, &ymd);
+            op->diff_src = cpu_entry_mem(dev, e, dsrc);
             cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
         }
         if (pd != NULL) {
@@ -625,7 +670,8 @@ gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
         }
         cpu_cache_insert(cache, e);
     }
-    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    CpuReluBwdOp *op = &e->relu_bwd;
+    void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
     int64_t shape[TDM_MAX_DIMS];
     int ndim = y->ndim;
     memcpy(shape, y->shape, sizeof(int64_t) * (size_t)ndim);
@@ -633,11 +679,11 @@ gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, ndim, shape, error);
     if (ok) {
         dnnl_exec_arg_t args[4] = {
-            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[1], yp)},
-            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[2], dys)},
-            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(dx))},
+            {DNNL_ARG_DST, cpu_mem(e, op->dst, yp)},
+            {DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)},
+            {DNNL_ARG_DIFF_SRC, cpu_mem(e, op->diff_src, tdm_tensor_data(dx))},
         };
-        ok = cpu_run(dev, e, (int)e->aux[0], 3, args, error);
+        ok = cpu_run(dev, e, op->prim, 3, args, error);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -691,16 +737,15 @@ gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
         dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
         dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
-        int prim;
+        CpuAddOp *op = &e->add;
         gboolean ok = cpu_check(s, "add", error) &&
-                      cpu_convert_init(dev, e, &e->conv[0], &amd, &target, error) &&
-                      cpu_convert_init(dev, e, &e->conv[1], &bmd, &target, error) &&
-                      cpu_prim_create(dev, e, pd, &prim, error);
+                      cpu_convert_init(dev, e, &op->a_in, &amd, &target, error) &&
+                      cpu_convert_init(dev, e, &op->b_in, &bmd, &target, error) &&
+                      cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &target);
-            e->aux[2] = cpu_entry_mem(dev, e, &target);
-            e->aux[3] = cpu_entry_mem(dev, e, &target);
+            op->src0 = cpu_entry_mem(dev, e, &target);
+            op->src1 = cpu_entry_mem(dev, e, &target);
+            op->dst = cpu_entry_mem(dev, e, &target);
             cpu_entry_set_output(dev, e, 0, &target, TDM_DTYPE_F32);
         }
         if (pd != NULL) {
@@ -714,16 +759,17 @@ gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
     int64_t shape[TDM_MAX_DIMS];
     int ndim = a->ndim;
     memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
-    void *ap = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(a), error);
-    void *bp = ap ? cpu_convert_run(dev, e, &e->conv[1], tdm_tensor_data(b), error) : NULL;
+    CpuAddOp *op = &e->add;
+    void *ap = cpu_convert_run(dev, e, &op->a_in, tdm_tensor_data(a), error);
+    void *bp = ap ? cpu_convert_run(dev, e, &op->b_in, tdm_tensor_data(b), error) : NULL;
     gboolean ok = bp != NULL && cpu_entry_ensure_output(e, 0, y, ndim, shape, error);
     if (ok) {
         dnnl_exec_arg_t args[4] = {
-            {DNNL_ARG_SRC_0, cpu_mem(e, (int)e->aux[1], ap)},
-            {DNNL_ARG_SRC_1, cpu_mem(e, (int)e->aux[2], bp)},
-            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[3], tdm_tensor_data(y))},
+            {DNNL_ARG_SRC_0, cpu_mem(e, op->src0, ap)},
+            {DNNL_ARG_SRC_1, cpu_mem(e, op->src1, bp)},
+            {DNNL_ARG_DST, cpu_mem(e, op->dst, tdm_tensor_data(y))},
         };
-        ok = cpu_run(dev, e, (int)e->aux[0], 3, args, error);
+        ok = cpu_run(dev, e, op->prim, 3, args, error);
     }
     cpu_entry_release(cache, e);
     return ok;

@@ -37,7 +37,7 @@ gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, Tdm
         dnnl_data_type_t dt;
         if (!cpu_dtype_to_dnnl(t->dtype, &dt) || !cpu_tensor_md(t, &from, error) ||
             !cpu_plain_md(&to, t->ndim, t->shape, dt, error) ||
-            !cpu_convert_init(dev, e, &e->conv[0], &from, &to, error)) {
+            !cpu_convert_init(dev, e, &e->plain_input.to_plain, &from, &to, error)) {
             if (error != NULL && *error == NULL) {
                 g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
                             "cpu backend: cannot make a %s tensor plain", tdm_dtype_name(t->dtype));
@@ -47,7 +47,7 @@ gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, Tdm
         }
         cpu_cache_insert(cache, e);
     }
-    *out = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(t), error);
+    *out = cpu_convert_run(dev, e, &e->plain_input.to_plain, tdm_tensor_data(t), error);
     *entry = e;
     if (*out == NULL) {
         cpu_entry_release(cache, e);

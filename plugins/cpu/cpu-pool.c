@@ -14,12 +14,8 @@
 
 #include "cpu.h"
 
-typedef struct {
-    dnnl_dims_t strides, kernel, dilation, pad_l, pad_r;
-    int64_t y_shape[4];
-} PoolGeom;
-
-static gboolean pool_geom(const TdmPool2dParams *p, const int64_t *x, PoolGeom *g, GError **error)
+gboolean cpu_pool_geom(const TdmPool2dParams *p, const int64_t *x, CpuPoolGeom *g,
+                       GError **error)
 {
     int64_t oh = p->stride_h > 0 ? (x[2] + 2 * p->pad_h - p->kernel_h) / p->stride_h + 1 : 0;
     int64_t ow = p->stride_w > 0 ? (x[3] + 2 * p->pad_w - p->kernel_w) / p->stride_w + 1 : 0;
@@ -48,7 +44,7 @@ static gboolean pool_geom(const TdmPool2dParams *p, const int64_t *x, PoolGeom *
     return TRUE;
 }
 
-static gboolean check_image(const TdmTensor *t, const char *what, GError **error)
+gboolean cpu_pool_check_image(const TdmTensor *t, const char *what, GError **error)
 {
     if (t == NULL || t->ndim != 4 || t->dtype != TDM_DTYPE_F32) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu pooling: %s must be f32 [N, C, H, W]",
@@ -58,7 +54,7 @@ static gboolean check_image(const TdmTensor *t, const char *what, GError **error
     return TRUE;
 }
 
-static void key_add_pool(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t alg)
+void cpu_pool_key_add(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t alg)
 {
     cpu_key_add(k, alg);
     cpu_key_add(k, p->kernel_h);
@@ -69,7 +65,7 @@ static void key_add_pool(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t al
     cpu_key_add(k, p->pad_w);
 }
 
-static gboolean pool_fwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const PoolGeom *g,
+static gboolean pool_fwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const CpuPoolGeom *g,
                             const dnnl_memory_desc_t *src, gboolean user_scratch,
                             dnnl_primitive_desc_t *pd, GError **error)
 {
@@ -92,7 +88,7 @@ static gboolean pool_fwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const PoolGeom 
     return cpu_check(s, "pooling forward", error);
 }
 
-static gboolean pool_bwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const PoolGeom *g,
+static gboolean pool_bwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const CpuPoolGeom *g,
                             const dnnl_memory_desc_t *src, dnnl_primitive_desc_t *pd,
                             GError **error)
 {
@@ -114,41 +110,40 @@ static gboolean pool_bwd_pd(TdmDevice *dev, dnnl_alg_kind_t alg, const PoolGeom 
     return ok;
 }
 
-static gboolean pool_forward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
-                             dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *x,
-                             TdmTensor *y, TdmTensor *ws, GError **error)
+gboolean cpu_pool_forward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                          dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *x,
+                          TdmTensor *y, TdmTensor *ws, GError **error)
 {
-    PoolGeom g;
-    if (!check_image(x, "input", error) || !pool_geom(p, x->shape, &g, error)) {
+    CpuPoolGeom g;
+    if (!cpu_pool_check_image(x, "input", error) || !cpu_pool_geom(p, x->shape, &g, error)) {
         return FALSE;
     }
     CpuKey key;
     cpu_key_init(&key, kind);
-    key_add_pool(&key, p, alg);
+    cpu_pool_key_add(&key, p, alg);
     cpu_key_add_tensor(&key, x);
     CpuEntry *e = cpu_cache_find(cache, kind, &key);
     if (e == NULL) {
         e = cpu_entry_new(kind, &key);
         dnnl_memory_desc_t xmd;
         dnnl_primitive_desc_t pd = NULL;
-        int prim;
+        CpuPoolFwdOp *op = &e->pool_fwd;
         gboolean ok = cpu_tensor_md(x, &xmd, error) &&
                       pool_fwd_pd(dev, alg, &g, &xmd, TRUE, &pd, error) &&
-                      cpu_prim_create(dev, e, pd, &prim, error);
+                      cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
             const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
             const dnnl_memory_desc_t *wmd =
                 dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
-            e->aux[2] = cpu_entry_mem(dev, e, dst);
-            e->aux[3] = -1;
+            op->src = cpu_entry_mem(dev, e, &xmd);
+            op->dst = cpu_entry_mem(dev, e, dst);
+            op->workspace = -1;
             cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
             if (wmd != NULL && wmd->ndims > 0) {
-                e->aux[3] = cpu_entry_mem(dev, e, wmd);
-                e->aux[4] = wmd->ndims;
+                op->workspace = cpu_entry_mem(dev, e, wmd);
+                op->workspace_ndims = wmd->ndims;
                 for (int i = 0; i < wmd->ndims && i < 4; i++) {
-                    e->aux[5 + i] = wmd->dims[i];
+                    op->workspace_shape[i] = wmd->dims[i];
                 }
                 cpu_entry_set_output(dev, e, 1, wmd, (TdmDType)-1);
             }
@@ -162,41 +157,44 @@ static gboolean pool_forward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
         }
         cpu_cache_insert(cache, e);
     }
+    CpuPoolFwdOp *op = &e->pool_fwd;
     void *xp = tdm_tensor_data(x);
     gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
-    if (ok && e->aux[3] >= 0 && ws != NULL) {
-        ok = cpu_entry_ensure_output(e, 1, ws, (int)e->aux[4], &e->aux[5], error);
+    if (ok && op->workspace >= 0 && ws != NULL) {
+        ok = cpu_entry_ensure_output(e, 1, ws, op->workspace_ndims, op->workspace_shape, error);
     }
     if (ok) {
         dnnl_exec_arg_t args[4];
         int n = 0;
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xp)};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(y))};
-        if (e->aux[3] >= 0) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, op->src, xp)};
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, cpu_mem(e, op->dst, tdm_tensor_data(y))};
+        if (op->workspace >= 0) {
             if (ws == NULL) {
-                if (e->work[0] == NULL) {
-                    e->work[0] = cpu_entry_buf(e, e->nbytes[1]);
+                if (op->workspace_buf == NULL) {
+                    op->workspace_buf = cpu_entry_buf(e, e->nbytes[1]);
                 }
-                args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, cpu_mem(e, (int)e->aux[3], e->work[0])};
+                args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
+                                              cpu_mem(e, op->workspace, op->workspace_buf)};
             } else {
                 args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
-                                              cpu_mem(e, (int)e->aux[3], tdm_tensor_data(ws))};
+                                              cpu_mem(e, op->workspace, tdm_tensor_data(ws))};
             }
         }
-        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
+        ok = cpu_run(dev, e, op->prim, n, args, error);
     }
     cpu_entry_release(cache, e);
     return ok;
 }
 
-static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
-                              dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *dy,
-                              TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
-                              GError **error)
+gboolean cpu_pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                           dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *dy,
+                           TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
+                           GError **error)
 {
-    PoolGeom g;
-    if (!check_image(dy, "output gradient", error) || !check_image(x_like, "input", error) ||
-        !pool_geom(p, x_like->shape, &g, error)) {
+    CpuPoolGeom g;
+    if (!cpu_pool_check_image(dy, "output gradient", error) ||
+        !cpu_pool_check_image(x_like, "input", error) ||
+        !cpu_pool_geom(p, x_like->shape, &g, error)) {
         return FALSE;
     }
     if (dy->shape[0] != g.y_shape[0] || dy->shape[1] != g.y_shape[1] ||
@@ -213,7 +211,7 @@ static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind
     }
     CpuKey key;
     cpu_key_init(&key, kind);
-    key_add_pool(&key, p, alg);
+    cpu_pool_key_add(&key, p, alg);
     cpu_key_add_tensor(&key, dy);
     cpu_key_add_tensor(&key, x_like);
     CpuEntry *e = cpu_cache_find(cache, kind, &key);
@@ -221,22 +219,22 @@ static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind
         e = cpu_entry_new(kind, &key);
         dnnl_memory_desc_t xmd, dymd;
         dnnl_primitive_desc_t pd = NULL;
-        int prim;
+        CpuPoolBwdOp *op = &e->pool_bwd;
         gboolean ok = cpu_tensor_md(x_like, &xmd, error) && cpu_tensor_md(dy, &dymd, error) &&
                       pool_bwd_pd(dev, alg, &g, &xmd, &pd, error);
         const dnnl_memory_desc_t *ddst =
             ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0) : NULL;
-        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, ddst, error) &&
-             cpu_prim_create(dev, e, pd, &prim, error);
+        ok = ok && cpu_convert_init(dev, e, &op->dy_in, &dymd, ddst, error) &&
+             cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
-            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            const dnnl_memory_desc_t *dsrc =
+                dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
             const dnnl_memory_desc_t *wmd =
                 dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, ddst);
-            e->aux[2] = cpu_entry_mem(dev, e, dsrc);
-            e->aux[3] = wmd != NULL && wmd->ndims > 0 ? cpu_entry_mem(dev, e, wmd) : -1;
-            e->aux[4] = wmd != NULL ? (int64_t)dnnl_memory_desc_get_size(wmd) : 0;
+            op->diff_dst = cpu_entry_mem(dev, e, ddst);
+            op->diff_src = cpu_entry_mem(dev, e, dsrc);
+            op->workspace = wmd != NULL && wmd->ndims > 0 ? cpu_entry_mem(dev, e, wmd) : -1;
+            op->workspace_bytes = wmd != NULL ? dnnl_memory_desc_get_size(wmd) : 0;
             cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
         }
         if (pd != NULL) {
@@ -248,25 +246,27 @@ static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind
         }
         cpu_cache_insert(cache, e);
     }
-    if (e->aux[3] >= 0 && tdm_tensor_nbytes(ws) < (size_t)e->aux[4]) {
+    CpuPoolBwdOp *op = &e->pool_bwd;
+    if (op->workspace >= 0 && tdm_tensor_nbytes(ws) < op->workspace_bytes) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "cpu maxpool backward: workspace of %zu bytes, expected %" G_GINT64_FORMAT,
-                    tdm_tensor_nbytes(ws), e->aux[4]);
+                    "cpu maxpool backward: workspace of %zu bytes, expected %zu",
+                    tdm_tensor_nbytes(ws), op->workspace_bytes);
         cpu_entry_release(cache, e);
         return FALSE;
     }
-    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
     if (ok) {
         dnnl_exec_arg_t args[4];
         int n = 0;
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[1], dys)};
-        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(dx))};
-        if (e->aux[3] >= 0) {
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)};
+        args[n++] =
+            (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, cpu_mem(e, op->diff_src, tdm_tensor_data(dx))};
+        if (op->workspace >= 0) {
             args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE,
-                                          cpu_mem(e, (int)e->aux[3], tdm_tensor_data(ws))};
+                                          cpu_mem(e, op->workspace, tdm_tensor_data(ws))};
         }
-        ok = cpu_run(dev, e, (int)e->aux[0], n, args, error);
+        ok = cpu_run(dev, e, op->prim, n, args, error);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -289,7 +289,7 @@ static gboolean pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind
 /* Whether the own loops pool x (its desc in xmd); *ymd gets the output's
  * desc, the input's layout at the pooled size. */
 static gboolean own_maxpool_usable(const dnnl_memory_desc_t *xmd, const TdmPool2dParams *p,
-                                   const PoolGeom *g, CpuPlanes *xo, dnnl_memory_desc_t *ymd)
+                                   const CpuPoolGeom *g, CpuPlanes *xo, dnnl_memory_desc_t *ymd)
 {
     CpuPlanes yo;
     if (p->kernel_h * p->kernel_w > 255 || !cpu_planes(xmd, xo)) {
@@ -513,7 +513,7 @@ static void k_pool_bwd(const float *dyp, const guint8 *wp, float *dxp, const Pla
     }
 }
 
-static PlaneGeom plane_geom(const CpuPlanes *xo, const PoolGeom *g, const TdmPool2dParams *p)
+static PlaneGeom plane_geom(const CpuPlanes *xo, const CpuPoolGeom *g, const TdmPool2dParams *p)
 {
     return (PlaneGeom){.h = xo->h, .w = xo->w, .oh = g->y_shape[2], .ow = g->y_shape[3],
                        .kh = p->kernel_h, .kw = p->kernel_w, .sh = p->stride_h,
@@ -521,7 +521,7 @@ static PlaneGeom plane_geom(const CpuPlanes *xo, const PoolGeom *g, const TdmPoo
 }
 
 static void own_maxpool_fwd(const float *x, float *y, guint8 *ws, const CpuPlanes *xo,
-                            const PoolGeom *g, const TdmPool2dParams *p)
+                            const CpuPoolGeom *g, const TdmPool2dParams *p)
 {
     const PlaneGeom pg = plane_geom(xo, g, p);
     const int64_t in = pg.h * pg.w * xo->b, out = pg.oh * pg.ow * xo->b;
@@ -532,7 +532,7 @@ static void own_maxpool_fwd(const float *x, float *y, guint8 *ws, const CpuPlane
 }
 
 static void own_maxpool_bwd(const float *dy, const guint8 *ws, float *dx, const CpuPlanes *xo,
-                            const PoolGeom *g, const TdmPool2dParams *p)
+                            const CpuPoolGeom *g, const TdmPool2dParams *p)
 {
     const PlaneGeom pg = plane_geom(xo, g, p);
     const int64_t in = pg.h * pg.w * xo->b, out = pg.oh * pg.ow * xo->b;
@@ -542,17 +542,21 @@ static void own_maxpool_bwd(const float *dy, const guint8 *ws, float *dx, const 
     }
 }
 
+/* The own loops' entries share the op kinds with cpu-pool.c's oneDNN
+ * entries; this value in their keys tells them apart. */
+#define OWN_KEY_MARK (-2)
+
 /* Forward on the own loops: *done is FALSE (and nothing happens) when the
  * layout or window does not suit them. */
 static gboolean own_maxpool_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                    const PoolGeom *g, TdmTensor *x, TdmTensor *y,
+                                    const CpuPoolGeom *g, TdmTensor *x, TdmTensor *y,
                                     TdmTensor *ws, gboolean *done, GError **error)
 {
     *done = FALSE;
     CpuKey key;
     cpu_key_init(&key, CPU_OP_MAXPOOL_FWD);
-    key_add_pool(&key, p, dnnl_pooling_max);
-    cpu_key_add(&key, -2); /* the own loops' entries */
+    cpu_pool_key_add(&key, p, dnnl_pooling_max);
+    cpu_key_add(&key, OWN_KEY_MARK);
     cpu_key_add_tensor(&key, x);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_FWD, &key);
     if (e == NULL) {
@@ -563,45 +567,42 @@ static gboolean own_maxpool_forward(TdmDevice *dev, TdmOpCache **cache, const Td
         }
         e = cpu_entry_new(CPU_OP_MAXPOOL_FWD, &key);
         cpu_entry_set_output(dev, e, 0, &ymd, TDM_DTYPE_F32);
-        e->aux[0] = xo.planes;
-        e->aux[1] = xo.h;
-        e->aux[2] = xo.w;
-        e->aux[3] = xo.b;
-        e->aux[4] = (int64_t)(e->nbytes[0] / sizeof(float)); /* workspace bytes */
+        e->maxpool_own.planes = xo;
+        e->maxpool_own.workspace_bytes = (int64_t)(e->nbytes[0] / sizeof(float));
         cpu_cache_insert(cache, e);
     }
     *done = TRUE;
-    CpuPlanes xo = {.planes = e->aux[0], .h = e->aux[1], .w = e->aux[2], .b = e->aux[3]};
-    int64_t ws_len = e->aux[4];
+    CpuMaxpoolOwnOp *op = &e->maxpool_own;
+    int64_t ws_len = op->workspace_bytes;
     gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g->y_shape, error);
     guint8 *wsp = NULL;
     if (ok && ws != NULL) {
         ok = tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &ws_len, NULL, 0, error);
         wsp = ok ? tdm_tensor_data(ws) : NULL;
     } else if (ok) {
-        if (e->work[0] == NULL) {
-            e->work[0] = cpu_entry_buf(e, (size_t)ws_len);
+        if (op->workspace_buf == NULL) {
+            op->workspace_buf = cpu_entry_buf(e, (size_t)ws_len);
         }
-        wsp = e->work[0];
+        wsp = op->workspace_buf;
         ok = wsp != NULL;
     }
     if (ok) {
-        own_maxpool_fwd(tdm_tensor_data(x), tdm_tensor_data(y), wsp, &xo, g, p);
+        own_maxpool_fwd(tdm_tensor_data(x), tdm_tensor_data(y), wsp, &op->planes, g, p);
     }
     cpu_entry_release(cache, e);
     return ok;
 }
 
 static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
-                                     const TdmPool2dParams *p, const PoolGeom *g, TdmTensor *dy,
+                                     const TdmPool2dParams *p, const CpuPoolGeom *g, TdmTensor *dy,
                                      TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
                                      gboolean *done, GError **error)
 {
     *done = FALSE;
     CpuKey key;
     cpu_key_init(&key, CPU_OP_MAXPOOL_BWD);
-    key_add_pool(&key, p, dnnl_pooling_max);
-    cpu_key_add(&key, -2);
+    cpu_pool_key_add(&key, p, dnnl_pooling_max);
+    cpu_key_add(&key, OWN_KEY_MARK);
     cpu_key_add_tensor(&key, dy);
     cpu_key_add_tensor(&key, x_like);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_BWD, &key);
@@ -613,67 +614,60 @@ static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
         }
         e = cpu_entry_new(CPU_OP_MAXPOOL_BWD, &key);
         if (!cpu_tensor_md(dy, &dymd, error) ||
-            !cpu_convert_init(dev, e, &e->conv[0], &dymd, &ymd, error)) {
+            !cpu_convert_init(dev, e, &e->maxpool_own.dy_in, &dymd, &ymd, error)) {
             cpu_entry_free(e);
             return FALSE;
         }
         cpu_entry_set_output(dev, e, 0, &xmd, TDM_DTYPE_F32);
-        e->aux[0] = xo.planes;
-        e->aux[1] = xo.h;
-        e->aux[2] = xo.w;
-        e->aux[3] = xo.b;
-        e->aux[4] = (int64_t)(dnnl_memory_desc_get_size(&ymd) / sizeof(float));
+        e->maxpool_own.planes = xo;
+        e->maxpool_own.workspace_bytes =
+            (int64_t)(dnnl_memory_desc_get_size(&ymd) / sizeof(float));
         cpu_cache_insert(cache, e);
     }
     *done = TRUE;
-    CpuPlanes xo = {.planes = e->aux[0], .h = e->aux[1], .w = e->aux[2], .b = e->aux[3]};
-    if (ws->dtype != TDM_DTYPE_U8 || tdm_tensor_nbytes(ws) < (size_t)e->aux[4]) {
+    CpuMaxpoolOwnOp *op = &e->maxpool_own;
+    if (ws->dtype != TDM_DTYPE_U8 || tdm_tensor_nbytes(ws) < (size_t)op->workspace_bytes) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "cpu maxpool backward: workspace of %zu %s bytes, expected %" G_GINT64_FORMAT
                     " u8 (from this backend's forward)", tdm_tensor_nbytes(ws),
-                    tdm_dtype_name(ws->dtype), e->aux[4]);
+                    tdm_dtype_name(ws->dtype), op->workspace_bytes);
         cpu_entry_release(cache, e);
         return FALSE;
     }
-    const float *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    const float *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
     if (ok) {
-        own_maxpool_bwd(dys, tdm_tensor_data(ws), tdm_tensor_data(dx), &xo, g, p);
+        own_maxpool_bwd(dys, tdm_tensor_data(ws), tdm_tensor_data(dx), &op->planes, g, p);
     }
     cpu_entry_release(cache, e);
     return ok;
 }
 
-static dnnl_alg_kind_t avg_alg(const TdmPool2dParams *p)
-{
-    return p->count_include_pad ? dnnl_pooling_avg_include_padding
-                                : dnnl_pooling_avg_exclude_padding;
-}
-
 gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error)
 {
-    PoolGeom g;
+    CpuPoolGeom g;
     gboolean done = FALSE;
-    if (!check_image(x, "input", error) || !pool_geom(p, x->shape, &g, error) ||
+    if (!cpu_pool_check_image(x, "input", error) || !cpu_pool_geom(p, x->shape, &g, error) ||
         !own_maxpool_forward(dev, cache, p, &g, x, y, workspace, &done, error)) {
         return FALSE;
     }
     if (done) {
         return TRUE;
     }
-    return pool_forward(dev, cache, CPU_OP_MAXPOOL_FWD, dnnl_pooling_max, p, x, y, workspace,
-                        error);
+    return cpu_pool_forward(dev, cache, CPU_OP_MAXPOOL_FWD, dnnl_pooling_max, p, x, y, workspace,
+                            error);
 }
 
 gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                 TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
                                 TdmTensor *dx, GError **error)
 {
-    PoolGeom g;
+    CpuPoolGeom g;
     gboolean done = FALSE;
-    if (!check_image(dy, "output gradient", error) || !check_image(x_like, "input", error) ||
-        !pool_geom(p, x_like->shape, &g, error)) {
+    if (!cpu_pool_check_image(dy, "output gradient", error) ||
+        !cpu_pool_check_image(x_like, "input", error) ||
+        !cpu_pool_geom(p, x_like->shape, &g, error)) {
         return FALSE;
     }
     if (dy->shape[0] != g.y_shape[0] || dy->shape[1] != g.y_shape[1] ||
@@ -694,22 +688,28 @@ gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
     if (done) {
         return TRUE;
     }
-    return pool_backward(dev, cache, CPU_OP_MAXPOOL_BWD, dnnl_pooling_max, p, dy, workspace,
-                         x_like, dx, error);
+    return cpu_pool_backward(dev, cache, CPU_OP_MAXPOOL_BWD, dnnl_pooling_max, p, dy, workspace,
+                             x_like, dx, error);
+}
+
+static dnnl_alg_kind_t avg_alg(const TdmPool2dParams *p)
+{
+    return p->count_include_pad ? dnnl_pooling_avg_include_padding
+                                : dnnl_pooling_avg_exclude_padding;
 }
 
 gboolean cpu_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                TdmTensor *x, TdmTensor *y, GError **error)
 {
-    return pool_forward(dev, cache, CPU_OP_AVGPOOL_FWD, avg_alg(p), p, x, y, NULL, error);
+    return cpu_pool_forward(dev, cache, CPU_OP_AVGPOOL_FWD, avg_alg(p), p, x, y, NULL, error);
 }
 
 gboolean cpu_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                 TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
                                 GError **error)
 {
-    return pool_backward(dev, cache, CPU_OP_AVGPOOL_BWD, avg_alg(p), p, dy, NULL, x_like, dx,
-                         error);
+    return cpu_pool_backward(dev, cache, CPU_OP_AVGPOOL_BWD, avg_alg(p), p, dy, NULL, x_like, dx,
+                             error);
 }
 
 static TdmPool2dParams global_params(const int64_t *shape)
@@ -721,12 +721,12 @@ static TdmPool2dParams global_params(const int64_t *shape)
 gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                     TdmTensor *y, GError **error)
 {
-    if (!check_image(x, "input", error)) {
+    if (!cpu_pool_check_image(x, "input", error)) {
         return FALSE;
     }
     TdmPool2dParams p = global_params(x->shape);
-    PoolGeom g;
-    pool_geom(&p, x->shape, &g, NULL);
+    CpuPoolGeom g;
+    cpu_pool_geom(&p, x->shape, &g, NULL);
     CpuKey key;
     cpu_key_init(&key, CPU_OP_GAP_FWD);
     cpu_key_add_tensor(&key, x);
@@ -735,23 +735,20 @@ gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
         e = cpu_entry_new(CPU_OP_GAP_FWD, &key);
         dnnl_memory_desc_t xmd, plain;
         dnnl_primitive_desc_t pd = NULL;
-        int prim;
+        CpuGapFwdOp *op = &e->gap_fwd;
         gboolean ok = cpu_tensor_md(x, &xmd, error) &&
                       cpu_plain_md(&plain, 4, g.y_shape, dnnl_f32, error) &&
                       pool_fwd_pd(dev, dnnl_pooling_avg_exclude_padding, &g, &xmd, TRUE, &pd,
                                   error) &&
-                      cpu_prim_create(dev, e, pd, &prim, error);
+                      cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
             const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, &xmd);
-            e->aux[2] = cpu_entry_mem(dev, e, dst);
-            /* conv[0] turns the pooled [N, C, 1, 1] into plain; its buffer
-             * is where the pooling writes when a reorder is needed */
-            ok = cpu_convert_init(dev, e, &e->conv[0], dst, &plain, error);
-            if (ok && e->conv[0].prim >= 0) {
-                e->work[0] = cpu_entry_buf(e, dnnl_memory_desc_get_size(dst));
-                ok = e->work[0] != NULL;
+            op->src = cpu_entry_mem(dev, e, &xmd);
+            op->dst = cpu_entry_mem(dev, e, dst);
+            ok = cpu_convert_init(dev, e, &op->to_plain, dst, &plain, error);
+            if (ok && op->to_plain.prim >= 0) {
+                op->pooled = cpu_entry_buf(e, dnnl_memory_desc_get_size(dst));
+                ok = op->pooled != NULL;
             }
         }
         if (pd != NULL) {
@@ -767,13 +764,14 @@ gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
     void *xp = tdm_tensor_data(x);
     gboolean ok = tdm_tensor_ensure(y, TDM_DTYPE_F32, 2, shape, NULL, 0, error);
     if (ok) {
-        CpuConvert *c = &e->conv[0];
-        void *pooled = c->prim >= 0 ? e->work[0] : tdm_tensor_data(y);
+        CpuGapFwdOp *op = &e->gap_fwd;
+        CpuConvert *c = &op->to_plain;
+        void *pooled = c->prim >= 0 ? op->pooled : tdm_tensor_data(y);
         dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, cpu_mem(e, (int)e->aux[1], xp)},
-            {DNNL_ARG_DST, cpu_mem(e, (int)e->aux[2], pooled)},
+            {DNNL_ARG_SRC, cpu_mem(e, op->src, xp)},
+            {DNNL_ARG_DST, cpu_mem(e, op->dst, pooled)},
         };
-        ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+        ok = cpu_run(dev, e, op->prim, 2, args, error);
         if (ok && c->prim >= 0) {
             dnnl_exec_arg_t rargs[3] = {
                 {DNNL_ARG_FROM, cpu_mem(e, c->src, pooled)},
@@ -789,7 +787,7 @@ gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
 gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
                                      const TdmTensor *x_like, TdmTensor *dx, GError **error)
 {
-    if (!check_image(x_like, "input", error)) {
+    if (!cpu_pool_check_image(x_like, "input", error)) {
         return FALSE;
     }
     if (dy->ndim != 2 || dy->shape[0] != x_like->shape[0] || dy->shape[1] != x_like->shape[1] ||
@@ -802,8 +800,8 @@ gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
         return FALSE;
     }
     TdmPool2dParams p = global_params(x_like->shape);
-    PoolGeom g;
-    pool_geom(&p, x_like->shape, &g, NULL);
+    CpuPoolGeom g;
+    cpu_pool_geom(&p, x_like->shape, &g, NULL);
     CpuKey key;
     cpu_key_init(&key, CPU_OP_GAP_BWD);
     cpu_key_add_tensor(&key, dy);
@@ -815,20 +813,20 @@ gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
         dnnl_dims_t dims = {dy->shape[0], dy->shape[1], 1, 1};
         dnnl_dims_t strides = {dy->stride[0], dy->stride[1], 1, 1};
         dnnl_primitive_desc_t pd = NULL;
-        int prim;
+        CpuGapBwdOp *op = &e->gap_bwd;
         gboolean ok = cpu_tensor_md(x_like, &xmd, error) &&
                       cpu_check(dnnl_memory_desc_init_by_strides(&dymd, 4, dims, dnnl_f32, strides),
                                 "gradient desc", error) &&
                       pool_bwd_pd(dev, dnnl_pooling_avg_exclude_padding, &g, &xmd, &pd, error);
         const dnnl_memory_desc_t *ddst =
             ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0) : NULL;
-        ok = ok && cpu_convert_init(dev, e, &e->conv[0], &dymd, ddst, error) &&
-             cpu_prim_create(dev, e, pd, &prim, error);
+        ok = ok && cpu_convert_init(dev, e, &op->dy_in, &dymd, ddst, error) &&
+             cpu_prim_create(dev, e, pd, &op->prim, error);
         if (ok) {
-            const dnnl_memory_desc_t *dsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
-            e->aux[0] = prim;
-            e->aux[1] = cpu_entry_mem(dev, e, ddst);
-            e->aux[2] = cpu_entry_mem(dev, e, dsrc);
+            const dnnl_memory_desc_t *dsrc =
+                dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+            op->diff_dst = cpu_entry_mem(dev, e, ddst);
+            op->diff_src = cpu_entry_mem(dev, e, dsrc);
             cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
         }
         if (pd != NULL) {
@@ -840,14 +838,15 @@ gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
         }
         cpu_cache_insert(cache, e);
     }
-    void *dys = cpu_convert_run(dev, e, &e->conv[0], tdm_tensor_data(dy), error);
+    CpuGapBwdOp *op = &e->gap_bwd;
+    void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
     gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
     if (ok) {
         dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_DIFF_DST, cpu_mem(e, (int)e->aux[1], dys)},
-            {DNNL_ARG_DIFF_SRC, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(dx))},
+            {DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)},
+            {DNNL_ARG_DIFF_SRC, cpu_mem(e, op->diff_src, tdm_tensor_data(dx))},
         };
-        ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+        ok = cpu_run(dev, e, op->prim, 2, args, error);
     }
     cpu_entry_release(cache, e);
     return ok;

@@ -136,7 +136,7 @@ gboolean cpu_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **erro
  * NULL or plain). A plain contiguous src whose shape differs from like's but
  * whose element count matches is read in like's shape (Flatten's backward). */
 gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
-                            const TdmTensor *like, TdmTensor *dst, GError **error)
+                     const TdmTensor *like, TdmTensor *dst, GError **error)
 {
     const TdmTensor *shape_of = like != NULL ? like : src;
     if (tdm_tensor_numel(src) != tdm_tensor_numel(shape_of) ||
@@ -197,13 +197,10 @@ gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
         } else if (!cpu_dtype_to_dnnl(src->dtype, &dt) || !cpu_plain_md(&to, ndim, shape, dt, error)) {
             goto fail_dtype;
         }
-        int prim, ms, md;
-        if (!cpu_reorder_prim(dev, e, &from, &to, FALSE, &prim, &ms, &md, error)) {
+        CpuReorderOp *op = &e->reorder;
+        if (!cpu_reorder_prim(dev, e, &from, &to, FALSE, &op->prim, &op->from, &op->to, error)) {
             goto fail;
         }
-        e->aux[0] = prim;
-        e->aux[1] = ms;
-        e->aux[2] = md;
         cpu_entry_set_output(dev, e, 0, &to, src->dtype);
         cpu_cache_insert(cache, e);
     }
@@ -211,11 +208,12 @@ gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
         cpu_entry_release(cache, e);
         return FALSE;
     }
+    CpuReorderOp *op = &e->reorder;
     dnnl_exec_arg_t args[3] = {
-        {DNNL_ARG_FROM, cpu_mem(e, (int)e->aux[1], tdm_tensor_data(src))},
-        {DNNL_ARG_TO, cpu_mem(e, (int)e->aux[2], tdm_tensor_data(dst))},
+        {DNNL_ARG_FROM, cpu_mem(e, op->from, tdm_tensor_data(src))},
+        {DNNL_ARG_TO, cpu_mem(e, op->to, tdm_tensor_data(dst))},
     };
-    gboolean ok = cpu_run(dev, e, (int)e->aux[0], 2, args, error);
+    gboolean ok = cpu_run(dev, e, op->prim, 2, args, error);
     cpu_entry_release(cache, e);
     return ok;
 
@@ -228,3 +226,4 @@ fail:
     cpu_entry_free(e);
     return FALSE;
 }
+

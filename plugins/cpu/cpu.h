@@ -5,7 +5,8 @@
  * the device's state for the device's lifetime; NULL means plain. Every op
  * keeps its primitives, the memory objects bound to them and any reorder
  * buffers in an op cache entry keyed by the op's shapes, layouts and
- * parameters, so that a steady-state step creates and allocates nothing.
+ * parameters (cpu-cache.h), so that a steady-state step creates and
+ * allocates nothing.
  * One engine, one stream and a single scratchpad (grown while primitives are
  * created) per device; ops on a device are serialised by its lock.
  */
@@ -14,6 +15,8 @@
 
 #include <dnnl.h>
 #include <tandem/tandem.h>
+
+#include "cpu-cache.h"
 
 #define CPU_ALIGN 64
 
@@ -44,94 +47,14 @@ typedef struct {
 
 #define CPU_DEV(dev) ((CpuDevice *)(dev)->priv)
 
-/* ---- op cache ---- */
-
-#define CPU_KEY_MAX 96
-#define CPU_MAX_PRIMS 6
-#define CPU_MAX_MEMS 24
-#define CPU_MAX_BUFS 8
-#define CPU_ENTRIES_PER_KIND 4
-
-typedef enum {
-    CPU_OP_REORDER,
-    CPU_OP_GEMM,
-    CPU_OP_BIAS_GRAD,
-    CPU_OP_CONV_FWD,
-    CPU_OP_CONV_BWD_DATA,
-    CPU_OP_CONV_BWD_FILTER,
-    CPU_OP_BN_FWD,
-    CPU_OP_BN_BWD,
-    CPU_OP_RELU_FWD,
-    CPU_OP_RELU_BWD,
-    CPU_OP_ADD,
-    CPU_OP_MAXPOOL_FWD,
-    CPU_OP_MAXPOOL_BWD,
-    CPU_OP_AVGPOOL_FWD,
-    CPU_OP_AVGPOOL_BWD,
-    CPU_OP_GAP_FWD,
-    CPU_OP_GAP_BWD,
-    CPU_OP_XENT,
-    CPU_OP_DROPOUT_FWD,
-    CPU_OP_DROPOUT_BWD,
-    CPU_OP_VECTOR, /* fill, copy, scale, axpy, sum_squares, cast */
-    CPU_OP_OPTIM,
-    CPU_OP_HOST,   /* read, write */
-    CPU_OP_BN_RELU_FWD,
-    CPU_OP_BN_RELU_BWD,
-    CPU_OP_ADD_RELU,
-    CPU_OP_N
-} CpuOpKind;
-
-typedef struct {
-    int n;
-    int64_t v[CPU_KEY_MAX];
-} CpuKey;
-
-/* Brings an input into the layout a primitive wants: either nothing to do
- * (prim == NULL) or a cached reorder into a cached buffer. */
-typedef struct {
-    int prim; /* index in the entry's prims, -1 = no conversion */
-    int src, dst; /* memory object indices */
-    void *buf;
-} CpuConvert;
-
-typedef struct _CpuEntry CpuEntry;
-struct _CpuEntry {
-    CpuOpKind kind;
-    CpuKey key;
-    CpuEntry *next;
-    int nprims;
-    dnnl_primitive_t prims[CPU_MAX_PRIMS];
-    int scratch[CPU_MAX_PRIMS]; /* scratchpad memory index or -1 */
-    int nmems;
-    dnnl_memory_t mems[CPU_MAX_MEMS];
-    int nbufs;
-    void *bufs[CPU_MAX_BUFS];
-    CpuConvert conv[4];
-    gconstpointer layout[3]; /* output layouts (interned) and their sizes */
-    size_t nbytes[3];
-    TdmDType out_dtype[3];
-    int64_t aux[12];
-    void *work[4]; /* op-specific buffers (owned through bufs) */
-};
-
-struct _TdmOpCache {
-    CpuEntry *entries;
-};
-
-/* cpu-backend.c (profiling); cpu-cache.c (the rest below) */
+/* cpu-backend.c: TDM_CPU_PROFILE's per-op timer */
 extern int cpu_profile_enabled;
 void cpu_profile_add(CpuOpKind kind, double seconds);
 double cpu_now(void);
 
-gboolean cpu_check(dnnl_status_t s, const char *what, GError **error);
-#define CPU_TRY(call, what)                                                                   \
-    do {                                                                                      \
-        if (!cpu_check((call), (what), error)) {                                              \
-            goto fail;                                                                        \
-        }                                                                                     \
-    } while (0)
+/* ---- memory descs and layout handles (cpu-cache.c) ---- */
 
+gboolean cpu_check(dnnl_status_t s, const char *what, GError **error);
 gboolean cpu_dtype_to_dnnl(TdmDType dtype, dnnl_data_type_t *dt);
 /* The memory desc of a tensor (its layout, or plain with its strides). */
 gboolean cpu_tensor_md(const TdmTensor *t, dnnl_memory_desc_t *md, GError **error);
@@ -141,61 +64,6 @@ gboolean cpu_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shape, dn
 /* Interns md; returns NULL when md is plain dense (the tensor then has no
  * layout). *nbytes gets its size. */
 gconstpointer cpu_layout_intern(TdmDevice *dev, const dnnl_memory_desc_t *md, size_t *nbytes);
-/* Records an output layout in slot i of e, from a primitive desc query. */
-void cpu_entry_set_output(TdmDevice *dev, CpuEntry *e, int i, const dnnl_memory_desc_t *md,
-                          TdmDType dtype);
-/* Shapes `t` as output i of e (shape from the interned desc). */
-gboolean cpu_entry_ensure_output(CpuEntry *e, int i, TdmTensor *t, int ndim,
-                                 const int64_t *shape, GError **error);
-
-void cpu_key_init(CpuKey *k, CpuOpKind kind);
-void cpu_key_add(CpuKey *k, int64_t v);
-void cpu_key_add_tensor(CpuKey *k, const TdmTensor *t);
-CpuEntry *cpu_cache_find(TdmOpCache **cache, CpuOpKind kind, const CpuKey *key);
-CpuEntry *cpu_entry_new(CpuOpKind kind, const CpuKey *key);
-/* Stores e in the cache (or keeps it for a single use when cache is NULL). */
-void cpu_cache_insert(TdmOpCache **cache, CpuEntry *e);
-/* Frees e if it is not held by a cache. */
-void cpu_entry_release(TdmOpCache **cache, CpuEntry *e);
-void cpu_entry_free(CpuEntry *e);
-void cpu_cache_free(TdmDevice *dev, TdmOpCache *cache);
-
-/* Primitive creation helpers: attr with a user scratchpad (+ optional
- * post-op sum / output scale). */
-dnnl_primitive_attr_t cpu_attr_new(float sum_scale, float out_scale);
-gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_t pd, int *index,
-                         GError **error);
-/* Grows the device's scratchpad to at least bytes (when an op's cache
- * entry is made, never in a steady step). An op may use it while it holds
- * the device lock; its contents do not last from one op to the next. */
-gboolean cpu_scratch_reserve(TdmDevice *dev, size_t bytes, GError **error);
-int cpu_entry_mem(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *md);
-void *cpu_entry_buf(CpuEntry *e, size_t nbytes);
-dnnl_memory_t cpu_mem(CpuEntry *e, int index, void *ptr);
-/* Executes prims[prim]; args needs room for one more (the scratchpad). */
-gboolean cpu_run(TdmDevice *dev, CpuEntry *e, int prim, int nargs, dnnl_exec_arg_t *args,
-                 GError **error);
-
-gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
-                          const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                          GError **error);
-/* Returns the pointer the primitive should read (ptr or the buffer). */
-void *cpu_convert_run(TdmDevice *dev, CpuEntry *e, CpuConvert *c, void *ptr, GError **error);
-/* Reorder src (desc `from`) into dst (desc `to`) with dst += when sum. */
-gboolean cpu_reorder_prim(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *from,
-                          const dnnl_memory_desc_t *to, gboolean sum, int *prim, int *msrc,
-                          int *mdst, GError **error);
-
-/* A 4-D f32 layout seen as planes of [h][w][b] floats: plain NCHW (b = 1,
- * one plane per image and channel), NHWC (b = C, one plane per image) or
- * nChw8c / nChw16c (b = 8 / 16, one plane per image and channel block, C
- * padded to the block). FALSE for any other layout. The own loops (pooling,
- * the stem convolution) walk tensors through this view. */
-typedef struct {
-    int64_t planes, h, w, b; /* planes of [h][w][b] floats */
-    dnnl_format_tag_t tag;   /* the layout's tag, to describe a resized tensor */
-} CpuPlanes;
-gboolean cpu_planes(const dnnl_memory_desc_t *md, CpuPlanes *o);
 
 /* cpu-transfer.c */
 gboolean cpu_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
@@ -281,6 +149,24 @@ gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
                                     TdmTensor *y, GError **error);
 gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
                                      const TdmTensor *x_like, TdmTensor *dx, GError **error);
+/* A pooling's window and output shape, from its parameters and input. */
+typedef struct {
+    dnnl_dims_t strides, kernel, dilation, pad_l, pad_r;
+    int64_t y_shape[4];
+} CpuPoolGeom;
+gboolean cpu_pool_geom(const TdmPool2dParams *p, const int64_t *x, CpuPoolGeom *g,
+                       GError **error);
+gboolean cpu_pool_check_image(const TdmTensor *t, const char *what, GError **error);
+void cpu_pool_key_add(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t alg);
+/* Pooling with algorithm alg on oneDNN, cached under `kind`; ws is max
+ * pooling's workspace (NULL for average pooling). */
+gboolean cpu_pool_forward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                          dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *x,
+                          TdmTensor *y, TdmTensor *ws, GError **error);
+gboolean cpu_pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                           dnnl_alg_kind_t alg, const TdmPool2dParams *p, TdmTensor *dy,
+                           TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
+                           GError **error);
 
 /* cpu-ops.c (loss, dropout, plain inputs), cpu-vector.c (the rest) */
 gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, TdmTensor *t,
