@@ -164,7 +164,7 @@ typedef struct {
                          * blocked layout the stem loops read) */
 } CpuConvBwdFilterOp;
 
-/* batch norm forward, plain or with ReLU fused (cpu-norm.c) */
+/* batch norm forward, plain or with ReLU fused (cpu-batchnorm.c) */
 typedef struct {
     int prim;
     int src, dst, mean, variance, scale, shift;
@@ -173,7 +173,7 @@ typedef struct {
     float *mean_buf;         /* [C]: the batch statistics when the caller */
     float *var_buf;          /* keeps none */
     void *workspace_buf;     /* oneDNN's mask when the caller passes no workspace */
-    void *own_work;          /* cpu-norm-own.c's work buffer; NULL: oneDNN runs */
+    void *own_work;          /* cpu-batchnorm-own.c's work buffer; NULL: oneDNN runs */
 } CpuBnFwdOp;
 
 /* batch norm backward, plain or with ReLU fused */
@@ -186,12 +186,12 @@ typedef struct {
     float *dgamma_buf;       /* [C]: the parameter gradients, added into */
     float *dbeta_buf;        /* dgamma and dbeta afterwards */
     float *ones;             /* [C]: the scale of a layer without one */
-    void *own_work;          /* cpu-norm-own.c's work buffer; NULL: oneDNN runs */
+    void *own_work;          /* cpu-batchnorm-own.c's work buffer; NULL: oneDNN runs */
     CpuConvert dy_in;        /* dy into x's layout */
 } CpuBnBwdOp;
 
 /* ReLU and add on oneDNN, for tensors the flat loops do not take
- * (cpu-norm.c) */
+ * (cpu-eltwise.c) */
 typedef struct {
     int prim;
     int src, dst;
@@ -228,7 +228,7 @@ typedef struct {
     CpuConvert dy_in;       /* dy into the primitive's layout */
 } CpuPoolBwdOp;
 
-/* max pooling on the own loops, forward and backward (cpu-pool.c) */
+/* max pooling on the own loops, forward and backward (cpu-maxpool.c) */
 typedef struct {
     CpuPlanes planes;        /* the input as planes */
     int64_t workspace_bytes; /* the argmax: one byte per output element */

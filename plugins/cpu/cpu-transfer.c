@@ -5,6 +5,9 @@
  * for private layouts. reorder converts a tensor into another tensor's
  * layout, or into plain, with a cached reorder primitive; Flatten uses it at
  * the boundary between convolutional (blocked) and linear (plain) layers.
+ * cpu_plain_input gives the own loops that read plain data (the loss,
+ * dropout, bias gradients) an input that arrives in a private layout,
+ * reordered to plain into a cached buffer.
  */
 #include "config.h"
 
@@ -227,3 +230,46 @@ fail:
     return FALSE;
 }
 
+/* ---- inputs made plain for the own loops ---- */
+
+gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, TdmTensor *t,
+                         const float **out, CpuEntry **entry, GError **error)
+{
+    *entry = NULL;
+    if (t->storage == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "cpu backend: input has no storage");
+        return FALSE;
+    }
+    if (tdm_tensor_is_contiguous(t)) {
+        *out = tdm_tensor_data(t);
+        return TRUE;
+    }
+    CpuKey key;
+    cpu_key_init(&key, kind);
+    cpu_key_add_tensor(&key, t);
+    CpuEntry *e = cpu_cache_find(cache, kind, &key);
+    if (e == NULL) {
+        e = cpu_entry_new(kind, &key);
+        dnnl_memory_desc_t from, to;
+        dnnl_data_type_t dt;
+        if (!cpu_dtype_to_dnnl(t->dtype, &dt) || !cpu_tensor_md(t, &from, error) ||
+            !cpu_plain_md(&to, t->ndim, t->shape, dt, error) ||
+            !cpu_convert_init(dev, e, &e->plain_input.to_plain, &from, &to, error)) {
+            if (error != NULL && *error == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                            "cpu backend: cannot make a %s tensor plain", tdm_dtype_name(t->dtype));
+            }
+            cpu_entry_free(e);
+            return FALSE;
+        }
+        cpu_cache_insert(cache, e);
+    }
+    *out = cpu_convert_run(dev, e, &e->plain_input.to_plain, tdm_tensor_data(t), error);
+    *entry = e;
+    if (*out == NULL) {
+        cpu_entry_release(cache, e);
+        *entry = NULL;
+        return FALSE;
+    }
+    return TRUE;
+}

@@ -6,9 +6,9 @@
  * keeps its primitives, the memory objects bound to them and any reorder
  * buffers in an op cache entry keyed by the op's shapes, layouts and
  * parameters (cpu-cache.h), so that a steady-state step creates and
- * allocates nothing.
- * One engine, one stream and a single scratchpad (grown while primitives are
- * created) per device; ops on a device are serialised by its lock.
+ * allocates nothing. One engine, one stream and a single scratchpad (grown
+ * while primitives are created) per device; ops on a device are serialised
+ * by its lock. The ops are declared below by the file that holds them.
  */
 #ifndef TDM_CPU_H
 #define TDM_CPU_H
@@ -65,18 +65,30 @@ gboolean cpu_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shape, dn
  * layout). *nbytes gets its size. */
 gconstpointer cpu_layout_intern(TdmDevice *dev, const dnnl_memory_desc_t *md, size_t *nbytes);
 
-/* cpu-transfer.c */
+/* ---- the ops, by file ---- */
+
+/* cpu-transfer.c: host transfers, layout conversions */
 gboolean cpu_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
 gboolean cpu_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
 gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const TdmTensor *like,
                      TdmTensor *dst, GError **error);
+/* t as plain contiguous data for the own loops: t's own data, or t
+ * reordered into a buffer of a cached entry of `kind` (*entry, which the
+ * caller releases; NULL when t is plain). */
+gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, TdmTensor *t,
+                         const float **out, CpuEntry **entry, GError **error);
+/* Plain strided copy of any element size into a dense buffer and back. */
+void cpu_strided_copy(void *dst, const int64_t *dst_stride, const void *src,
+                      const int64_t *src_stride, const int64_t *shape, int ndim, size_t esize);
 
-/* conv2d and gemm: cpu-conv.c / cpu-gemm.c */
+/* cpu-gemm.c */
 gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
                   float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
                   TdmTensor *bias, GError **error);
 gboolean cpu_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
                        GError **error);
+
+/* cpu-conv.c (the own loops it hands ops to: cpu-conv-own.h) */
 gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                             TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
                             TdmTensor *y, GError **error);
@@ -87,7 +99,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache,
                                     const TdmConv2dParams *p, TdmTensor *x, TdmTensor *dy,
                                     TdmTensor *dw, TdmTensor *db, GError **error);
 
-/* cpu-norm.c: batch norm, relu, add */
+/* cpu-batchnorm.c */
 gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
                                TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
                                float momentum, float eps, gboolean training,
@@ -107,16 +119,8 @@ gboolean cpu_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
                                      TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
                                      float eps, TdmTensor *dx, TdmTensor *dgamma,
                                      TdmTensor *dbeta, GError **error);
-gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
-                          GError **error);
-gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
-                           TdmTensor *dx, GError **error);
-gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
-                 GError **error);
-gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
-                      GError **error);
 
-/* cpu-norm-own.c: batch norm's own loops on channel-blocked layouts */
+/* cpu-batchnorm-own.c: batch norm's own loops on channel-blocked layouts */
 typedef struct {
     int64_t n, cb, s, b; /* images, channel blocks, pixels per plane, block (8/16) */
     int64_t c;           /* channels (the last block may be padded) */
@@ -134,12 +138,20 @@ void cpu_bn_backward(const CpuBnGeom *g, const float *x, const float *dy, const 
                      const float *gamma, const float *mean, const float *var, float eps,
                      float *dx, float *dgamma, float *dbeta, void *work);
 
-/* cpu-pool.c */
-gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
-gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
-                                TdmTensor *dx, GError **error);
+/* cpu-eltwise.c: ReLU and add (flat loops, oneDNN for mixed layouts) */
+gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                          GError **error);
+gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
+                           TdmTensor *dx, GError **error);
+gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                 GError **error);
+gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                      GError **error);
+/* dst[i] += src[i] (vectorised, parallel for large n). */
+void cpu_accumulate(float *dst, const float *src, int64_t n);
+
+/* cpu-pool.c: pooling on oneDNN (average, global average, and max pooling
+ * where cpu-maxpool.c's own loops do not apply) */
 gboolean cpu_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                TdmTensor *x, TdmTensor *y, GError **error);
 gboolean cpu_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
@@ -168,39 +180,48 @@ gboolean cpu_pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
                            TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
                            GError **error);
 
-/* cpu-ops.c (loss, dropout, plain inputs), cpu-vector.c (the rest) */
-gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, TdmTensor *t,
-                         const float **out, CpuEntry **entry, GError **error);
+/* cpu-maxpool.c: max pooling (own loops, else cpu-pool.c's oneDNN) */
+gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
+gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
+                                TdmTensor *dx, GError **error);
+
+/* cpu-loss.c */
 gboolean cpu_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
                           TdmTensor *labels, float label_smoothing, float *loss,
                           TdmTensor *dlogits, int64_t *correct, GError **error);
+
+/* cpu-dropout.c */
 gboolean cpu_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
                              TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error);
 gboolean cpu_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,
                               TdmTensor *dy, TdmTensor *dx, GError **error);
+
+/* cpu-vector.c */
 gboolean cpu_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error);
 gboolean cpu_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error);
 gboolean cpu_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error);
 gboolean cpu_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error);
 gboolean cpu_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
+/* The check the vector ops, casts and optimizer updates share: a plain
+ * contiguous tensor with storage (op names the op in the error). */
+gboolean cpu_check_vec(const TdmTensor *t, const char *op, GError **error);
+/* Both plain contiguous f32 tensors of the same size. */
+gboolean cpu_check_f32_pair(const TdmTensor *a, const TdmTensor *b, const char *op,
+                            GError **error);
+
+/* cpu-cast.c */
 gboolean cpu_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
                   GError **error);
+
+/* cpu-optim.c: the fused optimizer updates */
 gboolean cpu_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
                         TdmTensor *grad, TdmTensor *momentum_buf, gboolean zero_grad,
                         GError **error);
 gboolean cpu_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
                           gboolean zero_grad, GError **error);
-typedef enum { CPU_ELT_RELU, CPU_ELT_RELU_BWD, CPU_ELT_ADD, CPU_ELT_ADD_RELU } CpuEltKind;
-/* Flat loops over n floats of buffers that share one dense layout:
- * relu: out = max(a, 0); relu_bwd: out = a > 0 ? b : 0 (a = y, b = dy);
- * add: out = a + b; add_relu: out = max(a + b, 0). out may alias an input. */
-void cpu_elementwise(CpuEltKind kind, float *out, const float *a, const float *b, int64_t n);
-/* dst[i] += src[i] (vectorised, parallel for large n). */
-void cpu_accumulate(float *dst, const float *src, int64_t n);
-/* Plain strided copy of any element size into a dense buffer and back. */
-void cpu_strided_copy(void *dst, const int64_t *dst_stride, const void *src,
-                      const int64_t *src_stride, const int64_t *shape, int ndim, size_t esize);
 
 /* cpu-device.c: streams and events, device information, loss statistics */
 extern const TdmStreamOps cpu_stream_ops;

@@ -1,4 +1,4 @@
-/* plugins/cpu/cpu-norm-own.c - batch norm's own loops on nChw8c / nChw16c.
+/* plugins/cpu/cpu-batchnorm-own.c - batch norm's own loops on nChw8c / nChw16c.
  *
  * Batch norm is memory-bound: it reads the activation a few times and
  * writes one tensor, and in training a step's activations do not fit in

@@ -1,0 +1,425 @@
+/* plugins/cpu/cpu-maxpool.c - max pooling, on the backend's own loops
+ * where they apply and on oneDNN (cpu-pool.c) elsewhere.
+ *
+ * oneDNN's max pooling is slow on the small, channel-padded images of a
+ * LeNet-sized network (hundreds of microseconds for a 64x6x28x28 batch). A
+ * layout whose every (image, channel block) is a dense [H][W][b] plane
+ * (plain NCHW: b = 1; nChw8c / nChw16c: b = 8 / 16; NHWC: one plane per
+ * image, b = C) pools with a straight loop instead, plane by plane over the
+ * OpenMP pool. The result keeps the input's layout; channels in a block's
+ * padding pool like any other (zeros in, zeros out). The workspace is the
+ * window position (kh * KW + kw) of each output's choice, one byte each in
+ * the destination's physical order; choice and backward order are the ref
+ * backend's (first maximum, a NaN wins; gradients added in output order).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "cpu.h"
+
+/* Whether the own loops pool x (its desc in xmd); *ymd gets the output's
+ * desc, the input's layout at the pooled size. */
+static gboolean own_maxpool_usable(const dnnl_memory_desc_t *xmd, const TdmPool2dParams *p,
+                                   const CpuPoolGeom *g, CpuPlanes *xo, dnnl_memory_desc_t *ymd)
+{
+    CpuPlanes yo;
+    if (p->kernel_h * p->kernel_w > 255 || !cpu_planes(xmd, xo)) {
+        return FALSE;
+    }
+    dnnl_dims_t dims = {g->y_shape[0], g->y_shape[1], g->y_shape[2], g->y_shape[3]};
+    return dnnl_memory_desc_init_by_tag(ymd, 4, dims, dnnl_f32, xo->tag) == dnnl_success &&
+           cpu_planes(ymd, &yo) && yo.planes == xo->planes && yo.b == xo->b;
+}
+
+/* One plane's loops, written for a block width known at compile time (the
+ * inline bodies below are instantiated for 16, 8 and 1, and once for any
+ * width) so that the channel loop becomes vector compares and blends; the
+ * clones pick AVX-512 or AVX2 at load time. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define POOL_KERNEL __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
+#else
+#define POOL_KERNEL __attribute__((noinline))
+#endif
+
+typedef struct {
+    int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw;
+} PlaneGeom;
+
+static inline __attribute__((always_inline)) void
+plane_fwd(const float *restrict xp, float *restrict yp, guint8 *restrict wp, const PlaneGeom *g,
+          const int64_t B)
+{
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        const int64_t h0 = oh * g->sh - g->ph;
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            const int64_t w0 = ow * g->sw - g->pw;
+            float *yo = yp + (oh * g->ow + ow) * B;
+            guint8 *wo = wp + (oh * g->ow + ow) * B;
+            gboolean first = TRUE;
+            for (int64_t kh = 0; kh < g->kh; kh++) {
+                const int64_t ih = h0 + kh;
+                if (ih < 0 || ih >= g->h) {
+                    continue;
+                }
+                for (int64_t kw = 0; kw < g->kw; kw++) {
+                    const int64_t iw = w0 + kw;
+                    if (iw < 0 || iw >= g->w) {
+                        continue;
+                    }
+                    const float *v = xp + (ih * g->w + iw) * B;
+                    const guint8 k = (guint8)(kh * g->kw + kw);
+                    if (first) {
+#pragma omp simd
+                        for (int64_t c = 0; c < B; c++) {
+                            yo[c] = v[c];
+                            wo[c] = k;
+                        }
+                        first = FALSE;
+                        continue;
+                    }
+#pragma omp simd
+                    for (int64_t c = 0; c < B; c++) {
+                        const gboolean take = (v[c] > yo[c]) | (v[c] != v[c]);
+                        yo[c] = take ? v[c] : yo[c];
+                        wo[c] = take ? k : wo[c];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+plane_bwd(const float *restrict dyp, const guint8 *restrict wp, float *restrict dxp,
+          const PlaneGeom *g, const int64_t B)
+{
+    memset(dxp, 0, sizeof(float) * (size_t)(g->h * g->w * B));
+    /* Each window position adds the outputs that chose it (and +0 for the
+     * others, which changes nothing), in output order as the ref does. */
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        const int64_t h0 = oh * g->sh - g->ph;
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            const int64_t w0 = ow * g->sw - g->pw;
+            const float *yo = dyp + (oh * g->ow + ow) * B;
+            const guint8 *wo = wp + (oh * g->ow + ow) * B;
+            for (int64_t kh = 0; kh < g->kh; kh++) {
+                const int64_t ih = h0 + kh;
+                if (ih < 0 || ih >= g->h) {
+                    continue;
+                }
+                for (int64_t kw = 0; kw < g->kw; kw++) {
+                    const int64_t iw = w0 + kw;
+                    if (iw < 0 || iw >= g->w) {
+                        continue;
+                    }
+                    float *d = dxp + (ih * g->w + iw) * B;
+                    const guint8 k = (guint8)(kh * g->kw + kw);
+#pragma omp simd
+                    for (int64_t c = 0; c < B; c++) {
+                        d[c] += wo[c] == k ? yo[c] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Windows that tile the plane (stride = window, no padding: every pooling
+ * layer of lenet and VGG-style nets) need no bounds checks, and in the
+ * backward each input position belongs to at most one window, so dx is
+ * written once instead of cleared and accumulated. Same choices and sums as
+ * the general loops. */
+/* A float's bits, allowed to alias the float (GCC's may_alias). */
+typedef guint32 __attribute__((may_alias)) PoolBits;
+
+static inline __attribute__((always_inline)) void
+plane_fwd_tiled(const float *restrict xp, float *restrict yp, guint8 *restrict wp,
+                const PlaneGeom *g, const int64_t KH, const int64_t KW, const int64_t B)
+{
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            const float *v0 = xp + (oh * KH * g->w + ow * KW) * B;
+            float *yo = yp + (oh * g->ow + ow) * B;
+            guint8 *wo = wp + (oh * g->ow + ow) * B;
+#pragma omp simd
+            for (int64_t c = 0; c < B; c++) {
+                float best = v0[c];
+                guint8 at = 0;
+                for (int64_t kh = 0; kh < KH; kh++) {
+                    for (int64_t kw = (kh == 0); kw < KW; kw++) {
+                        const float v = v0[(kh * g->w + kw) * B + c];
+                        const gboolean take = (v > best) | (v != v);
+                        best = take ? v : best;
+                        at = take ? (guint8)(kh * KW + kw) : at;
+                    }
+                }
+                yo[c] = best;
+                wo[c] = at;
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+plane_bwd_tiled(const float *restrict dyp, const guint8 *restrict wp, float *restrict dxp,
+                const PlaneGeom *g, const int64_t KH, const int64_t KW, const int64_t B)
+{
+    const int64_t covered_h = g->oh * KH, covered_w = g->ow * KW;
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        for (int64_t kh = 0; kh < KH; kh++) {
+            float *d = dxp + (oh * KH + kh) * g->w * B;
+            for (int64_t ow = 0; ow < g->ow; ow++) {
+                const float *yo = dyp + (oh * g->ow + ow) * B;
+                const guint8 *wo = wp + (oh * g->ow + ow) * B;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    const guint8 k = (guint8)(kh * KW + kw);
+                    /* dy's bits where this position was chosen, else +0: an
+                     * integer mask, which vectorises (a float select on a
+                     * byte compare does not) */
+                    PoolBits *dd = (PoolBits *)(d + (ow * KW + kw) * B);
+                    const PoolBits *yb = (const PoolBits *)yo;
+#pragma omp simd
+                    for (int64_t c = 0; c < B; c++) {
+                        dd[c] = yb[c] & (0u - (guint32)(wo[c] == k));
+                    }
+                }
+            }
+            if (covered_w < g->w) {
+                memset(d + covered_w * B, 0, sizeof(float) * (size_t)((g->w - covered_w) * B));
+            }
+        }
+    }
+    if (covered_h < g->h) {
+        memset(dxp + covered_h * g->w * B, 0, sizeof(float) * (size_t)((g->h - covered_h) * g->w * B));
+    }
+}
+
+static gboolean plane_tiled(const PlaneGeom *g)
+{
+    return g->kh == g->sh && g->kw == g->sw && g->ph == 0 && g->pw == 0;
+}
+
+POOL_KERNEL
+static void k_pool_fwd(const float *xp, float *yp, guint8 *wp, const PlaneGeom *g, int64_t B)
+{
+    if (plane_tiled(g) && g->kh == 2 && g->kw == 2 && (B == 8 || B == 16)) {
+        if (B == 8) {
+            plane_fwd_tiled(xp, yp, wp, g, 2, 2, 8);
+        } else {
+            plane_fwd_tiled(xp, yp, wp, g, 2, 2, 16);
+        }
+    } else if (plane_tiled(g)) {
+        plane_fwd_tiled(xp, yp, wp, g, g->kh, g->kw, B);
+    } else if (B == 16) {
+        plane_fwd(xp, yp, wp, g, 16);
+    } else if (B == 8) {
+        plane_fwd(xp, yp, wp, g, 8);
+    } else if (B == 1) {
+        plane_fwd(xp, yp, wp, g, 1);
+    } else {
+        plane_fwd(xp, yp, wp, g, B);
+    }
+}
+
+POOL_KERNEL
+static void k_pool_bwd(const float *dyp, const guint8 *wp, float *dxp, const PlaneGeom *g,
+                       int64_t B)
+{
+    if (plane_tiled(g) && g->kh == 2 && g->kw == 2 && (B == 8 || B == 16)) {
+        if (B == 8) {
+            plane_bwd_tiled(dyp, wp, dxp, g, 2, 2, 8);
+        } else {
+            plane_bwd_tiled(dyp, wp, dxp, g, 2, 2, 16);
+        }
+    } else if (plane_tiled(g)) {
+        plane_bwd_tiled(dyp, wp, dxp, g, g->kh, g->kw, B);
+    } else if (B == 16) {
+        plane_bwd(dyp, wp, dxp, g, 16);
+    } else if (B == 8) {
+        plane_bwd(dyp, wp, dxp, g, 8);
+    } else if (B == 1) {
+        plane_bwd(dyp, wp, dxp, g, 1);
+    } else {
+        plane_bwd(dyp, wp, dxp, g, B);
+    }
+}
+
+static PlaneGeom plane_geom(const CpuPlanes *xo, const CpuPoolGeom *g, const TdmPool2dParams *p)
+{
+    return (PlaneGeom){.h = xo->h, .w = xo->w, .oh = g->y_shape[2], .ow = g->y_shape[3],
+                       .kh = p->kernel_h, .kw = p->kernel_w, .sh = p->stride_h,
+                       .sw = p->stride_w, .ph = p->pad_h, .pw = p->pad_w};
+}
+
+static void own_maxpool_fwd(const float *x, float *y, guint8 *ws, const CpuPlanes *xo,
+                            const CpuPoolGeom *g, const TdmPool2dParams *p)
+{
+    const PlaneGeom pg = plane_geom(xo, g, p);
+    const int64_t in = pg.h * pg.w * xo->b, out = pg.oh * pg.ow * xo->b;
+#pragma omp parallel for schedule(static) if (xo->planes * in > 32768)
+    for (int64_t pl = 0; pl < xo->planes; pl++) {
+        k_pool_fwd(x + pl * in, y + pl * out, ws + pl * out, &pg, xo->b);
+    }
+}
+
+static void own_maxpool_bwd(const float *dy, const guint8 *ws, float *dx, const CpuPlanes *xo,
+                            const CpuPoolGeom *g, const TdmPool2dParams *p)
+{
+    const PlaneGeom pg = plane_geom(xo, g, p);
+    const int64_t in = pg.h * pg.w * xo->b, out = pg.oh * pg.ow * xo->b;
+#pragma omp parallel for schedule(static) if (xo->planes * in > 32768)
+    for (int64_t pl = 0; pl < xo->planes; pl++) {
+        k_pool_bwd(dy + pl * out, ws + pl * out, dx + pl * in, &pg, xo->b);
+    }
+}
+
+/* The own loops' entries share the op kinds with cpu-pool.c's oneDNN
+ * entries; this value in their keys tells them apart. */
+#define OWN_KEY_MARK (-2)
+
+/* Forward on the own loops: *done is FALSE (and nothing happens) when the
+ * layout or window does not suit them. */
+static gboolean own_maxpool_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                    const CpuPoolGeom *g, TdmTensor *x, TdmTensor *y,
+                                    TdmTensor *ws, gboolean *done, GError **error)
+{
+    *done = FALSE;
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_MAXPOOL_FWD);
+    cpu_pool_key_add(&key, p, dnnl_pooling_max);
+    cpu_key_add(&key, OWN_KEY_MARK);
+    cpu_key_add_tensor(&key, x);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_FWD, &key);
+    if (e == NULL) {
+        dnnl_memory_desc_t xmd, ymd;
+        CpuPlanes xo;
+        if (!cpu_tensor_md(x, &xmd, NULL) || !own_maxpool_usable(&xmd, p, g, &xo, &ymd)) {
+            return TRUE;
+        }
+        e = cpu_entry_new(CPU_OP_MAXPOOL_FWD, &key);
+        cpu_entry_set_output(dev, e, 0, &ymd, TDM_DTYPE_F32);
+        e->maxpool_own.planes = xo;
+        e->maxpool_own.workspace_bytes = (int64_t)(e->nbytes[0] / sizeof(float));
+        cpu_cache_insert(cache, e);
+    }
+    *done = TRUE;
+    CpuMaxpoolOwnOp *op = &e->maxpool_own;
+    int64_t ws_len = op->workspace_bytes;
+    gboolean ok = cpu_entry_ensure_output(e, 0, y, 4, g->y_shape, error);
+    guint8 *wsp = NULL;
+    if (ok && ws != NULL) {
+        ok = tdm_tensor_ensure(ws, TDM_DTYPE_U8, 1, &ws_len, NULL, 0, error);
+        wsp = ok ? tdm_tensor_data(ws) : NULL;
+    } else if (ok) {
+        if (op->workspace_buf == NULL) {
+            op->workspace_buf = cpu_entry_buf(e, (size_t)ws_len);
+        }
+        wsp = op->workspace_buf;
+        ok = wsp != NULL;
+    }
+    if (ok) {
+        own_maxpool_fwd(tdm_tensor_data(x), tdm_tensor_data(y), wsp, &op->planes, g, p);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+}
+
+static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
+                                     const TdmPool2dParams *p, const CpuPoolGeom *g, TdmTensor *dy,
+                                     TdmTensor *ws, const TdmTensor *x_like, TdmTensor *dx,
+                                     gboolean *done, GError **error)
+{
+    *done = FALSE;
+    CpuKey key;
+    cpu_key_init(&key, CPU_OP_MAXPOOL_BWD);
+    cpu_pool_key_add(&key, p, dnnl_pooling_max);
+    cpu_key_add(&key, OWN_KEY_MARK);
+    cpu_key_add_tensor(&key, dy);
+    cpu_key_add_tensor(&key, x_like);
+    CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_BWD, &key);
+    if (e == NULL) {
+        dnnl_memory_desc_t xmd, ymd, dymd;
+        CpuPlanes xo;
+        if (!cpu_tensor_md(x_like, &xmd, NULL) || !own_maxpool_usable(&xmd, p, g, &xo, &ymd)) {
+            return TRUE;
+        }
+        e = cpu_entry_new(CPU_OP_MAXPOOL_BWD, &key);
+        if (!cpu_tensor_md(dy, &dymd, error) ||
+            !cpu_convert_init(dev, e, &e->maxpool_own.dy_in, &dymd, &ymd, error)) {
+            cpu_entry_free(e);
+            return FALSE;
+        }
+        cpu_entry_set_output(dev, e, 0, &xmd, TDM_DTYPE_F32);
+        e->maxpool_own.planes = xo;
+        e->maxpool_own.workspace_bytes =
+            (int64_t)(dnnl_memory_desc_get_size(&ymd) / sizeof(float));
+        cpu_cache_insert(cache, e);
+    }
+    *done = TRUE;
+    CpuMaxpoolOwnOp *op = &e->maxpool_own;
+    if (ws->dtype != TDM_DTYPE_U8 || tdm_tensor_nbytes(ws) < (size_t)op->workspace_bytes) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu maxpool backward: workspace of %zu %s bytes, expected %" G_GINT64_FORMAT
+                    " u8 (from this backend's forward)", tdm_tensor_nbytes(ws),
+                    tdm_dtype_name(ws->dtype), op->workspace_bytes);
+        cpu_entry_release(cache, e);
+        return FALSE;
+    }
+    const float *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
+    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
+    if (ok) {
+        own_maxpool_bwd(dys, tdm_tensor_data(ws), tdm_tensor_data(dx), &op->planes, g, p);
+    }
+    cpu_entry_release(cache, e);
+    return ok;
+}
+
+gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error)
+{
+    CpuPoolGeom g;
+    gboolean done = FALSE;
+    if (!cpu_pool_check_image(x, "input", error) || !cpu_pool_geom(p, x->shape, &g, error) ||
+        !own_maxpool_forward(dev, cache, p, &g, x, y, workspace, &done, error)) {
+        return FALSE;
+    }
+    if (done) {
+        return TRUE;
+    }
+    return cpu_pool_forward(dev, cache, CPU_OP_MAXPOOL_FWD, dnnl_pooling_max, p, x, y, workspace,
+                            error);
+}
+
+gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
+                                TdmTensor *dx, GError **error)
+{
+    CpuPoolGeom g;
+    gboolean done = FALSE;
+    if (!cpu_pool_check_image(dy, "output gradient", error) ||
+        !cpu_pool_check_image(x_like, "input", error) ||
+        !cpu_pool_geom(p, x_like->shape, &g, error)) {
+        return FALSE;
+    }
+    if (dy->shape[0] != g.y_shape[0] || dy->shape[1] != g.y_shape[1] ||
+        dy->shape[2] != g.y_shape[2] || dy->shape[3] != g.y_shape[3]) {
+        g_autofree char *s = tdm_tensor_shape_string(dy);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "cpu maxpool backward: gradient %s does not match the pooled shape", s);
+        return FALSE;
+    }
+    if (workspace == NULL || workspace->storage == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cpu maxpool backward: the forward workspace is missing");
+        return FALSE;
+    }
+    if (!own_maxpool_backward(dev, cache, p, &g, dy, workspace, x_like, dx, &done, error)) {
+        return FALSE;
+    }
+    if (done) {
+        return TRUE;
+    }
+    return cpu_pool_backward(dev, cache, CPU_OP_MAXPOOL_BWD, dnnl_pooling_max, p, dy, workspace,
+                             x_like, dx, error);
+}
