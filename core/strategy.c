@@ -4,11 +4,60 @@
  * STRATEGY feature found in the registry by name (which checked its class
  * when it was registered). This file only selects it, binds its parameters
  * ("ddp bucket-mb=25", <tandem/params.h>), fills the public TdmStrategy and
- * forwards calls, so the trainer never knows which strategy it drives.
+ * forwards calls, so the trainer never knows which strategy it drives. It
+ * also counts the steps and samples since the last read of the loss
+ * statistics, and for a strategy without read_stats (the 1.0 contract)
+ * adds up the loss and correct count each step reports, so that
+ * tdm_strategy_read_stats() answers alike for both kinds.
  */
 #include "config.h"
 
+#include <string.h>
+
 #include "internal.h"
+
+/* A strategy's device adds its figures up in f32 (TDM_XENT_STATS_*): the
+ * correct count is exact below 2^24 and the loss sum keeps about seven
+ * digits. Folding them into the core's double sums every 2^16 samples
+ * keeps the count exact and the loss sum's rounding that of sums of at most
+ * 2^16 samples, however rarely the caller reads, at one wait for the
+ * device per 2^16 samples. */
+#define STRATEGY_FOLD_SAMPLES ((int64_t)1 << 16)
+
+/* The public strategy and what the core adds up for it; tdm_strategy_new
+ * hands out &box->pub. */
+typedef struct {
+    TdmStrategy pub;
+    /* Since the last tdm_strategy_read_stats: count and steps; loss_sum and
+     * correct as reported by a strategy without read_stats, or folded in
+     * from the device's figures. */
+    TdmStepStats pending;
+    int64_t unfolded_steps, unfolded_samples; /* added up on the device since its last read */
+} StrategyBox;
+
+static StrategyBox *strategy_box(TdmStrategy *s)
+{
+    return (StrategyBox *)s;
+}
+
+/* The device's figures into pending: one wait for the device. */
+static gboolean strategy_fold(StrategyBox *box, GError **error)
+{
+    TdmStrategy *s = &box->pub;
+    if (box->unfolded_steps == 0) {
+        return TRUE; /* the device's figures are zero: no need to wait for it */
+    }
+    TdmStepStats dev = {0};
+    if (!s->klass->read_stats(s, &dev, error)) {
+        g_prefix_error(error, "%s: reading the loss statistics: ", s->name);
+        return FALSE;
+    }
+    box->pending.loss_sum += dev.loss_sum;
+    box->pending.correct += dev.correct;
+    box->unfolded_steps = 0;
+    box->unfolded_samples = 0;
+    return TRUE;
+}
 
 /* The parameters of the strategy `name` ("ddp bucket-mb=25"), or the
  * caller's when it bound them itself (transfer full). */
@@ -47,7 +96,8 @@ TdmStrategy *tdm_strategy_new(const char *spec, TdmModel *model, TdmOptimizer *o
         return NULL;
     }
     const TdmStrategyClass *klass = tdm_feature_get_class(feature);
-    TdmStrategy *s = g_new0(TdmStrategy, 1);
+    StrategyBox *box = g_new0(StrategyBox, 1);
+    TdmStrategy *s = &box->pub;
     s->klass = klass;
     s->name = g_strdup(name);
     s->model = model;
@@ -64,7 +114,7 @@ TdmStrategy *tdm_strategy_new(const char *spec, TdmModel *model, TdmOptimizer *o
         /* setup failed: nothing of the strategy's to tear down. */
         tdm_params_unref(s->params);
         g_free(s->name);
-        g_free(s);
+        g_free(box);
         return NULL;
     }
     return s;
@@ -75,7 +125,33 @@ gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
 {
     g_return_val_if_fail(s != NULL && batch != NULL, FALSE);
     TdmStepResult local = {0};
-    return s->klass->train_step(s, batch, do_update, result ? result : &local, error);
+    TdmStepResult *r = result != NULL ? result : &local;
+    if (!s->klass->train_step(s, batch, do_update, r, error)) {
+        return FALSE;
+    }
+    StrategyBox *box = strategy_box(s);
+    box->pending.steps++;
+    box->pending.count += r->count;
+    if (s->klass->read_stats == NULL) {
+        box->pending.loss_sum += (double)r->loss * (double)r->count;
+        box->pending.correct += r->correct;
+        return TRUE;
+    }
+    box->unfolded_steps++;
+    box->unfolded_samples += r->count;
+    return box->unfolded_samples < STRATEGY_FOLD_SAMPLES || strategy_fold(box, error);
+}
+
+gboolean tdm_strategy_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
+{
+    g_return_val_if_fail(s != NULL && stats != NULL, FALSE);
+    StrategyBox *box = strategy_box(s);
+    if (s->klass->read_stats != NULL && !strategy_fold(box, error)) {
+        return FALSE;
+    }
+    *stats = box->pending;
+    memset(&box->pending, 0, sizeof(box->pending));
+    return TRUE;
 }
 
 void tdm_strategy_free(TdmStrategy *s)
@@ -88,5 +164,5 @@ void tdm_strategy_free(TdmStrategy *s)
     }
     tdm_params_unref(s->params);
     g_free(s->name);
-    g_free(s);
+    g_free(strategy_box(s));
 }

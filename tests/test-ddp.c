@@ -9,7 +9,10 @@
  *    frozen one untouched;
  *  - a step with ddp changes the parameters exactly as one with single;
  *  - "ddp bucket-mb=..." sets the bucket size (one all-reduce per bucket),
- *    and a bad value names the strategy, the key and the accepted range.
+ *    and a bad value names the strategy, the key and the accepted range;
+ *  - single, ddp and zero1 keep the loss statistics on the device and hand
+ *    them over in one read (tdm_strategy_read_stats), the same figures for
+ *    the three, zero again after it.
  */
 #include <string.h>
 
@@ -272,6 +275,52 @@ static void test_bad_parameter(void)
     fixture_teardown(&f, NULL);
 }
 
+/* Two steps with `name`, then two reads: the first gets both steps'
+ * figures (into *first), the second nothing. */
+static void two_steps_stats(const char *name, TdmStepStats *first)
+{
+    Fixture f;
+    fixture_setup(&f, FALSE);
+    TdmStrategy *s = fixture_strategy(&f, name);
+    GError *error = NULL;
+    TdmStepResult r = {0};
+    for (int i = 0; i < 2; i++) {
+        g_assert_true(tdm_strategy_train_step(s, &f.batch, i == 1, &r, &error));
+        g_assert_no_error(error);
+        g_assert_cmpint(r.count, ==, 8);
+    }
+    g_assert_true(tdm_strategy_read_stats(s, first, &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(first->steps, ==, 2);
+    g_assert_cmpint(first->count, ==, 16);
+    g_assert_cmpint(first->correct, >=, 0);
+    g_assert_cmpint(first->correct, <=, 16);
+    /* three classes, near-uniform logits: about ln 3 per sample */
+    g_assert_cmpfloat(first->loss_sum / 16, >, 0.5);
+    g_assert_cmpfloat(first->loss_sum / 16, <, 2.0);
+    TdmStepStats again;
+    g_assert_true(tdm_strategy_read_stats(s, &again, &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(again.steps, ==, 0);
+    g_assert_cmpint(again.count, ==, 0);
+    g_assert_cmpint(again.correct, ==, 0);
+    g_assert_cmpfloat(again.loss_sum, ==, 0.0);
+    fixture_teardown(&f, s);
+}
+
+static void test_read_stats(void)
+{
+    TdmStepStats single, ddp, zero1;
+    two_steps_stats("single", &single);
+    two_steps_stats("ddp", &ddp);
+    two_steps_stats("zero1", &zero1);
+    /* The same model, batch and updates: the same figures. */
+    g_assert_cmpfloat(ddp.loss_sum, ==, single.loss_sum);
+    g_assert_cmpfloat(zero1.loss_sum, ==, single.loss_sum);
+    g_assert_cmpint(ddp.correct, ==, single.correct);
+    g_assert_cmpint(zero1.correct, ==, single.correct);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -287,5 +336,6 @@ int main(int argc, char **argv)
     g_test_add_func("/ddp/world-of-one", test_world_of_one);
     g_test_add_func("/ddp/bucket-size", test_bucket_size);
     g_test_add_func("/ddp/bad-parameter", test_bad_parameter);
+    g_test_add_func("/strategy/read-stats", test_read_stats);
     return g_test_run();
 }

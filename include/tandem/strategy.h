@@ -5,6 +5,14 @@
  * the strategy runs forward, loss, backward, gradient communication and the
  * optimizer step. `single` runs it on one device; `dp`, `ddp` and `zero1`
  * (other plugins) split the work over devices or processes.
+ *
+ * Loss statistics: a step's loss and right predictions are figures on the
+ * device. A strategy with read_stats adds them up there (with
+ * tdm_op_softmax_xent_stats) and hands them over only when the trainer
+ * asks, once per logging interval, so that an accelerator never waits for
+ * the host between steps. A strategy without it (the 1.0 contract) reports
+ * each step's figures in TdmStepResult, and the core adds them up.
+ * Callers read both kinds the same way, with tdm_strategy_read_stats().
  */
 #ifndef TANDEM_STRATEGY_H
 #define TANDEM_STRATEGY_H
@@ -15,8 +23,9 @@
 
 G_BEGIN_DECLS
 
-/* 1.1 gave TdmStrategy and TdmStrategyOptions a reserved slot each, params:
- * a strategy that reads it needs a core that fills it (see `since 1.1`). */
+/* 1.1 gave reserved slots a meaning: params in TdmStrategy and
+ * TdmStrategyOptions (a strategy that reads it needs a core that fills
+ * it) and read_stats in the class (see `since 1.1`). */
 #define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
 typedef struct {
@@ -31,13 +40,26 @@ typedef struct {
     gpointer reserved[7];
 } TdmStrategyOptions;
 
+/* What a step reports at once. loss and correct are filled only by a
+ * strategy without read_stats; one with it leaves them 0 (its figures stay
+ * on the device until tdm_strategy_read_stats()). */
 typedef struct {
-    float loss;           /* mean loss of the batch */
-    int64_t correct;      /* right predictions in the batch */
-    int64_t count;        /* samples in the batch */
+    float loss;           /* mean loss of the batch (strategies without read_stats) */
+    int64_t correct;      /* right predictions in the batch (the same) */
+    int64_t count;        /* samples in the batch: always filled */
     double comm_wait_s;   /* time the step waited on communication */
     gpointer reserved[1];
 } TdmStepResult;
+
+/* The loss statistics of the steps since the last read (this process's
+ * share of each batch). */
+typedef struct {
+    double loss_sum;  /* the samples' losses added up: loss_sum / count is their mean */
+    int64_t correct;  /* samples whose first argmax is the label */
+    int64_t count;    /* samples (TdmStepResult.count added up) */
+    int64_t steps;    /* train steps */
+    gpointer reserved[2];
+} TdmStepStats;
 
 /* Every slot is required unless its comment says "(optional: NULL means
  * ...)"; the registry refuses a strategy with a NULL required slot. */
@@ -52,7 +74,16 @@ struct _TdmStrategyClass {
                            TdmStepResult *result, GError **error);
     /* (optional: NULL means there is nothing to tear down) */
     void (*teardown)(TdmStrategy *s);
-    gpointer reserved[4];
+    /* since 1.1: read_stats */
+    /* Set stats->loss_sum and stats->correct to the figures of the steps
+     * since the last call (or since setup), and start adding up from zero
+     * again. The figures are this process's: each replica's added up when
+     * the strategy drives several devices. The core fills count and steps.
+     * (optional: NULL means each train_step reports its batch's loss and
+     * correct count in TdmStepResult and the core adds them up, which on an
+     * accelerator costs a wait for the device every step) */
+    gboolean (*read_stats)(TdmStrategy *s, TdmStepStats *stats, GError **error);
+    gpointer reserved[3];
 };
 
 struct _TdmStrategy {
@@ -78,6 +109,14 @@ TDM_API TdmStrategy *tdm_strategy_new(const char *name, TdmModel *model, TdmOpti
                                       const TdmStrategyOptions *opts, GError **error);
 TDM_API gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
                                          TdmStepResult *result, GError **error);
+/* The loss statistics of the steps since the last call (since the
+ * strategy was made, the first time), then zero again: *stats is
+ * overwritten. With the strategy's read_stats this waits for the device
+ * once (and the core folds the device's f32 sums into its own every 2^16
+ * samples, so they stay exact however rarely this is called); without it
+ * the figures are the steps' TdmStepResult added up. A step that failed
+ * may have added its figures or not. */
+TDM_API gboolean tdm_strategy_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error);
 TDM_API void tdm_strategy_free(TdmStrategy *s);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStrategy, tdm_strategy_free)
