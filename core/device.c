@@ -344,9 +344,11 @@ void tdm_device_free(TdmDevice *dev, void *ptr, size_t nbytes)
     dev->backend->free(dev, ptr, nbytes);
 }
 
+/* Timed under TDM_PROFILE as the row "read": every read waits for the
+ * device, so the row counts the waits a run makes. */
 gboolean tdm_device_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error)
 {
-    return dev->backend->read(dev, t, host, error);
+    TDM_OP_RUN(TDM_OPID_READ, dev, error, dev->backend->read(dev, t, host, error));
 }
 
 gboolean tdm_device_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error)

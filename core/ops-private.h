@@ -46,6 +46,7 @@ typedef enum {
     TDM_OPID_SGD_UPDATE_ZERO_GRAD,
     TDM_OPID_ADAMW_UPDATE_ZERO_GRAD,
     TDM_OPID_REORDER,
+    TDM_OPID_READ, /* tdm_tensor_read: device to host */
     TDM_OPID_N
 } TdmOpId;
 
