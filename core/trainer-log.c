@@ -1,16 +1,24 @@
 /* core/trainer-log.c - what a training run reports, and where.
  *
  * Rank 0 reports; the other ranks stay silent. The JSON log
- * (train.log_file) gets one object per line: "start", then "step" after
- * every step, "epoch" and "eval" after each epoch and "summary" at the end,
- * each built with json-glib's JsonBuilder and written by its generator; a
- * figure that is not finite (a diverged loss) is written as null, so every
- * JSON reader takes the log. stderr gets the "training ..." lines, a
- * progress line every train.progress steps, the evaluation after each
- * epoch and two warnings (a non-finite loss, once; a loader that holds the
- * steps up, once per epoch); stdout gets the one-line summary, which ends
- * with the run's peak memory (peak_memory_read: the process's peak RSS;
- * the devices' own peaks join it there).
+ * (train.log_file) gets one object per line: "start", then "step" every
+ * train.log_every steps (1: every step) with the figures of the steps since
+ * the previous one, "epoch" and "eval" after each epoch and "summary" at
+ * the end, each built with json-glib's JsonBuilder and written by its
+ * generator; a figure that is not finite (a diverged loss) is written as
+ * null, so every JSON reader takes the log. stderr gets the "training ..."
+ * lines, a progress line every train.progress steps, the evaluation after
+ * each epoch and two warnings (a non-finite loss, once; a loader that
+ * holds the steps up, once per epoch); stdout gets the one-line summary,
+ * which ends with the run's peak memory (peak_memory_read: the process's
+ * peak RSS; the devices' own peaks join it there).
+ *
+ * The loss and the right predictions stay on the device until the trainer
+ * reads them, which it does only for a report that shows them
+ * (tdm_train_log_wants_stats): a step event, a progress line, the epoch's
+ * end. So the loss of a step event is the mean over the samples of its
+ * steps, and a non-finite loss is found, and named with its steps, at the
+ * first read after it.
  */
 #include "config.h"
 
@@ -27,8 +35,14 @@ struct TrainLog {
     JsonBuilder *builder;
     JsonGenerator *generator;
     int progress; /* a progress line every N steps; 0 = none */
+    int every;    /* a step event every N steps (with a file) */
     gboolean warned_nonfinite;
     double comm_s, step_s; /* the run's, for the summary */
+    /* The next step event's figures: the steps since the last one. */
+    struct {
+        int64_t steps, correct, count;
+        double loss_sum, wait_s, step_s, comm_s;
+    } since;
 };
 
 TrainLog *tdm_train_log_new(const TrainRun *run, GError **error)
@@ -36,6 +50,7 @@ TrainLog *tdm_train_log_new(const TrainRun *run, GError **error)
     const TdmTrainConfig *cfg = run->cfg;
     TrainLog *log = g_new0(TrainLog, 1);
     log->progress = run->leader ? cfg->progress : 0;
+    log->every = MAX(cfg->log_every, 1);
     if (run->leader && cfg->log_file != NULL && (log->file = fopen(cfg->log_file, "w")) == NULL) {
         int e = errno;
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot open the log file: %s",
@@ -227,39 +242,86 @@ static void data_wait_step(DataWait *dw, double wait_s, double now, int workers)
             100.0 * dw->wait / elapsed, workers == 0 ? 1 : 2 * workers);
 }
 
+static gboolean step_event_due(const TrainLog *log, const TrainRun *run, const EpochStats *es)
+{
+    return log->file != NULL && (es->step % log->every == 0 || es->step == run->steps_per_epoch);
+}
+
+static gboolean progress_due(const TrainLog *log, const TrainRun *run, const EpochStats *es)
+{
+    return log->progress > 0 && (es->step % log->progress == 0 || es->step == run->steps_per_epoch);
+}
+
+gboolean tdm_train_log_wants_stats(const TrainLog *log, const TrainRun *run, const EpochStats *es)
+{
+    return step_event_due(log, run, es) || progress_due(log, run, es);
+}
+
+void tdm_train_log_stats(TrainLog *log, const TrainRun *run, const EpochStats *es,
+                         const TdmStepStats *st)
+{
+    log->since.loss_sum += st->loss_sum;
+    log->since.correct += st->correct;
+    log->since.count += st->count;
+    if (!run->leader || log->warned_nonfinite || isfinite(st->loss_sum)) {
+        return;
+    }
+    /* training goes on, as PyTorch's would, but say it once */
+    log->warned_nonfinite = TRUE;
+    const int64_t first = es->step - MAX(st->steps, 1) + 1;
+    g_autofree char *steps =
+        first == es->step
+            ? g_strdup_printf("at step %" G_GINT64_FORMAT, es->step)
+            : g_strdup_printf("in steps %" G_GINT64_FORMAT "-%" G_GINT64_FORMAT, first, es->step);
+    fprintf(stderr, "warning: the loss is %s %s of epoch %d (learning rate %g): the weights no "
+            "longer learn; a lower optim.lr, or warmup, usually helps\n",
+            isnan(st->loss_sum) ? "NaN" : "infinite", steps, es->epoch + 1,
+            (double)run->optimizer->lr);
+}
+
+/* The step event of the steps since the last one, which ends at es->step:
+ * loss is their samples' mean, the counts and seconds their sums. */
+static void step_event(TrainLog *log, const TrainRun *run, const EpochStats *es,
+                       int64_t global_step)
+{
+    if (log->since.steps == 0 || !event_begin(log, "step")) {
+        return;
+    }
+    const float loss =
+        log->since.count > 0 ? (float)(log->since.loss_sum / (double)log->since.count) : 0.0f;
+    add_int(log, "epoch", es->epoch + 1);
+    add_int(log, "step", es->step);
+    add_int(log, "global_step", global_step);
+    add_number(log, "loss", loss);
+    add_int(log, "correct", log->since.correct);
+    add_int(log, "count", log->since.count);
+    add_number(log, "lr", run->optimizer->lr);
+    add_number(log, "wait_s", log->since.wait_s);
+    add_number(log, "data_wait_s", log->since.wait_s);
+    add_number(log, "time_s", tdm_time_now() - es->start);
+    add_number(log, "step_s", log->since.step_s);
+    add_number(log, "comm_wait_s", log->since.comm_s);
+    event_end(log, FALSE);
+    memset(&log->since, 0, sizeof(log->since));
+}
+
 void tdm_train_log_step(TrainLog *log, const TrainRun *run, EpochStats *es,
                         const TdmBatch *batch, const TdmStepResult *r, double step_s,
                         int64_t global_step)
 {
     const TdmTrainConfig *cfg = run->cfg;
-    if (run->leader && !log->warned_nonfinite && !isfinite(r->loss)) {
-        /* training goes on, as PyTorch's would, but say it once */
-        log->warned_nonfinite = TRUE;
-        fprintf(stderr, "warning: the loss is %s at step %" G_GINT64_FORMAT " of epoch %d "
-                "(learning rate %g): the weights no longer learn; a lower optim.lr, or warmup, "
-                "usually helps\n", isnan(r->loss) ? "NaN" : "infinite", es->step, es->epoch + 1,
-                (double)run->optimizer->lr);
-    }
     if (run->leader) {
         data_wait_step(&es->data_wait, batch->wait_s, tdm_time_now(), cfg->workers);
     }
-    const double elapsed = tdm_time_now() - es->start;
-    if (event_begin(log, "step")) {
-        add_int(log, "epoch", es->epoch + 1);
-        add_int(log, "step", es->step);
-        add_int(log, "global_step", global_step);
-        add_number(log, "loss", r->loss);
-        add_int(log, "correct", r->correct);
-        add_int(log, "count", r->count);
-        add_number(log, "lr", run->optimizer->lr);
-        add_number(log, "wait_s", batch->wait_s);
-        add_number(log, "data_wait_s", batch->wait_s);
-        add_number(log, "time_s", elapsed);
-        add_number(log, "step_s", step_s);
-        add_number(log, "comm_wait_s", r->comm_wait_s);
-        event_end(log, FALSE);
+    log->since.steps++;
+    log->since.wait_s += batch->wait_s;
+    log->since.step_s += step_s;
+    log->since.comm_s += r->comm_wait_s;
+    if (step_event_due(log, run, es)) {
+        step_event(log, run, es, global_step);
     }
-    if (log->progress > 0 && (es->step % log->progress == 0 || es->step == run->steps_per_epoch)) {
+    if (progress_due(log, run, es)) {
+        const double elapsed = tdm_time_now() - es->start;
         const int64_t remaining = run->steps_per_epoch - es->step +
                                   (int64_t)(cfg->epochs - es->epoch - 1) * run->steps_per_epoch;
         char eta[32];
@@ -276,6 +338,8 @@ void tdm_train_log_epoch(TrainLog *log, const TrainRun *run, const EpochStats *e
 {
     log->comm_s += es->comm_s;
     log->step_s += es->step_s;
+    /* an epoch shorter than steps_per_epoch: its last steps' event */
+    step_event(log, run, es, sum->steps);
     if (!event_begin(log, "epoch")) {
         return;
     }

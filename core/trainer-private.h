@@ -69,12 +69,16 @@ typedef struct {
     gboolean warned;
 } DataWait;
 
-/* The figures of one epoch, summed over its steps. */
+/* The figures of one epoch, summed over its steps. The loss statistics
+ * stay on the device until they are read (tdm_strategy_read_stats), once
+ * per reporting interval: loss_sum and correct cover the steps up to
+ * read_step, the other figures every step done. */
 typedef struct {
     int epoch;                /* from 0 */
     int64_t step;             /* steps done */
-    double loss_sum;          /* this rank's loss x images */
-    int64_t correct;          /* this rank's */
+    int64_t read_step;        /* steps whose loss statistics were read */
+    double loss_sum;          /* this rank's loss x images, to read_step */
+    int64_t correct;          /* this rank's, to read_step */
     int64_t images;           /* every rank's */
     double wait_s, comm_s, step_s;
     double start;             /* tdm_time_now() when it began */
@@ -92,13 +96,24 @@ TrainLog *tdm_train_log_new(const TrainRun *run, GError **error);
 void tdm_train_log_free(TrainLog *log);
 /* The start event and the "training ..." lines. */
 void tdm_train_log_start(TrainLog *log, const TrainRun *run);
+/* Whether the report after step `es->step` shows the loss statistics (a
+ * step event every train.log_every steps, a progress line every
+ * train.progress, both at the epoch's last step): the trainer reads them
+ * first. */
+gboolean tdm_train_log_wants_stats(const TrainLog *log, const TrainRun *run, const EpochStats *es);
+/* The statistics `st` just read, of the steps up to `es->step`: the
+ * warning when the loss is not finite (once, naming those steps), and
+ * their share of the next step event. */
+void tdm_train_log_stats(TrainLog *log, const TrainRun *run, const EpochStats *es,
+                         const TdmStepStats *st);
 /* After step `es->step` of the epoch (the `global_step`th of the run):
- * the warnings (a non-finite loss, a slow loader), the step event and
- * every train.progress steps the progress line. */
+ * the slow-loader warning, and when it is due the step event (of the
+ * steps since the last one) and the progress line. */
 void tdm_train_log_step(TrainLog *log, const TrainRun *run, EpochStats *es,
                         const TdmBatch *batch, const TdmStepResult *r, double step_s,
                         int64_t global_step);
-/* The epoch event; `sum` holds the run's figures to the end of it. */
+/* The epoch event (after a step event for steps not in one yet); `sum`
+ * holds the run's figures to the end of it. */
 void tdm_train_log_epoch(TrainLog *log, const TrainRun *run, const EpochStats *es,
                          const TdmTrainSummary *sum, double seconds);
 void tdm_train_log_eval(TrainLog *log, const TrainRun *run, int epoch,

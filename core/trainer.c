@@ -4,9 +4,11 @@
  * loop does: set up the process and its devices, the data, the model, the
  * optimizer with its learning-rate schedule, the strategy that owns a step
  * and the reports (core/trainer-setup.c, core/trainer-log.c); then loop
- * over epochs and steps, adding up each step's figures and reporting them;
- * after each epoch evaluate on the test split (core/trainer-eval.c); at the
- * end save the weights and report the summary. What the loop counts lives
+ * over epochs and steps, adding up each step's figures and reporting them
+ * (the loss statistics, which stay on the device, are read once per
+ * reporting interval); after each epoch evaluate on the test split
+ * (core/trainer-eval.c); at the end save the weights and report the
+ * summary. What the loop counts lives
  * here; how each part is set up, printed or logged lives in the file named
  * for it.
  *
@@ -18,17 +20,36 @@
 
 #include "trainer-private.h"
 
-/* Adds a step's figures to its epoch's. Images count every rank's. */
+/* Adds a step's figures to its epoch's, all but the loss statistics,
+ * which epoch_read_stats adds. Images count every rank's. */
 static void epoch_add_step(EpochStats *es, const TdmStepResult *r, const TdmBatch *batch,
                            double step_s, int world)
 {
     es->step++;
-    es->loss_sum += (double)r->loss * (double)r->count;
-    es->correct += r->correct;
     es->images += r->count * world;
     es->wait_s += batch->wait_s;
     es->comm_s += r->comm_wait_s;
     es->step_s += step_s;
+}
+
+/* Adds the loss statistics of the steps since the last read to the
+ * epoch's figures and the log's. The strategy keeps them on the device, so
+ * this is the one wait for it: done after the steps whose report shows
+ * them and at the end of the epoch, not after every step. */
+static gboolean epoch_read_stats(TrainRun *run, TrainLog *log, EpochStats *es, GError **error)
+{
+    if (es->read_step == es->step) {
+        return TRUE;
+    }
+    TdmStepStats st;
+    if (!tdm_strategy_read_stats(run->strategy, &st, error)) {
+        return FALSE;
+    }
+    es->loss_sum += st.loss_sum;
+    es->correct += st.correct;
+    es->read_step = es->step;
+    tdm_train_log_stats(log, run, es, &st);
+    return TRUE;
 }
 
 /* Adds a finished epoch to the run's figures (its loss: the mean over this
@@ -90,11 +111,18 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             updates += update ? 1 : 0;
             sum.steps++;
             epoch_add_step(&es, &r, batch, step_s, world);
+            if ((es.step == run.steps_per_epoch || tdm_train_log_wants_stats(log, &run, &es)) &&
+                !epoch_read_stats(&run, log, &es, error)) {
+                goto out;
+            }
             tdm_train_log_step(log, &run, &es, batch, &r, step_s, sum.steps);
         }
         /* tdm_loader_next returns NULL with an error on failure. */
         if (load_error != NULL) {
             g_propagate_error(error, load_error);
+            goto out;
+        }
+        if (!epoch_read_stats(&run, log, &es, error)) {
             goto out;
         }
         const double seconds = epoch_end(&es, &sum, world);

@@ -140,6 +140,10 @@ G_BEGIN_DECLS
         "init-skip", 0, "PREFIXES", TRAIN,                                                   \
         "Leave parameters with these name prefixes out of --init (they keep their fresh "    \
         "values), e.g. fc for a new classifier")                                             \
+    KEY(log_every, INT, "train.log_every", "1", "[1, 2147483647]",                           \
+        "log-every", 0, "N", TRAIN,                                                          \
+        "A step event in the log every N steps, their figures added up (N > 1: fewer "       \
+        "waits for an accelerator)")                                                         \
     ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */
@@ -160,7 +164,7 @@ G_BEGIN_DECLS
  * optimizer, model.name model). */
 typedef struct {
     TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
-    gpointer reserved[3];
+    gpointer reserved[2];
 } TdmTrainConfig;
 
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);
