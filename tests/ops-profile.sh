@@ -2,7 +2,9 @@
 # tests/ops-profile.sh - TDM_PROFILE=1 times every op front end: a short
 # `tandem train` on the ref backend prints, when it exits, a per-op table
 # (calls, total ms, mean us, share) whose rows are the ops an mlp runs, one
-# optimizer update per step, shares adding up to 100%. Unset or 0, no table.
+# optimizer update per step (the loss kept on the device: softmax_xent_stats;
+# the evaluation's softmax_xent; the host's reads), shares adding up to
+# 100%. Unset or 0, no table.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-ops-profile-XXXXXX")
@@ -27,7 +29,8 @@ fi
 # Rows: "  op calls total_ms mean_us share".
 rows=$(grep -E '^  [a-z_0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$tmp/err")
 missing=
-for op in gemm bias_grad relu_forward relu_backward softmax_xent sgd_update_zero_grad; do
+for op in gemm bias_grad relu_forward relu_backward softmax_xent softmax_xent_stats \
+        sgd_update_zero_grad read; do
     printf '%s\n' "$rows" | grep -q "^  $op " || missing="$missing $op"
 done
 if [ -z "$missing" ]; then

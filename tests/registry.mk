@@ -22,7 +22,8 @@ check_LTLIBRARIES += \
 	tests/fixtures/libtdm-fixture-nullgemm.la \
 	tests/fixtures/libtdm-fixture-pinned.la \
 	tests/fixtures/libtdm-fixture-streams.la \
-	tests/fixtures/libtdm-fixture-deferred.la
+	tests/fixtures/libtdm-fixture-deferred.la \
+	tests/fixtures/libtdm-fixture-oldstrategy.la
 
 tests_fixtures_libtdm_fixture_good_la_SOURCES = tests/fixtures/good.c \
 	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
@@ -93,6 +94,12 @@ tests_fixtures_libtdm_fixture_deferred_la_SOURCES = tests/fixtures/deferred.c
 tests_fixtures_libtdm_fixture_deferred_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_deferred_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_deferred_la_LIBADD = $(TDM_FIXTURE_LIBADD)
+
+# A strategy of the 1.0 contract (no read_stats), for tests/train-stats.sh.
+tests_fixtures_libtdm_fixture_oldstrategy_la_SOURCES = tests/fixtures/oldstrategy.c
+tests_fixtures_libtdm_fixture_oldstrategy_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_oldstrategy_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
+tests_fixtures_libtdm_fixture_oldstrategy_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 check_PROGRAMS += tests/test-registry
 tests_test_registry_SOURCES = tests/test-registry.c

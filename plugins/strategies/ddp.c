@@ -51,6 +51,7 @@ typedef struct {
     TdmComm *comm;
     TdmTensor *dlogits;
     TdmOpCache *loss_cache;
+    TdmTensor *stats;     /* loss statistics since the last read (this rank's) */
     SuBuffers buffers;    /* BN running stats, following rank 0's */
     GPtrArray *trainable; /* TdmParam *, the ones reduced */
     GHashTable *index_of; /* TdmParam * -> its index in trainable + 1 */
@@ -182,6 +183,7 @@ static gboolean ddp_setup(TdmStrategy *s, GError **error)
     s->priv = priv;
     priv->comm = comm;
     priv->dlogits = tdm_tensor_new_empty(model->device, TDM_DTYPE_F32);
+    priv->stats = su_stats_new(model->device, error);
     priv->trainable = g_ptr_array_new();
     priv->index_of = g_hash_table_new(g_direct_hash, g_direct_equal);
     for (guint i = 0; i < model->params->len; i++) {
@@ -192,7 +194,7 @@ static gboolean ddp_setup(TdmStrategy *s, GError **error)
         }
     }
     parse_skip_hook(priv);
-    if (!ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
+    if (priv->stats == NULL || !ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
         !su_broadcast_values(comm, model, "ddp", error) ||
         !su_buffers_init(&priv->buffers, comm, model, error)) {
         ddp_teardown(s);
@@ -253,8 +255,6 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
 {
     DdpPriv *priv = s->priv;
     TdmModel *model = s->model;
-    float loss = 0.0f;
-    int64_t correct = 0;
 
     double waited = 0.0;
     if (!su_buffers_wait(&priv->buffers, priv->comm, &waited, error)) {
@@ -272,14 +272,12 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
     }
     gboolean ok = su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images,
                                       batch->labels, s->opts.label_smoothing,
-                                      1.0f / (float)s->opts.accumulate, &loss, &correct, error);
+                                      1.0f / (float)s->opts.accumulate, priv->stats, error);
     priv->syncing = FALSE;
     if (!do_update) {
         if (!ok || !su_buffers_start(&priv->buffers, priv->comm, error)) {
             return FALSE;
         }
-        result->loss = loss;
-        result->correct = correct;
         result->count = batch->size;
         su_set_comm_wait(result, waited);
         return TRUE;
@@ -319,11 +317,16 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
         !su_buffers_start(&priv->buffers, priv->comm, error)) {
         return FALSE;
     }
-    result->loss = loss;
-    result->correct = correct;
     result->count = batch->size;
     su_set_comm_wait(result, waited);
     return TRUE;
+}
+
+/* This rank's figures; the trainer reports rank 0's, as before. */
+static gboolean ddp_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
+{
+    DdpPriv *priv = s->priv;
+    return su_stats_take(priv->stats, stats, error);
 }
 
 static void ddp_teardown(TdmStrategy *s)
@@ -351,6 +354,7 @@ static void ddp_teardown(TdmStrategy *s)
     g_clear_pointer(&priv->trainable, g_ptr_array_unref);
     tdm_op_cache_clear(s->model->device, &priv->loss_cache);
     g_clear_pointer(&priv->dlogits, tdm_tensor_unref);
+    g_clear_pointer(&priv->stats, tdm_tensor_unref);
     g_free(priv);
     s->priv = NULL;
 }
@@ -361,6 +365,7 @@ static const TdmStrategyClass ddp_class = {
     .setup = ddp_setup,
     .train_step = ddp_train_step,
     .teardown = ddp_teardown,
+    .read_stats = ddp_read_stats,
 };
 
 static const TdmParamSpec ddp_params[] = {

@@ -8,8 +8,10 @@
  * once: the master on the calling thread, each replica on its worker. The
  * loss gradient of a replica is scaled by its share of the batch, so the sum
  * of the replicas' gradients is the mean gradient of the whole batch, as one
- * device would compute it. Outputs stay on their devices: only the loss,
- * the count of right predictions and, at an update, the gradients travel.
+ * device would compute it. Outputs stay on their devices: only the
+ * gradients travel, at an update. Each replica adds its loss and right
+ * predictions up on its own device (no copy, no wait per step); read_stats
+ * reads every replica's and adds them together.
  * At an update the replicas' gradient arenas are added into the master's,
  * the optimizer steps on the master, and the master's value arena (new
  * parameters, and the master's BN buffers, as PyTorch's DataParallel
@@ -34,9 +36,8 @@ typedef struct {
     TdmTensor *labels;
     TdmTensor *dlogits;
     TdmOpCache *loss_cache;
-    float weight; /* share of the batch */
-    float loss;
-    int64_t correct;
+    TdmTensor *stats; /* loss statistics since the last read, on this replica's device */
+    float weight;     /* share of the batch */
     GError *error;
     GThread *thread; /* NULL for replica 0 */
     guint64 seen;    /* last generation run */
@@ -63,8 +64,8 @@ static gboolean replica_run(DpReplica *r)
 {
     DpPriv *priv = r->owner;
     return su_forward_backward(r->model, &r->loss_cache, r->dlogits, r->images, r->labels,
-                               priv->label_smoothing, r->weight * priv->grad_scale, &r->loss,
-                               &r->correct, &r->error);
+                               priv->label_smoothing, r->weight * priv->grad_scale, r->stats,
+                               &r->error);
 }
 
 static gpointer worker_main(gpointer data)
@@ -208,6 +209,12 @@ static gboolean dp_setup(TdmStrategy *s, GError **error)
         }
         priv->n = i + 1;
         r->dlogits = tdm_tensor_new_empty(r->model->device, TDM_DTYPE_F32);
+        r->stats = su_stats_new(r->model->device, error);
+        if (r->stats == NULL) {
+            g_prefix_error(error, "dp: replica %u on %s: ", i, r->model->device->name);
+            dp_teardown(s);
+            return FALSE;
+        }
         if (i > 0) {
             r->images = tdm_tensor_new_empty(r->model->device, TDM_DTYPE_F32);
             r->labels = tdm_tensor_new_empty(r->model->device, TDM_DTYPE_I32);
@@ -233,8 +240,6 @@ static gboolean dp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_updat
         DpReplica *r = &priv->reps[i];
         int64_t len = B / used + ((int64_t)i < B % used ? 1 : 0);
         r->weight = B > 0 ? (float)len / (float)B : 0.0f;
-        r->loss = 0.0f;
-        r->correct = 0;
         if (i == 0) {
             g_clear_pointer(&r->images, tdm_tensor_unref);
             g_clear_pointer(&r->labels, tdm_tensor_unref);
@@ -279,8 +284,6 @@ static gboolean dp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_updat
     }
     g_mutex_unlock(&priv->lock);
 
-    float loss = 0.0f;
-    int64_t correct = 0;
     for (guint i = 0; i < used; i++) {
         DpReplica *r = &priv->reps[i];
         if (r->error != NULL) {
@@ -293,8 +296,6 @@ static gboolean dp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_updat
             r->error = NULL;
             ok = FALSE;
         }
-        loss += r->weight * r->loss;
-        correct += r->correct;
     }
     if (!ok) {
         return FALSE;
@@ -306,10 +307,23 @@ static gboolean dp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_updat
     if ((do_update || priv->has_buffers) && !push_values(priv, error)) {
         return FALSE;
     }
-    result->loss = loss;
-    result->correct = correct;
     result->count = B;
     su_set_comm_wait(result, 0.0);
+    return TRUE;
+}
+
+/* Between steps the workers wait for the next generation: the replicas'
+ * statistics are read here, on the calling thread. */
+static gboolean dp_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
+{
+    DpPriv *priv = s->priv;
+    for (guint i = 0; i < priv->n; i++) {
+        DpReplica *r = &priv->reps[i];
+        if (!su_stats_take(r->stats, stats, error)) {
+            g_prefix_error(error, "dp: replica %u on %s: ", i, r->model->device->name);
+            return FALSE;
+        }
+    }
     return TRUE;
 }
 
@@ -330,6 +344,7 @@ static void dp_teardown(TdmStrategy *s)
         }
         tdm_op_cache_clear(r->model->device, &r->loss_cache);
         g_clear_pointer(&r->dlogits, tdm_tensor_unref);
+        g_clear_pointer(&r->stats, tdm_tensor_unref);
         g_clear_pointer(&r->images, tdm_tensor_unref);
         g_clear_pointer(&r->labels, tdm_tensor_unref);
         g_clear_error(&r->error);
@@ -353,6 +368,7 @@ static const TdmStrategyClass dp_class = {
     .setup = dp_setup,
     .train_step = dp_train_step,
     .teardown = dp_teardown,
+    .read_stats = dp_read_stats,
 };
 
 static gboolean dp_init(TdmPlugin *plugin, GError **error)

@@ -5,21 +5,26 @@
  * backward, and when the caller says so the optimizer step followed by
  * zeroing the gradients. With gradient accumulation the loss gradient is
  * scaled by 1/accumulate so that the accumulated gradient is the mean over
- * all micro-batches, as with one large batch.
+ * all micro-batches, as with one large batch. The loss and the right
+ * predictions are added up on the device and read when the trainer asks.
  */
-#include <tandem/ops.h>
-#include <tandem/plugin.h>
-#include <tandem/strategy.h>
+#include "strategies-util.h"
 
 typedef struct {
     TdmTensor *dlogits; /* gradient of the loss w.r.t. the logits (slot) */
     TdmOpCache *loss_cache;
+    TdmTensor *stats; /* loss statistics since the last read */
 } SinglePriv;
 
 static gboolean single_setup(TdmStrategy *s, GError **error)
 {
+    TdmTensor *stats = su_stats_new(s->model->device, error);
+    if (stats == NULL) {
+        return FALSE;
+    }
     SinglePriv *priv = g_new0(SinglePriv, 1);
     priv->dlogits = tdm_tensor_new_empty(s->model->device, TDM_DTYPE_F32);
+    priv->stats = stats;
     s->priv = priv;
     tdm_model_set_training(s->model, TRUE);
     return TRUE;
@@ -30,21 +35,10 @@ static gboolean single_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_u
 {
     SinglePriv *priv = s->priv;
     TdmModel *model = s->model;
-    TdmDevice *dev = model->device;
-    TdmTensor *logits = NULL;
-    float loss = 0.0f;
-    int64_t correct = 0;
 
-    if (!tdm_model_forward(model, batch->images, &logits, error) ||
-        !tdm_cross_entropy(dev, &priv->loss_cache, logits, batch->labels,
-                           s->opts.label_smoothing, &loss, priv->dlogits, &correct, error)) {
-        return FALSE;
-    }
-    if (s->opts.accumulate > 1 &&
-        !tdm_op_scale(dev, priv->dlogits, 1.0f / (float)s->opts.accumulate, error)) {
-        return FALSE;
-    }
-    if (!tdm_model_backward(model, priv->dlogits, error)) {
+    if (!su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images, batch->labels,
+                             s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate,
+                             priv->stats, error)) {
         return FALSE;
     }
     /* The gradients are zeroed right after the step, so the step may zero
@@ -52,10 +46,14 @@ static gboolean single_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_u
     if (do_update && !tdm_optimizer_step_zero_grad(s->optimizer, model, error)) {
         return FALSE;
     }
-    result->loss = loss;
-    result->correct = correct;
     result->count = batch->size;
     return TRUE;
+}
+
+static gboolean single_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
+{
+    SinglePriv *priv = s->priv;
+    return su_stats_take(priv->stats, stats, error);
 }
 
 static void single_teardown(TdmStrategy *s)
@@ -66,6 +64,7 @@ static void single_teardown(TdmStrategy *s)
     }
     tdm_op_cache_clear(s->model->device, &priv->loss_cache);
     g_clear_pointer(&priv->dlogits, tdm_tensor_unref);
+    g_clear_pointer(&priv->stats, tdm_tensor_unref);
     g_free(priv);
     s->priv = NULL;
 }
@@ -76,6 +75,7 @@ static const TdmStrategyClass single_class = {
     .setup = single_setup,
     .train_step = single_train_step,
     .teardown = single_teardown,
+    .read_stats = single_read_stats,
 };
 
 static gboolean single_init(TdmPlugin *plugin, GError **error)

@@ -1,7 +1,8 @@
-/* plugins/strategies/strategies-util.h - what the dp, ddp and zero1 plugins
- * share: one replica's forward + loss + backward, slices of a model's arenas,
- * the broadcast of the arenas from rank 0, and the report of the time a step
- * spent waiting on communication.
+/* plugins/strategies/strategies-util.h - what the strategy plugins share:
+ * one replica's forward + loss + backward, the loss statistics it adds up
+ * on its device, slices of a model's arenas, the broadcast of the arenas
+ * from rank 0, and the report of the time a step spent waiting on
+ * communication.
  *
  * Each strategy is its own plugin (libtdm-<name>.so), so these helpers are
  * static inline and compiled into each of them; nothing here is exported.
@@ -15,26 +16,55 @@
 #include <tandem/strategy.h>
 
 /* Forward `images` through `model`, softmax cross-entropy against `labels`
- * (the gradient of the mean loss goes into the `dlogits` slot), scale that
- * gradient by `grad_scale` (1/accumulate, times a replica's share of the
- * batch for dp) and run backward, which accumulates into the grad arena and
- * fires the grad-ready hook. */
+ * (the gradient of the mean loss goes into the `dlogits` slot; the batch's
+ * loss sum and correct count are added to `stats`, see su_stats_new),
+ * scale that gradient by `grad_scale` (1/accumulate, times a replica's
+ * share of the batch for dp) and run backward, which accumulates into the
+ * grad arena and fires the grad-ready hook. Nothing waits for the device. */
 static inline gboolean su_forward_backward(TdmModel *model, TdmOpCache **loss_cache,
                                            TdmTensor *dlogits, TdmTensor *images, TdmTensor *labels,
-                                           float label_smoothing, float grad_scale, float *loss,
-                                           int64_t *correct, GError **error)
+                                           float label_smoothing, float grad_scale,
+                                           TdmTensor *stats, GError **error)
 {
     TdmDevice *dev = model->device;
     TdmTensor *logits = NULL;
     if (!tdm_model_forward(model, images, &logits, error) ||
-        !tdm_cross_entropy(dev, loss_cache, logits, labels, label_smoothing, loss, dlogits, correct,
-                           error)) {
+        !tdm_op_softmax_xent_stats(dev, loss_cache, logits, labels, label_smoothing, dlogits, stats,
+                                   error)) {
         return FALSE;
     }
     if (grad_scale != 1.0f && !tdm_op_scale(dev, dlogits, grad_scale, error)) {
         return FALSE;
     }
     return tdm_model_backward(model, dlogits, error);
+}
+
+/* The loss statistics a replica adds up on its device between two reads
+ * (the class's read_stats): f32 [TDM_XENT_STATS_LEN], zero, which
+ * su_forward_backward adds each batch to (transfer full). */
+static inline TdmTensor *su_stats_new(TdmDevice *dev, GError **error)
+{
+    int64_t shape[1] = {TDM_XENT_STATS_LEN};
+    TdmTensor *stats = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, shape, error);
+    if (stats != NULL && !tdm_op_fill(dev, stats, 0.0f, error)) {
+        tdm_tensor_unref(stats);
+        return NULL;
+    }
+    return stats;
+}
+
+/* Adds `stats` to out->loss_sum and out->correct and zeroes it: the one
+ * wait for the device of a read. The count is a whole number in f32, exact
+ * while below 2^24 (the trainer reads long before). */
+static inline gboolean su_stats_take(TdmTensor *stats, TdmStepStats *out, GError **error)
+{
+    float acc[TDM_XENT_STATS_LEN];
+    if (!tdm_tensor_read(stats, acc, error) || !tdm_op_fill(stats->device, stats, 0.0f, error)) {
+        return FALSE;
+    }
+    out->loss_sum += acc[TDM_XENT_STATS_LOSS_SUM];
+    out->correct += (int64_t)acc[TDM_XENT_STATS_CORRECT];
+    return TRUE;
 }
 
 /* A flat f32 view of elements [start, start + count) of an arena (transfer

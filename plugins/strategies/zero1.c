@@ -29,6 +29,7 @@ typedef struct {
     TdmComm *comm;
     TdmTensor *dlogits;
     TdmOpCache *loss_cache;
+    TdmTensor *stats;                 /* loss statistics since the last read (this rank's) */
     SuBuffers buffers;                /* BN running stats, following rank 0's */
     size_t n, shard;                  /* gradient elements; per-rank slice S */
     size_t lo, len;                   /* this rank's slice [lo, lo + len) of [0, n) */
@@ -144,7 +145,8 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
     priv->len = MIN(priv->shard, priv->n - priv->lo);
     const gboolean padded = priv->shard * world != priv->n;
 
-    gboolean ok = su_broadcast_values(comm, model, "zero1", error) &&
+    gboolean ok = (priv->stats = su_stats_new(dev, error)) != NULL &&
+                  su_broadcast_values(comm, model, "zero1", error) &&
                   su_buffers_init(&priv->buffers, comm, model, error);
     if (ok && priv->n > 0) {
         ok = (priv->grads_n = su_arena_slice(model->grad_arena, 0, priv->n, error)) != NULL &&
@@ -233,8 +235,6 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
 {
     Zero1Priv *priv = s->priv;
     TdmModel *model = s->model;
-    float loss = 0.0f;
-    int64_t correct = 0;
     double waited = 0.0;
 
     if (!su_buffers_wait(&priv->buffers, priv->comm, &waited, error)) {
@@ -242,8 +242,8 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
         return FALSE;
     }
     if (!su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images, batch->labels,
-                             s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate, &loss,
-                             &correct, error)) {
+                             s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate, priv->stats,
+                             error)) {
         return FALSE;
     }
     if (do_update &&
@@ -254,11 +254,15 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
         g_prefix_error(error, "zero1: ");
         return FALSE;
     }
-    result->loss = loss;
-    result->correct = correct;
     result->count = batch->size;
     su_set_comm_wait(result, waited);
     return TRUE;
+}
+
+static gboolean zero1_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
+{
+    Zero1Priv *priv = s->priv;
+    return su_stats_take(priv->stats, stats, error);
 }
 
 static void zero1_teardown(TdmStrategy *s)
@@ -270,9 +274,9 @@ static void zero1_teardown(TdmStrategy *s)
     tdm_optimizer_free(priv->optimizer);
     g_clear_pointer(&priv->shard_params, g_ptr_array_unref);
     su_buffers_clear(&priv->buffers, priv->comm);
-    TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,   &priv->vpad,
-                             &priv->gpad_head,   &priv->vpad_head, &priv->gshard, &priv->vshard,
-                             &priv->vshard_head, &priv->my_values, &priv->dlogits};
+    TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,    &priv->vpad,
+                             &priv->gpad_head,   &priv->vpad_head, &priv->gshard,  &priv->vshard,
+                             &priv->vshard_head, &priv->my_values, &priv->dlogits, &priv->stats};
     for (size_t i = 0; i < G_N_ELEMENTS(tensors); i++) {
         g_clear_pointer(tensors[i], tdm_tensor_unref);
     }
@@ -287,6 +291,7 @@ static const TdmStrategyClass zero1_class = {
     .setup = zero1_setup,
     .train_step = zero1_train_step,
     .teardown = zero1_teardown,
+    .read_stats = zero1_read_stats,
 };
 
 static gboolean zero1_init(TdmPlugin *plugin, GError **error)
