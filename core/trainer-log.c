@@ -11,7 +11,7 @@
  * each epoch and two warnings (a non-finite loss, once; a loader that
  * holds the steps up, once per epoch); stdout gets the one-line summary,
  * which ends with the run's peak memory (peak_memory_read: the process's
- * peak RSS; the devices' own peaks join it there).
+ * peak RSS and each training device's allocator peak).
  *
  * The loss and the right predictions stay on the device until the trainer
  * reads them, which it does only for a report that shows them
@@ -138,11 +138,17 @@ static void event_end(TrainLog *log, gboolean flush)
 
 /* ---- peak memory ------------------------------------------------------ */
 
-/* The run's peak memory so far: what the summary reports. The devices'
- * own peaks (their allocators') belong here too, read, written and shown
- * by the three functions below. */
+/* The run's peak memory so far: what the summary reports. */
 typedef struct {
-    guint64 rss_bytes; /* the process's peak resident set */
+    const char *name; /* the device's, e.g. "cpu:0" */
+    gint64 bytes;     /* its allocator's peak (TdmDeviceInfo.peak_bytes) */
+} PeakDevice;
+
+typedef struct {
+    guint64 rss_bytes;   /* the process's peak resident set */
+    PeakDevice *devices; /* the training devices whose peak is known */
+    guint n_devices;
+    gint64 device_bytes; /* the largest of them */
 } PeakMemory;
 
 static void peak_memory_read(const TrainRun *run, PeakMemory *out)
@@ -152,18 +158,56 @@ static void peak_memory_read(const TrainRun *run, PeakMemory *out)
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         out->rss_bytes = (guint64)ru.ru_maxrss * 1024; /* Linux counts KiB */
     }
+    const guint n = run->devices != NULL ? run->devices->len : 1;
+    out->devices = g_new0(PeakDevice, n);
+    for (guint i = 0; i < n; i++) {
+        TdmDevice *dev = run->devices != NULL ? g_ptr_array_index(run->devices, i) : run->dev;
+        TdmDeviceInfo info;
+        /* a device that cannot say is left out of the summary, not fatal */
+        if (tdm_device_info(dev, &info, NULL) && info.peak_bytes >= 0) {
+            out->devices[out->n_devices++] = (PeakDevice){dev->name, info.peak_bytes};
+            out->device_bytes = MAX(out->device_bytes, info.peak_bytes);
+        }
+    }
 }
 
-/* Its fields of the summary event. */
+static void peak_memory_clear(PeakMemory *m)
+{
+    g_clear_pointer(&m->devices, g_free);
+    m->n_devices = 0;
+}
+
+/* Its fields of the summary event: peak_rss_bytes, peak_device_bytes (the
+ * largest device's) and, with several devices, each one's in
+ * peak_device_bytes_per_device {"ref:0": N, ...}. */
 static void peak_memory_add(TrainLog *log, const PeakMemory *m)
 {
     add_int(log, "peak_rss_bytes", (gint64)m->rss_bytes);
+    if (m->n_devices == 0) {
+        return;
+    }
+    add_int(log, "peak_device_bytes", m->device_bytes);
+    if (m->n_devices > 1) {
+        json_builder_set_member_name(log->builder, "peak_device_bytes_per_device");
+        json_builder_begin_object(log->builder);
+        for (guint i = 0; i < m->n_devices; i++) {
+            add_int(log, m->devices[i].name, m->devices[i].bytes);
+        }
+        json_builder_end_object(log->builder);
+    }
 }
 
-/* Its words on the summary line: "peak RSS 46 MiB" (transfer full). */
+/* Its words on the summary line: "peak RSS 46 MiB, peak cpu:0 12 MiB" or
+ * "..., peak ref:0 12 MiB, ref:1 12 MiB" (transfer full). */
 static char *peak_memory_text(const PeakMemory *m)
 {
-    return g_strdup_printf("peak RSS %.0f MiB", (double)m->rss_bytes / (1 << 20));
+    GString *text = g_string_new(NULL);
+    g_string_printf(text, "peak RSS %.0f MiB", (double)m->rss_bytes / (1 << 20));
+    for (guint i = 0; i < m->n_devices; i++) {
+        g_string_append_printf(text, "%s %s %.0f MiB", i == 0 ? ", peak" : ",", m->devices[i].name,
+                               (double)m->devices[i].bytes / (1 << 20));
+    }
+    return g_string_free(text, FALSE);
 }
 
 /* ---- the events ------------------------------------------------------- */
@@ -397,6 +441,8 @@ void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *
         peak_memory_add(log, &peak);
         event_end(log, TRUE);
     }
+    g_autofree char *memory = peak_memory_text(&peak);
+    peak_memory_clear(&peak);
     if (!run->leader) {
         return;
     }
@@ -404,7 +450,6 @@ void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *
         sum->test_accuracy >= 0 ? g_strdup_printf("test accuracy %.4f (loss %.4f)",
                                                   sum->test_accuracy, sum->test_loss)
                                 : g_strdup("not evaluated");
-    g_autofree char *memory = peak_memory_text(&peak);
     printf("summary: model %s, %d epoch%s, %" G_GINT64_FORMAT " images, %.0f img/s, %s, "
            "first step after %.2f s, %s\n", cfg->model, cfg->epochs,
            cfg->epochs == 1 ? "" : "s", sum->images, sum->images_per_s, evaluation,

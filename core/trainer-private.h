@@ -118,7 +118,8 @@ void tdm_train_log_epoch(TrainLog *log, const TrainRun *run, const EpochStats *e
                          const TdmTrainSummary *sum, double seconds);
 void tdm_train_log_eval(TrainLog *log, const TrainRun *run, int epoch,
                         const TdmTrainSummary *sum);
-/* The summary event and line; fills sum->peak_rss_bytes. */
+/* The summary event and line, with the peak memory of the process and
+ * of each training device; fills sum->peak_rss_bytes. */
 void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *sum);
 
 #endif /* TDM_TRAINER_PRIVATE_H */

@@ -5,7 +5,8 @@
 # curve twice on the ref backend (and another seed another curve); weights
 # saved by train give the same accuracy and loss under `tandem eval`; a
 # batch size above the number of images trains in one step; the summary
-# line and the log's summary event give the peak RSS.
+# line and the log's summary event give the peak RSS and the device's
+# allocator peak.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-train-smoke-XXXXXX")
@@ -36,13 +37,46 @@ case "$summary" in
 esac
 # Peak memory: the summary line's MiB are the log's peak_rss_bytes, and a
 # process that held the model and the data had more than 8 MiB.
-rss_mib=$(printf '%s\n' "$summary" | sed -n 's/.*, peak RSS \([0-9]*\) MiB$/\1/p')
-rss_bytes=$(sed -n 's/^{"event":"summary",.*"peak_rss_bytes":\([0-9]*\)}$/\1/p' "$tmp/log.json")
+rss_mib=$(printf '%s\n' "$summary" | sed -n 's/.*, peak RSS \([0-9]*\) MiB, .*/\1/p')
+rss_bytes=$(sed -n 's/^{"event":"summary",.*"peak_rss_bytes":\([0-9]*\)[,}].*/\1/p' "$tmp/log.json")
 if [ -n "$rss_mib" ] && [ -n "$rss_bytes" ] &&
    awk -v m="$rss_mib" -v b="$rss_bytes" 'BEGIN { exit !(m > 8 && m == sprintf("%.0f", b / 1048576)) }'; then
     ok "peak RSS $rss_mib MiB in the summary line and the log"
 else
     fail "peak RSS in the summary line and the log" "$summary; $(grep '"summary"' "$tmp/log.json")"
+fi
+# The device's allocator peak ends the line and is the log's
+# peak_device_bytes: more than the model's 2 MiB of parameters, and on a
+# host device no more than the process's peak RSS.
+dev=$(sed -n 's/^{"event":"start",.*"device":"\([^"]*\)".*/\1/p' "$tmp/log.json")
+dev_mib=$(printf '%s\n' "$summary" | sed -n "s/.*, peak RSS [0-9]* MiB, peak $dev \([0-9]*\) MiB\$/\1/p")
+dev_bytes=$(sed -n 's/^{"event":"summary",.*"peak_device_bytes":\([0-9]*\)[,}].*/\1/p' "$tmp/log.json")
+if [ -n "$dev" ] && [ -n "$dev_mib" ] && [ -n "$dev_bytes" ] &&
+   awk -v m="$dev_mib" -v b="$dev_bytes" -v r="$rss_bytes" \
+       'BEGIN { exit !(b > 2 * 1048576 && b <= r && m == sprintf("%.0f", b / 1048576)) }'; then
+    ok "peak $dev $dev_mib MiB in the summary line and the log, below the peak RSS"
+else
+    fail "peak device memory in the summary line and the log" \
+        "$summary; $(grep '"summary"' "$tmp/log.json")"
+fi
+# dp: one figure per device, and the largest as peak_device_bytes.
+if TDM_REF_DEVICES=2 "$TANDEM" train --device ref --strategy dp --devices ref:0,ref:1 \
+        --model mlp --limit 256 --no-eval --quiet --log-file "$tmp/dp.json" >"$tmp/dp-out" \
+        2>"$tmp/dp-err" &&
+   grep -q '^summary: .*, peak RSS [0-9]* MiB, peak ref:0 [0-9]* MiB, ref:1 [0-9]* MiB$' "$tmp/dp-out" &&
+   ${TORCH_PYTHON:-python3} - "$tmp/dp.json" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][0]
+each = s["peak_device_bytes_per_device"]
+assert sorted(each) == ["ref:0", "ref:1"], each
+assert all(0 < b <= s["peak_rss_bytes"] for b in each.values()), s
+assert s["peak_device_bytes"] == max(each.values()), s
+PY
+then
+    ok "dp: each device's peak in the summary line and the log"
+else
+    fail "dp: each device's peak in the summary line and the log" \
+        "$(cat "$tmp/dp-out" "$tmp/dp-err"; grep '"summary"' "$tmp/dp.json")"
 fi
 if grep -q '^epoch 1/1  step 157/157  loss [0-9.]*  [0-9]* img/s  ETA [0-9]*:[0-9][0-9]$' "$tmp/err"; then
     ok "progress line"
