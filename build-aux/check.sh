@@ -4,6 +4,14 @@
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/build-aux/install-deps.sh"
+# The suite runs with the test hooks compiled in (configure
+# --enable-test-hooks): a build directory configured without them, by
+# build.sh or by hand, is configured again with its own options plus that one.
+export CONFIGURE_FLAGS="${CONFIGURE_FLAGS:-} --enable-test-hooks"
+if [ -f "$top/build/config.status" ] &&
+        ! grep -q '^#define TDM_ENABLE_TEST_HOOKS 1' "$top/build/config.h" 2>/dev/null; then
+    (cd "$top/build" && eval "../configure $(./config.status --config) --enable-test-hooks")
+fi
 "$top/build-aux/build.sh"
 cd "$top/build"
 status=0

@@ -35,8 +35,9 @@
  * a state restored with tdm_loader_set_state applies to the next
  * tdm_loader_start_epoch of that epoch.
  *
- * TDM_LOADER_JITTER_US (tests only) makes each worker sleep up to that many
- * microseconds after a batch, so that batches finish out of order.
+ * Test hook (compiled in with configure --enable-test-hooks only):
+ * TDM_LOADER_JITTER_US makes each worker sleep up to that many microseconds
+ * after a batch, so that batches finish out of order.
  */
 #include "config.h"
 
@@ -504,8 +505,10 @@ TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions
     /* No batch holds more than an epoch's samples: --batch-size 1000000
      * over 256 images needs buffers of 256. */
     l->rows = MAX(1, MIN((int64_t)opts->batch_size, l->per_epoch));
+#ifdef TDM_ENABLE_TEST_HOOKS
     const char *jitter = g_getenv("TDM_LOADER_JITTER_US");
     l->jitter_us = jitter != NULL ? (guint)g_ascii_strtoull(jitter, NULL, 10) : 0;
+#endif
 
     if (!sample_shape(l, error)) {
         tdm_loader_free(l);

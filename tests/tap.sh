@@ -1,6 +1,7 @@
 # tests/tap.sh - tiny TAP helpers for shell tests (source it).
 #   plan N; ok "name"; fail "name" "why"; skip "name" "why"; check "name" cmd args...;
-#   skip_all "why"
+#   skip_all "why"; have_test_hooks (configure --enable-test-hooks; TDM_TEST_HOOKS
+#   comes from tests/Makefile.inc)
 tap_n=0
 tap_failed=0
 plan() { echo "1..$1"; }
@@ -15,3 +16,5 @@ skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $1 # SKIP $2"; }
 check() { name=$1; shift; if "$@"; then ok "$name"; else fail "$name" "command failed: $*"; fi; }
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; }
+have_test_hooks() { [ "${TDM_TEST_HOOKS:-no}" = yes ]; }
+TEST_HOOKS_WHY="built without the test hooks (configure --enable-test-hooks)"

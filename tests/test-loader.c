@@ -4,7 +4,8 @@
  * the sample index, its label is the index, and it can be told to fail on
  * one sample or to read slowly), so that every batch can be compared byte
  * for byte: 0, 1, 2 and 4 workers must give identical epochs, also when
- * workers finish out of order (TDM_LOADER_JITTER_US); a loader stopped at
+ * workers finish out of order (TDM_LOADER_JITTER_US, a test hook: skipped
+ * in a build without them); a loader stopped at
  * step k and restored into a new loader (another worker count, another
  * world size) must continue with exactly the batches of an uninterrupted
  * run (for several ranks: the union over ranks of each step); every rank
@@ -14,6 +15,8 @@
  * determinism across worker counts without and with a random transform
  * pipeline (skipped only when the transform plugins are not built).
  */
+#include "config.h"
+
 #include <string.h>
 
 #include <tandem/tandem.h>
@@ -238,6 +241,10 @@ static void test_workers_synthetic(void)
  * knob is an environment variable, set before any thread exists. */
 static void test_ordered_delivery(void)
 {
+#ifndef TDM_ENABLE_TEST_HOOKS
+    g_test_skip("TDM_LOADER_JITTER_US needs a build with configure --enable-test-hooks");
+    return;
+#endif
     FakeConfig fc = {.fail_index = -1};
     TdmDataset *ds = fake_new(203, 3, 5, 4, &fc);
     TdmLoaderOptions o = base_options(16, 0);
@@ -704,7 +711,8 @@ static void test_fashion_transforms(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
-    /* Slow copies on ref's copy stream: see test_pinned_events. */
+    /* Slow copies on ref's copy stream (a test hook: without it the copies
+     * are quick and test_pinned_events checks only the bytes). */
     g_setenv("TDM_REF_COPY_DELAY_US", "3000", TRUE);
     g_test_add_func("/loader/ordered-delivery", test_ordered_delivery);
     g_test_add_func("/loader/workers-identical", test_workers_synthetic);

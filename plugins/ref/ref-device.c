@@ -5,7 +5,8 @@
  * returns, so an event recorded on compute is complete at once. The copy
  * stream, though, is real: a thread of the device's own runs the copies
  * queued on it in order, and TDM_REF_COPY_DELAY_US=N (read when the device
- * opens) makes it sleep N microseconds before each one, like a slow bus. A
+ * opens; a test hook, compiled in with configure --enable-test-hooks only)
+ * makes it sleep N microseconds before each one, like a slow bus. A
  * caller that forgets to order its work after a copy's event then reads
  * stale data on ref too, instead of only on a GPU. The queue is a fixed
  * ring (a full ring blocks the caller, as a GPU's does), so a steady step
@@ -17,6 +18,8 @@
  * thread (compute is that thread); making the copy stream wait for another
  * device's copy event queues a wait operation on it.
  */
+#include "config.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,8 +65,10 @@ void ref_stream_open(TdmDevice *dev, RefDevice *rd)
     g_mutex_init(&s->lock);
     g_cond_init(&s->cond);
     s->name = g_strdup_printf("%s copy stream", dev->name);
+#ifdef TDM_ENABLE_TEST_HOOKS
     const char *delay = g_getenv("TDM_REF_COPY_DELAY_US");
     s->delay_us = delay != NULL ? (gulong)g_ascii_strtoull(delay, NULL, 10) : 0;
+#endif
     rd->copy = s;
 }
 

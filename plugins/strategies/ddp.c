@@ -28,10 +28,13 @@
  * (SuBuffers in strategies-util.h: PyTorch's broadcast_buffers=True), so
  * all ranks evaluate and save the same statistics.
  *
- * Test hook: TDM_TEST_SKIP_COLLECTIVE=RANK:STEP makes RANK skip the
- * all-reduce of its first bucket at synchronising step STEP (1-based), to
- * check that a rank that skips a collective is caught and named.
+ * Test hook (compiled in with configure --enable-test-hooks only):
+ * TDM_TEST_SKIP_COLLECTIVE=RANK:STEP makes RANK skip the all-reduce of its
+ * first bucket at synchronising step STEP (1-based), to check that a rank
+ * that skips a collective is caught and named.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -72,6 +75,7 @@ static void ddp_launch(DdpPriv *priv, DdpBucket *b, guint index)
     if (priv->hook_error != NULL) {
         return;
     }
+#ifdef TDM_ENABLE_TEST_HOOKS
     if (priv->skip_rank == priv->comm->rank && priv->sync_steps == priv->skip_step && index == 0) {
         fprintf(stderr,
                 "ddp: TDM_TEST_SKIP_COLLECTIVE: rank %d skips the all-reduce of bucket 0 "
@@ -79,6 +83,7 @@ static void ddp_launch(DdpPriv *priv, DdpBucket *b, guint index)
                 priv->comm->rank, priv->sync_steps);
         return;
     }
+#endif
     b->work = tdm_comm_allreduce_async(priv->comm, b->view, TDM_REDUCE_AVG, &priv->hook_error);
     if (priv->hook_error != NULL) {
         g_prefix_error(&priv->hook_error, "ddp: all-reduce of gradient bucket %u: ", index);
@@ -156,6 +161,7 @@ static gboolean ddp_make_buckets(DdpPriv *priv, TdmModel *model, double cap, GEr
 static void parse_skip_hook(DdpPriv *priv)
 {
     priv->skip_rank = -1;
+#ifdef TDM_ENABLE_TEST_HOOKS
     const char *env = g_getenv("TDM_TEST_SKIP_COLLECTIVE");
     if (env == NULL || env[0] == '\0') {
         return;
@@ -168,6 +174,7 @@ static void parse_skip_hook(DdpPriv *priv)
     } else {
         g_warning("TDM_TEST_SKIP_COLLECTIVE='%s' is not RANK:STEP; ignored", env);
     }
+#endif
 }
 
 static void ddp_teardown(TdmStrategy *s);
