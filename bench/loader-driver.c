@@ -166,10 +166,10 @@ static gboolean run(const Options *o, GError **error)
     if (l == NULL) {
         return FALSE;
     }
-    int c = ds->channels, h = ds->height, w = ds->width;
-    if (p != NULL && !tdm_transform_pipeline_output_shape(p, c, h, w, &c, &h, &w, error)) {
-        return FALSE;
-    }
+    /* the size the loader's pipeline makes (the loader fills in `p`'s
+     * normalize in a copy of its own: `p` itself may still lack it) */
+    int c, h, w;
+    tdm_loader_sample_shape(l, &c, &h, &w);
     return o->train_model != NULL ? run_train(l, ds, h, dev, o, error) : run_loader(l, o, error);
 }
 

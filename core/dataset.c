@@ -35,7 +35,7 @@ typedef struct {
     GMutex lock;
     gboolean norm_known;
     int n_norm;
-    float mean[4], std[4];
+    float mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS];
 } DatasetImpl;
 
 typedef struct {
@@ -44,7 +44,7 @@ typedef struct {
     gboolean installed;  /* a bare name resolves to a Debian package's IDX copy */
     gboolean embedded;   /* a subset ships with Tandem */
     int channels;
-    float mean[3], std[3];
+    float mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS];
 } KnownDataset;
 
 /* CIFAR has no Debian package: its names select a reader ("cifar10:DIR")
@@ -273,7 +273,7 @@ TdmDataset *tdm_dataset_open(const char *spec, const char *split, GError **error
     }
     /* Size 0 x 0 means "varies": allowed when samples can be decoded one by one. */
     gboolean variable = ds->height == 0 && ds->width == 0 && klass->read_image != NULL;
-    if (ds->length <= 0 || ds->channels < 1 || ds->channels > 4 ||
+    if (ds->length <= 0 || ds->channels < 1 || ds->channels > TDM_MAX_CHANNELS ||
         (!variable && (ds->height <= 0 || ds->width <= 0)) || ds->num_classes <= 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_PLUGIN,
                     "dataset reader '%s' opened %s with an invalid description (%" G_GINT64_FORMAT
@@ -346,7 +346,7 @@ static gboolean estimate_normalization(TdmDataset *ds, GError **error)
     size_t plane = (size_t)MAX(ds->height, 0) * (size_t)MAX(ds->width, 0);
     g_autofree guint8 *img = variable ? NULL : g_malloc(plane * (size_t)c);
     TdmImage decoded = {0};
-    double sum[4] = {0}, sq[4] = {0}, total = 0;
+    double sum[TDM_MAX_CHANNELS] = {0}, sq[TDM_MAX_CHANNELS] = {0}, total = 0;
     int64_t count = MIN(ds->length, NORM_SAMPLES);
     gboolean ok = TRUE;
     for (int64_t i = 0; ok && i < count; i++) {

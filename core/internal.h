@@ -39,6 +39,13 @@ void tdm_device_host_free(TdmDevice *dev, void *ptr);
  * tdm_device_copy_h2d in stream.c runs them). */
 gboolean tdm_device_has_async_copy(const TdmDevice *dev);
 
+/* transform.c, for loader.c: whether a `normalize` of `p` waits for
+ * tdm_transform_pipeline_set_normalization (has neither mean= nor std=),
+ * and a copy of `p` (transfer full; its normalisation too) to set it on
+ * when `p` is not the loader's own. */
+gboolean tdm_transform_pipeline_lacks_normalization(const TdmTransformPipeline *p);
+TdmTransformPipeline *tdm_transform_pipeline_copy(const TdmTransformPipeline *p, GError **error);
+
 /* module.c / model.c: built-in module classes, for the registry. */
 extern const TdmModuleClass tdm_linear_class;
 extern const TdmModuleClass tdm_conv2d_class;

@@ -75,7 +75,11 @@ struct _TdmLoader {
     size_t sample_floats;
     size_t sample_bytes;    /* u8 bytes of a fixed-size dataset sample */
     gboolean variable;      /* dataset samples differ in size (read_image) */
-    float norm_mean[4], norm_std[4]; /* per channel: (v / 255 - mean) / std */
+    /* per channel: (v / 255 - mean) / std */
+    float norm_mean[TDM_MAX_CHANNELS], norm_std[TDM_MAX_CHANNELS];
+    /* A reference to the options' pipeline, or the loader's own copy of it
+     * with the options' mean and std in its normalize (NULL: none). */
+    TdmTransformPipeline *transforms;
 
     Slot *slots;
     int n_slots;
@@ -196,7 +200,7 @@ static gboolean load_sample(TdmLoader *l, Scratch *sc, int64_t index, float *dst
                             int32_t *label, GError **error)
 {
     TdmDataset *ds = l->ds;
-    if (l->opts.transforms == NULL) {
+    if (l->transforms == NULL) {
         if (!tdm_dataset_read(ds, index, sc->sample, label, error)) {
             return FALSE;
         }
@@ -217,7 +221,7 @@ static gboolean load_sample(TdmLoader *l, Scratch *sc, int64_t index, float *dst
         }
         tdm_image_set_u8(&sc->img, sc->sample, ds->channels, ds->height, ds->width);
     }
-    if (!tdm_transform_pipeline_apply(l->opts.transforms, &sc->img, &sc->scratch, l->opts.seed,
+    if (!tdm_transform_pipeline_apply(l->transforms, &sc->img, &sc->scratch, l->opts.seed,
                                       (guint64)l->epoch, (guint64)index, error)) {
         return FALSE;
     }
@@ -306,7 +310,7 @@ static void worker_main(gpointer data, gpointer user_data)
 static gboolean check_options(TdmDataset *ds, const TdmLoaderOptions *opts, GError **error)
 {
     if (opts->batch_size <= 0 || opts->world < 1 || opts->rank < 0 || opts->rank >= opts->world ||
-        opts->limit < 0 || opts->n_mean < 0 || opts->n_mean > 4 || opts->workers < 0 ||
+        opts->limit < 0 || opts->n_mean < 0 || opts->n_mean > TDM_MAX_CHANNELS || opts->workers < 0 ||
         opts->prefetch < 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "invalid loader options (batch size %d, rank %d of %d, limit %" G_GINT64_FORMAT
@@ -330,6 +334,30 @@ static gboolean check_options(TdmDataset *ds, const TdmLoaderOptions *opts, GErr
     return TRUE;
 }
 
+/* The pipeline the loader runs: the options', with a reference; or, when
+ * an argument-less `normalize` in it is to use the options' mean and std
+ * (a dataset's constants), a copy of it with those filled in, so that the
+ * caller's pipeline, which others may share, never changes. */
+static gboolean take_pipeline(TdmLoader *l, GError **error)
+{
+    TdmTransformPipeline *given = l->opts.transforms;
+    l->opts.transforms = NULL; /* l->transforms holds what the loader runs */
+    if (given == NULL) {
+        return TRUE;
+    }
+    if (l->opts.n_mean == 0 || !tdm_transform_pipeline_lacks_normalization(given)) {
+        l->transforms = tdm_transform_pipeline_ref(given);
+        return TRUE;
+    }
+    l->transforms = tdm_transform_pipeline_copy(given, error);
+    if (l->transforms == NULL) {
+        return FALSE;
+    }
+    tdm_transform_pipeline_set_normalization(l->transforms, l->opts.n_mean, l->opts.mean,
+                                             l->opts.std);
+    return TRUE;
+}
+
 /* The shape of a batch sample: the dataset's, or what the pipeline makes of it. */
 static gboolean sample_shape(TdmLoader *l, GError **error)
 {
@@ -341,11 +369,11 @@ static gboolean sample_shape(TdmLoader *l, GError **error)
                     ds->path, ds->kind);
         return FALSE;
     }
-    if (l->opts.transforms == NULL) {
-        if (ds->channels > 4) {
+    if (l->transforms == NULL) {
+        if (ds->channels > TDM_MAX_CHANNELS) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "%s: %d channels; without transforms the loader handles up to 4",
-                        ds->path, ds->channels);
+                        "%s: %d channels; without transforms the loader handles up to %d",
+                        ds->path, ds->channels, TDM_MAX_CHANNELS);
             return FALSE;
         }
         if (l->variable) {
@@ -358,13 +386,7 @@ static gboolean sample_shape(TdmLoader *l, GError **error)
         l->h = ds->height;
         l->w = ds->width;
     } else {
-        /* With a pipeline, the options' mean and std are what an
-         * argument-less `normalize` in it uses (a dataset's constants). */
-        if (l->opts.n_mean > 0) {
-            tdm_transform_pipeline_set_normalization(l->opts.transforms, l->opts.n_mean,
-                                                     l->opts.mean, l->opts.std);
-        }
-        if (!tdm_transform_pipeline_output_shape(l->opts.transforms, ds->channels,
+        if (!tdm_transform_pipeline_output_shape(l->transforms, ds->channels,
                                                  MAX(ds->height, 0), MAX(ds->width, 0), &l->c,
                                                  &l->h, &l->w, error)) {
             g_prefix_error(error, "%s: ", ds->path);
@@ -510,11 +532,11 @@ TdmLoader *tdm_loader_new(TdmDataset *ds, TdmDevice *dev, const TdmLoaderOptions
     l->jitter_us = jitter != NULL ? (guint)g_ascii_strtoull(jitter, NULL, 10) : 0;
 #endif
 
-    if (!sample_shape(l, error)) {
+    if (!take_pipeline(l, error) || !sample_shape(l, error)) {
         tdm_loader_free(l);
         return NULL;
     }
-    for (int c = 0; c < MIN(l->c, 4); c++) {
+    for (int c = 0; c < MIN(l->c, TDM_MAX_CHANNELS); c++) {
         int k = opts->n_mean == 0 ? -1 : opts->n_mean == 1 ? 0 : c;
         l->norm_mean[c] = k < 0 ? 0.0f : opts->mean[k];
         l->norm_std[c] = k < 0 ? 1.0f : opts->std[k];
@@ -835,6 +857,7 @@ void tdm_loader_free(TdmLoader *loader)
     tdm_event_free(l->copied[1]);
     g_clear_error(&l->failed);
     scratch_clear(&l->caller);
+    tdm_transform_pipeline_unref(l->transforms);
     tdm_sampler_free(l->sampler);
     g_mutex_clear(&l->lock);
     g_cond_clear(&l->cond);

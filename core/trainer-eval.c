@@ -98,7 +98,7 @@ static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipel
     /* normalised as the training loader does: by its pipeline's normalize,
      * or without a pipeline by the training split's constants */
     int n = 0;
-    float mean[4], std[4];
+    float mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS];
     if (train_tf != NULL) {
         if (!tdm_transform_pipeline_get_normalization(train_tf, &n, mean, std)) {
             n = 0;
@@ -128,19 +128,19 @@ static gboolean eval_transforms_new(const TdmTrainConfig *cfg, TdmTransformPipel
 
 TdmLoader *tdm_train_eval_loader_new(const TdmTrainConfig *cfg, TdmDataset *train_ds,
                                      TdmTransformPipeline *train_tf, TdmDataset *test_ds,
-                                     TdmDevice *dev, TdmTransformPipeline **eval_tf,
-                                     GError **error)
+                                     TdmDevice *dev, GError **error)
 {
     TdmLoaderOptions lo;
-    if (!eval_transforms_new(cfg, train_tf, train_ds, test_ds, eval_tf, error) ||
+    g_autoptr(TdmTransformPipeline) eval_tf = NULL;
+    if (!eval_transforms_new(cfg, train_tf, train_ds, test_ds, &eval_tf, error) ||
         !tdm_train_loader_options(cfg, train_ds, &lo, error)) {
         return NULL;
     }
-    lo.transforms = *eval_tf;
+    lo.transforms = eval_tf; /* the loader takes a reference */
     /* Without a pipeline of its own the test split is normalised as the
      * training pipeline ends, so that both splits reach the model on the
      * same scale. */
-    if (*eval_tf == NULL && train_tf != NULL &&
+    if (eval_tf == NULL && train_tf != NULL &&
         !tdm_transform_pipeline_get_normalization(train_tf, &lo.n_mean, lo.mean, lo.std)) {
         lo.n_mean = 0; /* the training pipeline ends with x / 255 */
     }
@@ -148,16 +148,15 @@ TdmLoader *tdm_train_eval_loader_new(const TdmTrainConfig *cfg, TdmDataset *trai
 }
 
 TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *test_ds,
-                                        TdmDevice *dev, GPtrArray *keep, GError **error)
+                                        TdmDevice *dev, GError **error)
 {
-    g_return_val_if_fail(cfg != NULL && test_ds != NULL && dev != NULL && keep != NULL, NULL);
-    TdmTransformPipeline *train_tf = NULL, *eval_tf = NULL;
+    g_return_val_if_fail(cfg != NULL && test_ds != NULL && dev != NULL, NULL);
+    g_autoptr(TdmTransformPipeline) train_tf = NULL;
     if (cfg->transforms != NULL && cfg->transforms[0] != '\0') {
         if ((train_tf = tdm_transform_pipeline_parse(cfg->transforms, error)) == NULL) {
             g_prefix_error(error, "data.transforms: ");
             return NULL;
         }
-        g_ptr_array_add(keep, train_tf);
     }
     /* The training split, when it can be opened, gives what the training's
      * own evaluation took from it: the size the model trained on and the
@@ -168,17 +167,14 @@ TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *t
     TdmDataset *ref = train_ds != NULL ? train_ds : test_ds;
     TdmLoader *loader = NULL;
     int n;
-    float mean[4], std[4];
+    float mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS];
     if (train_tf != NULL && cfg->normalize) {
         if (!tdm_dataset_get_normalization(ref, &n, mean, std, error)) {
             goto out;
         }
         tdm_transform_pipeline_set_normalization(train_tf, n, mean, std);
     }
-    loader = tdm_train_eval_loader_new(cfg, ref, train_tf, test_ds, dev, &eval_tf, error);
-    if (eval_tf != NULL) {
-        g_ptr_array_add(keep, eval_tf);
-    }
+    loader = tdm_train_eval_loader_new(cfg, ref, train_tf, test_ds, dev, error);
 out:
     tdm_dataset_close(train_ds);
     return loader;

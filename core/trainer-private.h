@@ -19,7 +19,6 @@ typedef struct {
     TdmDevice *dev;                        /* this rank's device; dp's first (master) */
     GPtrArray *devices;                    /* dp's devices, else NULL */
     TdmTransformPipeline *transforms;      /* data.transforms, NULL = none */
-    TdmTransformPipeline *eval_transforms; /* the test loader's, NULL = none */
     TdmDataset *train_ds, *test_ds;        /* test: rank 0 with train.eval */
     TdmLoader *train_loader, *test_loader;
     TdmModel *model;
@@ -52,13 +51,10 @@ gboolean tdm_train_loader_options(const TdmTrainConfig *cfg, TdmDataset *norm_ds
  * and `tandem eval` alike (see tdm_trainer_open_test_loader). `train_ds`
  * gives the size the model trains on and the normalisation constants,
  * `train_tf` (may be NULL) is the training pipeline with its
- * normalisation set. The pipeline the loader runs is returned in
- * *eval_tf (NULL = none; the caller frees it after the loader, also when
- * this fails). */
+ * normalisation set. The loader holds the pipeline it runs. */
 TdmLoader *tdm_train_eval_loader_new(const TdmTrainConfig *cfg, TdmDataset *train_ds,
                                      TdmTransformPipeline *train_tf, TdmDataset *test_ds,
-                                     TdmDevice *dev, TdmTransformPipeline **eval_tf,
-                                     GError **error);
+                                     TdmDevice *dev, GError **error);
 
 /* Data wait of an epoch, for the warning: measured from the end of the
  * first step, whose batch nothing could prefetch (and which pays one-off

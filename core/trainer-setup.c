@@ -206,6 +206,12 @@ gboolean tdm_train_setup_data(TrainRun *run, GError **error)
     lo.limit = cfg->limit;
     lo.rank = run->env.rank;
     lo.world = run->env.world_size;
+    /* An argument-less normalize takes the training split's constants, set
+     * here on the trainer's own pipeline (the loader would set them on a
+     * copy) so that the evaluation below normalises as the training does. */
+    if (run->transforms != NULL && lo.n_mean > 0) {
+        tdm_transform_pipeline_set_normalization(run->transforms, lo.n_mean, lo.mean, lo.std);
+    }
     lo.transforms = run->transforms;
     if ((run->train_loader = tdm_loader_new(run->train_ds, run->dev, &lo, error)) == NULL) {
         return FALSE;
@@ -217,8 +223,7 @@ gboolean tdm_train_setup_data(TrainRun *run, GError **error)
     run->test_ds = tdm_dataset_open(cfg->dataset, "test", error);
     run->test_loader = run->test_ds == NULL ? NULL
                        : tdm_train_eval_loader_new(cfg, run->train_ds, run->transforms,
-                                                   run->test_ds, run->dev,
-                                                   &run->eval_transforms, error);
+                                                   run->test_ds, run->dev, error);
     return run->test_loader != NULL;
 }
 
@@ -376,8 +381,7 @@ void tdm_train_run_clear(TrainRun *run)
     tdm_model_free(run->model);
     tdm_loader_free(run->test_loader);
     tdm_loader_free(run->train_loader);
-    tdm_transform_pipeline_free(run->transforms);
-    tdm_transform_pipeline_free(run->eval_transforms);
+    tdm_transform_pipeline_unref(run->transforms);
     tdm_dataset_close(run->test_ds);
     tdm_dataset_close(run->train_ds);
     if (run->devices != NULL) {

@@ -15,6 +15,10 @@
  * `normalize` without mean= and std= takes the dataset's constants, given
  * later through tdm_transform_pipeline_set_normalization(); until then the
  * pipeline's output_shape() refuses it, which is where loaders look first.
+ * Pipelines are reference counted and shared read-only between a loader's
+ * worker threads: only their one owner may still set the normalisation
+ * (a loader that must fill it in works on a copy, made by parsing the
+ * pipeline's text again and replaying the normalisation set on it).
  */
 #include "config.h"
 
@@ -129,10 +133,11 @@ typedef struct {
 } Stage;
 
 struct _TdmTransformPipeline {
+    gint ref_count;
     GPtrArray *stages; /* Stage * */
     char *spec;
-    int n_norm;        /* defaults for an argument-less normalize */
-    float norm_mean[4], norm_std[4];
+    int n_norm;        /* defaults for an argument-less normalize (0: none set) */
+    float norm_mean[TDM_MAX_CHANNELS], norm_std[TDM_MAX_CHANNELS];
 };
 
 static void stage_free(gpointer p)
@@ -149,9 +154,16 @@ static void stage_free(gpointer p)
     g_free(s);
 }
 
-void tdm_transform_pipeline_free(TdmTransformPipeline *p)
+TdmTransformPipeline *tdm_transform_pipeline_ref(TdmTransformPipeline *p)
 {
-    if (p == NULL) {
+    g_return_val_if_fail(p != NULL, NULL);
+    g_atomic_int_inc(&p->ref_count);
+    return p;
+}
+
+void tdm_transform_pipeline_unref(TdmTransformPipeline *p)
+{
+    if (p == NULL || !g_atomic_int_dec_and_test(&p->ref_count)) {
         return;
     }
     g_ptr_array_unref(p->stages);
@@ -298,6 +310,7 @@ TdmTransformPipeline *tdm_transform_pipeline_parse(const char *spec, GError **er
         return NULL;
     }
     TdmTransformPipeline *p = g_new0(TdmTransformPipeline, 1);
+    p->ref_count = 1;
     p->stages = g_ptr_array_new_with_free_func(stage_free);
     p->spec = g_strdup(spec);
 
@@ -311,12 +324,12 @@ TdmTransformPipeline *tdm_transform_pipeline_parse(const char *spec, GError **er
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                         "transform pipeline: missing transform before %s at column %d",
                         *s == '|' ? "'|'" : "the end", (int)(s - spec) + 1);
-            tdm_transform_pipeline_free(p);
+            tdm_transform_pipeline_unref(p);
             return NULL;
         }
         Stage *st = parse_stage(spec, &s, (int)p->stages->len, error);
         if (st == NULL) {
-            tdm_transform_pipeline_free(p);
+            tdm_transform_pipeline_unref(p);
             return NULL;
         }
         g_ptr_array_add(p->stages, st);
@@ -445,10 +458,37 @@ static gboolean stage_lacks_normalization(const Stage *st)
            !tdm_params_is_set(st->t.params, "std");
 }
 
+gboolean tdm_transform_pipeline_lacks_normalization(const TdmTransformPipeline *p)
+{
+    g_return_val_if_fail(p != NULL, FALSE);
+    for (guint i = 0; i < p->stages->len; i++) {
+        if (stage_lacks_normalization(g_ptr_array_index(p->stages, i))) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+TdmTransformPipeline *tdm_transform_pipeline_copy(const TdmTransformPipeline *p, GError **error)
+{
+    g_return_val_if_fail(p != NULL, NULL);
+    /* Its stages' classes are registered still (the registry never drops
+     * a feature), so the text parses as it did. */
+    TdmTransformPipeline *copy = tdm_transform_pipeline_parse(p->spec, error);
+    if (copy != NULL && p->n_norm > 0) {
+        tdm_transform_pipeline_set_normalization(copy, p->n_norm, p->norm_mean, p->norm_std);
+    }
+    return copy;
+}
+
 void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n, const float *mean,
                                               const float *std)
 {
-    g_return_if_fail(p != NULL && n >= 1 && n <= 4 && mean != NULL && std != NULL);
+    g_return_if_fail(p != NULL && n >= 1 && n <= TDM_MAX_CHANNELS && mean != NULL &&
+                     std != NULL);
+    /* Stages are re-created here: a pipeline another holder may be running
+     * (a loader's workers) must stay as it is. */
+    g_return_if_fail(g_atomic_int_get(&p->ref_count) == 1);
     p->n_norm = n;
     memcpy(p->norm_mean, mean, sizeof(float) * (size_t)n);
     memcpy(p->norm_std, std, sizeof(float) * (size_t)n);
@@ -487,10 +527,14 @@ gboolean tdm_transform_pipeline_get_normalization(const TdmTransformPipeline *p,
         if (strcmp(st->t.name, "normalize") != 0) {
             continue;
         }
-        double m[4], sd[4];
-        int nm = stage_is_normalize(st) ? tdm_params_get_floats(st->t.params, "mean", m, 4) : 0;
-        int ns = stage_is_normalize(st) ? tdm_params_get_floats(st->t.params, "std", sd, 4) : 0;
-        if (nm <= 0 || ns <= 0 || nm > 4 || ns > 4) {
+        double m[TDM_MAX_CHANNELS], sd[TDM_MAX_CHANNELS];
+        int nm = stage_is_normalize(st)
+                     ? tdm_params_get_floats(st->t.params, "mean", m, TDM_MAX_CHANNELS)
+                     : 0;
+        int ns = stage_is_normalize(st)
+                     ? tdm_params_get_floats(st->t.params, "std", sd, TDM_MAX_CHANNELS)
+                     : 0;
+        if (nm <= 0 || ns <= 0 || nm > TDM_MAX_CHANNELS || ns > TDM_MAX_CHANNELS) {
             return FALSE;
         }
         /* One value stands for every channel, as in the transform. */

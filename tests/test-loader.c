@@ -646,7 +646,7 @@ static void test_variable_with_transforms(void)
     g_ptr_array_unref(got);
     g_ptr_array_unref(ref);
     fake_free(ds);
-    tdm_transform_pipeline_free(p);
+    tdm_transform_pipeline_unref(p);
 }
 
 static TdmDataset *fashion_or_skip(void)
@@ -694,7 +694,7 @@ static void fashion_determinism(const char *spec)
         g_ptr_array_unref(raw);
     }
     g_ptr_array_unref(ref);
-    tdm_transform_pipeline_free(p);
+    tdm_transform_pipeline_unref(p);
     tdm_dataset_close(ds);
 }
 

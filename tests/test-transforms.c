@@ -5,8 +5,12 @@
  * token and its column; the same (seed, epoch, index) gives the same pixels
  * whatever else ran before, and another index or epoch gives other random
  * choices; p=0 never and p=1 always applies; normalize gives
- * (x / 255 - mean) / std. Pixel accuracy against torchvision is checked by
- * transforms-oracle.py. Needs the transforms plugin (TDM_PLUGIN_SYSTEM_PATH).
+ * (x / 255 - mean) / std. Pipelines are reference counted: a loader takes
+ * a reference, never changes the caller's pipeline (an argument-less
+ * normalize gets the loader's constants in a copy), and the pipeline and
+ * the loader each work after the other is gone. Pixel accuracy against
+ * torchvision is checked by transforms-oracle.py. Needs the transforms
+ * plugin (TDM_PLUGIN_SYSTEM_PATH).
  */
 #include <math.h>
 #include <string.h>
@@ -439,6 +443,157 @@ static void test_normalize(void)
     tdm_image_clear(&scratch);
 }
 
+/* ---- reference counting, and pipelines shared with loaders ---- */
+
+/* A dataset of n 1x2x3 images whose pixel k of sample i is 40 * (i % 4) + k,
+ * labelled i. */
+static gboolean tiny_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t *label,
+                          GError **error)
+{
+    for (int k = 0; k < 6; k++) {
+        image[k] = (guint8)(40 * (index % 4) + k);
+    }
+    *label = (int32_t)index;
+    return TRUE;
+}
+
+static const TdmDatasetClass tiny_class = {
+    .iface_version = TDM_DATASET_IFACE_VERSION,
+    .struct_size = sizeof(TdmDatasetClass),
+    .read = tiny_read,
+};
+
+static TdmDataset tiny_dataset(void)
+{
+    TdmDataset ds = {.klass = &tiny_class, .kind = (char *)"tiny", .path = (char *)"/tiny",
+                     .split = (char *)"train", .length = 12, .channels = 1, .height = 2,
+                     .width = 3, .num_classes = 12};
+    return ds;
+}
+
+/* A loader over `ds` with 2 workers, in order, batches of 4, running `p`,
+ * with the options' constants (mean 0.5, std 0.25) when `constants`. */
+static TdmLoader *tiny_loader(TdmDataset *ds, TdmTransformPipeline *p, gboolean constants)
+{
+    g_autoptr(GError) error = NULL;
+    TdmDevice *dev = tdm_device_get("ref", &error);
+    g_assert_no_error(error);
+    TdmLoaderOptions o;
+    tdm_loader_options_init(&o);
+    o.batch_size = 4;
+    o.shuffle = FALSE;
+    o.workers = 2;
+    o.transforms = p;
+    if (constants) {
+        o.n_mean = 1;
+        o.mean[0] = 0.5f;
+        o.std[0] = 0.25f;
+    }
+    TdmLoader *l = tdm_loader_new(ds, dev, &o, &error);
+    g_assert_no_error(error);
+    return l;
+}
+
+/* Every image of an epoch of `l` (12 samples of 6 floats). */
+static void tiny_epoch(TdmLoader *l, float out[12 * 6])
+{
+    g_autoptr(GError) error = NULL;
+    g_assert_true(tdm_loader_start_epoch(l, 0, &error));
+    TdmBatch *b;
+    int64_t at = 0;
+    while ((b = tdm_loader_next(l, &error)) != NULL) {
+        g_assert_true(tdm_tensor_read(b->images, out + at * 6, &error));
+        at += b->size;
+    }
+    g_assert_no_error(error);
+    g_assert_cmpint(at, ==, 12);
+}
+
+static void test_pipeline_ref(void)
+{
+    TdmTransformPipeline *p = parse_ok("hflip p=1");
+    g_assert_true(tdm_transform_pipeline_ref(p) == p);
+    tdm_transform_pipeline_unref(p);
+    /* one reference left: still a working pipeline */
+    const guint8 px[3] = {10, 20, 30};
+    TdmImage img = {0}, scratch = {0};
+    g_autoptr(GError) error = NULL;
+    tdm_image_set_u8(&img, px, 1, 1, 3);
+    g_assert_true(tdm_transform_pipeline_apply(p, &img, &scratch, 0, 0, 0, &error));
+    g_assert_cmpfloat(fabsf(img.data[0] - 30 / 255.0f), <, 1e-6f);
+    tdm_transform_pipeline_unref(p);
+    tdm_transform_pipeline_unref(NULL);
+    tdm_image_clear(&img);
+    tdm_image_clear(&scratch);
+}
+
+/* The loader fills an argument-less normalize with its options' constants
+ * in a copy: the caller's pipeline still lacks them afterwards. */
+static void test_loader_leaves_pipeline(void)
+{
+    TdmDataset ds = tiny_dataset();
+    g_autoptr(TdmTransformPipeline) p = parse_ok("hflip p=1 | normalize");
+    TdmLoader *l = tiny_loader(&ds, p, TRUE);
+    float got[12 * 6];
+    tiny_epoch(l, got);
+    for (int i = 0; i < 12; i++) {
+        for (int k = 0; k < 6; k++) {
+            int x = k % 3, y = k / 3; /* flipped: pixel (y, 2 - x) */
+            float v = (float)(40 * (i % 4) + 3 * y + (2 - x));
+            g_assert_cmpfloat(fabsf(got[i * 6 + k] - (v / 255.0f - 0.5f) / 0.25f), <, 1e-5f);
+        }
+    }
+    int n = 0, oc, oh, ow;
+    float m[TDM_MAX_CHANNELS], s[TDM_MAX_CHANNELS];
+    g_assert_false(tdm_transform_pipeline_get_normalization(p, &n, m, s));
+    g_autoptr(GError) error = NULL;
+    g_assert_false(tdm_transform_pipeline_output_shape(p, 1, 2, 3, &oc, &oh, &ow, &error));
+    g_assert_nonnull(error);
+    tdm_loader_free(l);
+
+    /* Constants the owner set first are the ones the loader runs, whatever
+     * its options say. */
+    g_autoptr(TdmTransformPipeline) q = parse_ok("normalize");
+    const float mean = 0.1f, std = 0.5f;
+    tdm_transform_pipeline_set_normalization(q, 1, &mean, &std);
+    l = tiny_loader(&ds, q, TRUE);
+    tiny_epoch(l, got);
+    g_assert_cmpfloat(fabsf(got[6] - (40 / 255.0f - mean) / std), <, 1e-5f);
+    g_assert_true(tdm_transform_pipeline_get_normalization(q, &n, m, s));
+    g_assert_cmpfloat(fabsf(m[0] - mean), <, 1e-6f);
+    tdm_loader_free(l);
+}
+
+/* A freed loader leaves the pipeline working; a loader keeps running the
+ * pipeline after its caller dropped it. */
+static void test_pipeline_loader_lifetimes(void)
+{
+    TdmDataset ds = tiny_dataset();
+    const char *spec = "hflip p=1 | normalize mean=0.5 std=0.25";
+    float want[12 * 6], got[12 * 6];
+    TdmTransformPipeline *p = parse_ok(spec);
+    TdmLoader *l = tiny_loader(&ds, p, FALSE);
+    tiny_epoch(l, want);
+    tdm_loader_free(l);
+    const guint8 px[6] = {0, 1, 2, 3, 4, 5};
+    TdmImage img = {0}, scratch = {0};
+    g_autoptr(GError) error = NULL;
+    tdm_image_set_u8(&img, px, 1, 2, 3);
+    g_assert_true(tdm_transform_pipeline_apply(p, &img, &scratch, 0, 0, 0, &error));
+    g_assert_cmpmem(img.data, sizeof(float) * 6, want, sizeof(float) * 6); /* sample 0 */
+
+    l = tiny_loader(&ds, p, FALSE);
+    tdm_transform_pipeline_unref(p); /* the loader's reference is the last */
+    for (int epoch = 0; epoch < 2; epoch++) {
+        memset(got, 0, sizeof(got));
+        tiny_epoch(l, got);
+        g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+    }
+    tdm_loader_free(l);
+    tdm_image_clear(&img);
+    tdm_image_clear(&scratch);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -453,5 +608,8 @@ int main(int argc, char **argv)
                     test_random_resized_crop_fallback);
     g_test_add_func("/transforms/rotate-range", test_rotate_range);
     g_test_add_func("/transforms/normalize", test_normalize);
+    g_test_add_func("/transforms/pipeline/ref", test_pipeline_ref);
+    g_test_add_func("/transforms/pipeline/loader-leaves-it", test_loader_leaves_pipeline);
+    g_test_add_func("/transforms/pipeline/loader-lifetimes", test_pipeline_loader_lifetimes);
     return g_test_run();
 }

@@ -184,7 +184,7 @@ static int preview(const char *spec, const char *split, const char *transforms, 
         return 1;
     }
     int n_norm = 0;
-    float mean[4], std[4];
+    float mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS];
     if (tdm_dataset_get_normalization(ds, &n_norm, mean, std, NULL)) {
         tdm_transform_pipeline_set_normalization(p, n_norm, mean, std);
     }

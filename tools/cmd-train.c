@@ -221,13 +221,11 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
     gboolean ok = FALSE;
     TdmLoader *loader = NULL;
     TdmModel *model = NULL;
-    GPtrArray *pipelines = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_transform_pipeline_free);
     TdmDataset *ds = tdm_dataset_open(cfg->dataset, "test", error);
     if (ds == NULL) {
-        g_ptr_array_unref(pipelines);
         return FALSE;
     }
-    if ((loader = tdm_trainer_open_test_loader(cfg, ds, dev, pipelines, error)) == NULL) {
+    if ((loader = tdm_trainer_open_test_loader(cfg, ds, dev, error)) == NULL) {
         goto out;
     }
     /* The model is sized by the samples the loader makes: the size it was
@@ -253,7 +251,6 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
 out:
     tdm_model_free(model);
     tdm_loader_free(loader);
-    g_ptr_array_unref(pipelines);
     tdm_dataset_close(ds);
     return ok;
 }

@@ -79,7 +79,8 @@ TDM_API gboolean tdm_dataset_read(TdmDataset *ds, int64_t index, guint8 *image, 
 TDM_API void tdm_dataset_close(TdmDataset *ds);
 /* Per-channel mean and std (of pixels in [0, 1]) to normalise with: the
  * published constants of known datasets, else estimated from the first
- * samples. `mean` and `std` hold 4 entries; *n gets the channel count. */
+ * samples. `mean` and `std` hold TDM_MAX_CHANNELS entries; *n gets the
+ * channel count. */
 TDM_API gboolean tdm_dataset_get_normalization(TdmDataset *ds, int *n, float *mean, float *std,
                                                GError **error);
 /* The parameters every reader takes before its own (path: required and
@@ -141,11 +142,14 @@ typedef struct {
     guint64 seed;
     int64_t limit;      /* use only the first `limit` samples (0 = all) */
     int n_mean;         /* number of per-channel entries in mean / std (0 = none) */
-    float mean[4], std[4]; /* x = (u8/255 - mean) / std */
+    float mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS]; /* x = (u8/255 - mean) / std */
     int rank, world;    /* distributed sampler when world > 1 */
     int workers;        /* 0 = load on the caller's thread */
     int prefetch;       /* batches queued ahead per worker */
-    TdmTransformPipeline *transforms; /* NULL = none (transfer none: must outlive the loader) */
+    /* NULL = none. The loader takes a reference and never changes it: when
+     * n_mean > 0 and the pipeline has a `normalize` without mean= / std=,
+     * the loader runs a copy with mean and std filled in. */
+    TdmTransformPipeline *transforms;
     gboolean pin_memory; /* stage batches in the backend's pinned host memory */
     gpointer reserved[6];
 } TdmLoaderOptions;

@@ -202,13 +202,10 @@ TDM_API gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *sum
  * the training data is (by data.transforms' own normalize when it has one,
  * else by the training split's constants). The training split of
  * cfg->dataset is opened for its size and constants when it can be; the
- * test split stands in for it otherwise.
- * The loader borrows the pipelines it runs: they are added to `keep` (a
- * GPtrArray created with tdm_transform_pipeline_free as its free function),
- * to be freed after the loader. */
+ * test split stands in for it otherwise. The loader holds the pipelines it
+ * runs. Transfer full; `test_ds` must outlive the loader. */
 TDM_API TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *test_ds,
-                                                TdmDevice *dev, GPtrArray *keep,
-                                                GError **error);
+                                                TdmDevice *dev, GError **error);
 
 /* Evaluate `model` on the whole `loader`: accuracy in [0, 1] and mean loss. */
 TDM_API gboolean tdm_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy,

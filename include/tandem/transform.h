@@ -108,20 +108,30 @@ struct _TdmTransform {
     gpointer reserved[1];
 };
 
+/* A pipeline is reference counted. Once parsed (and its normalisation set)
+ * it does not change, so one pipeline may be shared: a loader takes a
+ * reference to the one in its options and runs it on its worker threads. */
 typedef struct _TdmTransformPipeline TdmTransformPipeline;
 
 /* Parse "name arg k=v | name ...". An empty string is an empty pipeline.
  * Unknown names and bad arguments are TDM_ERROR_INVALID_ARG pointing at the
- * token and its column. Transfer full. */
+ * token and its column. Transfer full: one reference, for the caller. */
 TDM_API TdmTransformPipeline *tdm_transform_pipeline_parse(const char *spec, GError **error);
-TDM_API void tdm_transform_pipeline_free(TdmTransformPipeline *p);
+/* Returns `p`, with one more reference. */
+TDM_API TdmTransformPipeline *tdm_transform_pipeline_ref(TdmTransformPipeline *p);
+/* Drops a reference (NULL is ignored); the last one frees the pipeline. */
+TDM_API void tdm_transform_pipeline_unref(TdmTransformPipeline *p);
 TDM_API int tdm_transform_pipeline_length(const TdmTransformPipeline *p);
 /* The pipeline's output shape for inputs of (c, h, w); an error when it
  * would vary. */
 TDM_API gboolean tdm_transform_pipeline_output_shape(TdmTransformPipeline *p, int c, int h, int w,
                                                      int *oc, int *oh, int *ow, GError **error);
 /* Defaults for a `normalize` given without mean= / std= (the dataset's
- * constants); set them before tdm_transform_pipeline_output_shape(). */
+ * constants, n <= TDM_MAX_CHANNELS); set them before
+ * tdm_transform_pipeline_output_shape(). This changes `p`, so only its one
+ * owner may call it, before sharing it (`p` must hold a single reference). A
+ * loader given a pipeline whose normalize lacks them fills in its own
+ * options' constants in a copy and leaves `p` as it is. */
 TDM_API void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n,
                                                       const float *mean, const float *std);
 /* The mean / std the pipeline's last normalize uses; FALSE when it has none. */
@@ -134,7 +144,7 @@ TDM_API gboolean tdm_transform_pipeline_apply(TdmTransformPipeline *p, TdmImage 
                                               TdmImage *scratch, guint64 seed, guint64 epoch,
                                               guint64 index, GError **error);
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmTransformPipeline, tdm_transform_pipeline_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmTransformPipeline, tdm_transform_pipeline_unref)
 
 G_END_DECLS
 

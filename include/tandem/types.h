@@ -30,6 +30,11 @@ G_BEGIN_DECLS
 
 #define TDM_MAX_DIMS 8
 
+/* The most channels a dataset's images have (RGBA), and so the length of
+ * the per-channel normalisation constants (TdmLoaderOptions' mean and std,
+ * tdm_dataset_get_normalization, tdm_transform_pipeline_set_normalization). */
+#define TDM_MAX_CHANNELS 4
+
 /* The interface version of a class struct a plugin fills (TdmBackendClass,
  * TdmCommClass, TdmStrategyClass, TdmOptimizerClass, TdmDatasetClass,
  * TdmTransformClass, TdmModuleClass): the major in the high 16 bits, the

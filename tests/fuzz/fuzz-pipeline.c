@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
         tdm_image_clear(&scratch);
     }
     g_clear_error(&error);
-    tdm_transform_pipeline_free(p);
+    tdm_transform_pipeline_unref(p);
     g_free(spec);
     return 0;
 }
