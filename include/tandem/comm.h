@@ -66,7 +66,6 @@ typedef enum {
 TDM_API const char *tdm_coll_op_name(TdmCollOp op);
 TDM_API const char *tdm_reduce_op_name(TdmReduceOp op);
 
-typedef struct _TdmComm TdmComm;
 typedef struct _TdmCommClass TdmCommClass;
 typedef struct _TdmWork TdmWork; /* plugin-defined */
 

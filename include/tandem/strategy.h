@@ -32,7 +32,8 @@ typedef struct {
     float label_smoothing;
     int accumulate;       /* micro-batches per optimizer step (1) */
     GPtrArray *devices;   /* TdmDevice * for dp; NULL = the model's device */
-    gpointer comm;        /* collective communicator (distributed strategies) */
+    TdmComm *comm;        /* collective communicator (distributed strategies;
+                           * transfer none: outlives the strategy) */
     /* since 1.1: params */
     /* The strategy's parameters bound to its specs (transfer none; NULL:
      * tdm_strategy_new() binds those of its `name`). */

@@ -72,6 +72,7 @@ typedef struct _TdmLoader TdmLoader;
 typedef struct _TdmBatch TdmBatch;
 typedef struct _TdmStrategy TdmStrategy;
 typedef struct _TdmStrategyClass TdmStrategyClass;
+typedef struct _TdmComm TdmComm;
 
 /* Error domain of every Tandem GError. */
 #define TDM_ERROR (tdm_error_quark())
