@@ -68,7 +68,8 @@ int main(int argc, char **argv)
         double t0 = tdm_time_now();
         TdmTensor *y = NULL;
         if (!tdm_model_zero_grad(model, &err) || !tdm_model_forward(model, x, &y, &err) ||
-            !tdm_cross_entropy(dev, &xent_cache, y, labels, 0.0f, &loss, dlogits, NULL, &err) ||
+            !tdm_loss_cross_entropy(dev, &xent_cache, y, labels, 0.0f, &loss, dlogits, NULL,
+                                    &err) ||
             !tdm_model_backward(model, dlogits, &err) || !tdm_optimizer_step(opt, &err) ||
             !tdm_device_synchronize(dev, &err)) {
             fprintf(stderr, "cpu-step: step %d: %s\n", s, err->message);

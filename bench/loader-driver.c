@@ -105,8 +105,8 @@ static gboolean run_train(TdmLoader *l, TdmDataset *ds, int image_size, TdmDevic
             TdmTensor *logits = NULL;
             float loss;
             if (!tdm_model_forward(model, b->images, &logits, error) ||
-                !tdm_cross_entropy(dev, &cache, logits, b->labels, 0.0f, &loss, dlogits, NULL,
-                                   error) ||
+                !tdm_loss_cross_entropy(dev, &cache, logits, b->labels, 0.0f, &loss, dlogits, NULL,
+                                        error) ||
                 !tdm_model_backward(model, dlogits, error) || !tdm_optimizer_step(opt, error) ||
                 !tdm_model_zero_grad(model, error)) {
                 goto out;

@@ -7,9 +7,9 @@
 
 #include "internal.h"
 
-gboolean tdm_cross_entropy(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                           TdmTensor *labels, float label_smoothing, float *loss,
-                           TdmTensor *dlogits, int64_t *correct, GError **error)
+gboolean tdm_loss_cross_entropy(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                TdmTensor *labels, float label_smoothing, float *loss,
+                                TdmTensor *dlogits, int64_t *correct, GError **error)
 {
     g_return_val_if_fail(dev != NULL && logits != NULL && labels != NULL && loss != NULL, FALSE);
     return tdm_op_softmax_xent(dev, cache, logits, labels, label_smoothing, loss, dlogits, correct,

@@ -1,6 +1,6 @@
 /* core/trainer-eval.c - evaluating a model on the test split.
  *
- * tdm_evaluate runs a model over a whole loader in eval mode and reports
+ * tdm_model_evaluate runs a model over a whole loader in eval mode and reports
  * accuracy and mean loss. The loader it evaluates with is made one way for
  * `tandem train` (the trainer's evaluation after each epoch) and `tandem
  * eval` (tdm_trainer_open_test_loader) alike, by tdm_train_eval_loader_new:
@@ -14,8 +14,8 @@
 
 #include "trainer-private.h"
 
-gboolean tdm_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy, double *loss,
-                      GError **error)
+gboolean tdm_model_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy, double *loss,
+                            GError **error)
 {
     g_return_val_if_fail(model != NULL && loader != NULL, FALSE);
     gboolean was_training = model->root->training;
@@ -31,8 +31,8 @@ gboolean tdm_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy, doub
         float batch_loss = 0.0f;
         int64_t batch_correct = 0;
         ok = tdm_model_forward(model, batch->images, &logits, error) &&
-             tdm_cross_entropy(model->device, &cache, logits, batch->labels, 0.0f, &batch_loss,
-                               NULL, &batch_correct, error);
+             tdm_loss_cross_entropy(model->device, &cache, logits, batch->labels, 0.0f, &batch_loss,
+                                    NULL, &batch_correct, error);
         loss_sum += (double)batch_loss * (double)batch->size;
         correct += batch_correct;
         count += batch->size;

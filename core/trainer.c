@@ -130,8 +130,8 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
 
         /* Evaluation on the test split after each epoch (rank 0). */
         if (run.test_loader != NULL) {
-            if (!tdm_evaluate(run.model, run.test_loader, &sum.test_accuracy, &sum.test_loss,
-                              error)) {
+            if (!tdm_model_evaluate(run.model, run.test_loader, &sum.test_accuracy, &sum.test_loss,
+                                    error)) {
                 goto out;
             }
             tdm_train_log_eval(log, &run, epoch, &sum);

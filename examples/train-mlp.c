@@ -67,8 +67,8 @@ static gboolean train_one_epoch(TdmModel *model, TdmOptimizer *opt, TdmLoader *l
         float loss = 0.0f;
 
         if (!tdm_model_forward(model, batch->images, &logits, error) ||
-            !tdm_cross_entropy(dev, &loss_cache, logits, batch->labels, 0.0f, &loss, dlogits, NULL,
-                               error) ||
+            !tdm_loss_cross_entropy(dev, &loss_cache, logits, batch->labels, 0.0f, &loss, dlogits,
+                                    NULL, error) ||
             !tdm_model_backward(model, dlogits, error) || !tdm_optimizer_step(opt, error) ||
             !tdm_model_zero_grad(model, error)) {
             goto out;
@@ -114,8 +114,8 @@ static gboolean evaluate(TdmModel *model, TdmLoader *loader, GError **error)
         int64_t correct = 0;
 
         if (!tdm_model_forward(model, batch->images, &logits, error) ||
-            !tdm_cross_entropy(dev, &loss_cache, logits, batch->labels, 0.0f, &loss, NULL, &correct,
-                               error)) {
+            !tdm_loss_cross_entropy(dev, &loss_cache, logits, batch->labels, 0.0f, &loss, NULL,
+                                    &correct, error)) {
             goto out;
         }
         loss_sum += (double)loss * (double)batch->size;

@@ -206,7 +206,7 @@ int main(void)
     TdmTensor *dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
     if (lt == NULL || !tdm_tensor_write(xt, x, &error) || !tdm_tensor_write(lt, labels, &error) ||
         !tdm_model_forward(model, xt, &logits, &error) ||
-        !tdm_cross_entropy(dev, NULL, logits, lt, 0.0f, &loss, dlogits, NULL, &error) ||
+        !tdm_loss_cross_entropy(dev, NULL, logits, lt, 0.0f, &loss, dlogits, NULL, &error) ||
         !tdm_model_backward(model, dlogits, &error)) {
         return failed("forward/backward", error);
     }

@@ -378,7 +378,7 @@ static void check_xent(float smoothing)
     float loss = 0.0f;
     int64_t correct = -1;
     g_assert_true(
-        tdm_cross_entropy(dev, NULL, xt, lt, smoothing, &loss, dl, &correct, &error));
+        tdm_loss_cross_entropy(dev, NULL, xt, lt, smoothing, &loss, dl, &correct, &error));
     g_assert_no_error(error);
 
     double expect = 0.0;
@@ -413,10 +413,10 @@ static void check_xent(float smoothing)
         float lp, lm;
         logits[i] = orig + (float)h;
         g_assert_true(tdm_tensor_write(xt, logits, NULL));
-        g_assert_true(tdm_cross_entropy(dev, NULL, xt, lt, smoothing, &lp, NULL, NULL, NULL));
+        g_assert_true(tdm_loss_cross_entropy(dev, NULL, xt, lt, smoothing, &lp, NULL, NULL, NULL));
         logits[i] = orig - (float)h;
         g_assert_true(tdm_tensor_write(xt, logits, NULL));
-        g_assert_true(tdm_cross_entropy(dev, NULL, xt, lt, smoothing, &lm, NULL, NULL, NULL));
+        g_assert_true(tdm_loss_cross_entropy(dev, NULL, xt, lt, smoothing, &lm, NULL, NULL, NULL));
         logits[i] = orig;
         double num = ((double)lp - (double)lm) / (2 * h);
         g_assert_cmpint(compare("xent", "logits", i, g[i], num), ==, 0);
@@ -446,7 +446,7 @@ static void test_xent_bad_labels(void)
     TdmTensor *xt = test_tensor_from(dev, 2, shape, logits);
     TdmTensor *lt = tdm_tensor_new(dev, TDM_DTYPE_I64, 1, lshape, &error);
     float loss;
-    g_assert_false(tdm_cross_entropy(dev, NULL, xt, lt, 0.0f, &loss, NULL, NULL, &error));
+    g_assert_false(tdm_loss_cross_entropy(dev, NULL, xt, lt, 0.0f, &loss, NULL, NULL, &error));
     g_assert_error(error, TDM_ERROR, TDM_ERROR_SHAPE);
     g_assert_nonnull(strstr(error->message, "[2]"));
     g_clear_error(&error);

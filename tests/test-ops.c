@@ -293,8 +293,8 @@ static void test_loss_and_dropout_errors(void)
     expect_error(tdm_op_softmax_xent_stats(dev, NULL, logits, l2, 0.0f, NULL, stats3, &err),
                  TDM_ERROR_SHAPE, "softmax_xent_stats", "labels [2] do not match logits [3, 4]",
                  NULL);
-    /* tdm_cross_entropy is this front end. */
-    expect_error(tdm_cross_entropy(dev, NULL, logits, l2, 0.0f, &loss, NULL, NULL, &err),
+    /* tdm_loss_cross_entropy is this front end. */
+    expect_error(tdm_loss_cross_entropy(dev, NULL, logits, l2, 0.0f, &loss, NULL, NULL, &err),
                  TDM_ERROR_SHAPE, "softmax_xent", "[2]", "[3, 4]", NULL);
     TdmTensor *x = mk(dev, TDM_DTYPE_F32, 1, 4), *mask = slot(dev), *y = slot(dev);
     expect_error(tdm_op_dropout_forward(dev, NULL, 1.5f, 7, x, mask, y, &err),

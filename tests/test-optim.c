@@ -524,7 +524,7 @@ static void overfit_batch(const char *model_name, const char *opt_name, float lr
         TdmTensor *y = NULL;
         g_assert_true(tdm_model_zero_grad(model, &error));
         g_assert_true(tdm_model_forward(model, xt, &y, &error));
-        g_assert_true(tdm_cross_entropy(dev, NULL, y, lt, 0.0f, &loss, dlogits, NULL, &error));
+        g_assert_true(tdm_loss_cross_entropy(dev, NULL, y, lt, 0.0f, &loss, dlogits, NULL, &error));
         g_assert_true(tdm_model_backward(model, dlogits, &error));
         g_assert_true(tdm_optimizer_step(opt, &error));
         g_assert_no_error(error);

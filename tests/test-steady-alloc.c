@@ -183,8 +183,8 @@ static float job_step(Job *j)
     float loss = 0.0f;
     int64_t correct = 0;
     gboolean ok = tdm_model_forward(j->model, j->x, &logits, &error) &&
-                  tdm_cross_entropy(j->model->device, &j->loss_cache, logits, j->labels, 0.0f,
-                                    &loss, j->dlogits, &correct, &error) &&
+                  tdm_loss_cross_entropy(j->model->device, &j->loss_cache, logits, j->labels, 0.0f,
+                                         &loss, j->dlogits, &correct, &error) &&
                   tdm_model_backward(j->model, j->dlogits, &error) &&
                   tdm_optimizer_step_zero_grad(j->opt, j->model, &error);
     g_assert_no_error(error);

@@ -241,7 +241,7 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
         goto out;
     }
     double accuracy = 0.0, loss = 0.0;
-    if (!tdm_evaluate(model, loader, &accuracy, &loss, error)) {
+    if (!tdm_model_evaluate(model, loader, &accuracy, &loss, error)) {
         goto out;
     }
     printf("eval: model %s, %" G_GINT64_FORMAT " test images of %s:%s, test accuracy %.4f (loss "

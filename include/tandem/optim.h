@@ -17,9 +17,9 @@ G_BEGIN_DECLS
 /* Mean softmax cross-entropy. *loss gets the mean; dlogits (slot owned by the
  * caller, may be NULL) the gradient; *correct (may be NULL) the number of
  * right argmax predictions. */
-TDM_API gboolean tdm_cross_entropy(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                                   TdmTensor *labels, float label_smoothing, float *loss,
-                                   TdmTensor *dlogits, int64_t *correct, GError **error);
+TDM_API gboolean tdm_loss_cross_entropy(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                        TdmTensor *labels, float label_smoothing, float *loss,
+                                        TdmTensor *dlogits, int64_t *correct, GError **error);
 
 /* ---- optimizers ---- */
 typedef struct {

@@ -208,8 +208,8 @@ TDM_API TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDa
                                                 TdmDevice *dev, GError **error);
 
 /* Evaluate `model` on the whole `loader`: accuracy in [0, 1] and mean loss. */
-TDM_API gboolean tdm_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy,
-                              double *loss, GError **error);
+TDM_API gboolean tdm_model_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy,
+                                    double *loss, GError **error);
 
 G_END_DECLS
 

@@ -240,8 +240,8 @@ static gboolean train_forward_backward(TdmModel *model, TdmOpCache **xent_cache,
     if (!tdm_model_forward(model, x, logits, error)) {
         return FALSE;
     }
-    if (!tdm_cross_entropy(model->device, xent_cache, *logits, labels, 0.0f, loss, dlogits, NULL,
-                           error)) {
+    if (!tdm_loss_cross_entropy(model->device, xent_cache, *logits, labels, 0.0f, loss, dlogits,
+                                NULL, error)) {
         return FALSE;
     }
     return tdm_model_backward(model, dlogits, error);
