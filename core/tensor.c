@@ -230,13 +230,6 @@ gboolean tdm_tensor_ensure(TdmTensor *t, TdmDType dtype, int ndim, const int64_t
     return TRUE;
 }
 
-gboolean tdm_tensor_ensure_like(TdmTensor *t, const TdmTensor *like, GError **error)
-{
-    g_return_val_if_fail(like != NULL, FALSE);
-    return tdm_tensor_ensure(t, like->dtype, like->ndim, like->shape, like->layout,
-                             like->layout_nbytes, error);
-}
-
 int64_t tdm_tensor_numel(const TdmTensor *t)
 {
     return shape_numel(t->ndim, t->shape);

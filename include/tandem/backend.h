@@ -333,9 +333,6 @@ struct _TdmBackendClass {
     gpointer reserved[7];
 };
 
-/* The backend class of a device (transfer none). */
-#define TDM_DEVICE_BACKEND(dev) ((dev)->backend)
-
 /* Free an op cache slot (no-op on NULL) and reset it to NULL. */
 TDM_API void tdm_op_cache_clear(TdmDevice *dev, TdmOpCache **cache);
 

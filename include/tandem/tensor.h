@@ -96,8 +96,6 @@ TDM_API void tdm_tensor_unref(TdmTensor *t);
  * allocates only once. Backends call this on their outputs. */
 TDM_API gboolean tdm_tensor_ensure(TdmTensor *t, TdmDType dtype, int ndim, const int64_t *shape,
                                    gconstpointer layout, size_t layout_nbytes, GError **error);
-/* tdm_tensor_ensure with the dtype, shape and layout of `like`. */
-TDM_API gboolean tdm_tensor_ensure_like(TdmTensor *t, const TdmTensor *like, GError **error);
 
 TDM_API int64_t tdm_tensor_numel(const TdmTensor *t);
 /* Bytes the data occupies (layout_nbytes for non-plain layouts). */
