@@ -47,7 +47,15 @@ struct _TdmCommWork {
     TdmReduceOp rop;
 };
 
-#define COMM_DEFAULT_TIMEOUT 300.0
+/* Polling the store for the other ranks' debug posts: from this interval,
+ * doubled up to the cap (a check usually finds them at once). */
+#define DEBUG_POLL_FIRST_US 50
+#define DEBUG_POLL_MAX_US 20000
+/* How long a timed-out call asks the store which ranks are stuck with it:
+ * a tenth of the timeout within these bounds, polled at this interval. */
+#define STUCK_GRACE_MIN_S 1.0
+#define STUCK_GRACE_MAX_S 5.0
+#define STUCK_POLL_US 20000
 
 const char *tdm_coll_op_name(TdmCollOp op)
 {
@@ -86,7 +94,7 @@ void tdm_comm_options_init(TdmCommOptions *opts)
 {
     g_return_if_fail(opts != NULL);
     memset(opts, 0, sizeof(*opts));
-    opts->timeout_s = COMM_DEFAULT_TIMEOUT;
+    opts->timeout_s = TDM_COMM_DEFAULT_TIMEOUT;
     const char *timeout = g_getenv("TDM_TIMEOUT");
     if (timeout != NULL && timeout[0] != '\0') {
         char *end = NULL;
@@ -199,7 +207,7 @@ TdmComm *tdm_comm_new(const char *spec, TdmStore *store, const TdmDistEnv *env, 
         tdm_comm_options_init(&comm->opts);
     }
     if (!(comm->opts.timeout_s > 0)) {
-        comm->opts.timeout_s = COMM_DEFAULT_TIMEOUT;
+        comm->opts.timeout_s = TDM_COMM_DEFAULT_TIMEOUT;
     }
     /* Every rank creates its communicators in the same order, so a process
      * counter names the same communicator on every rank; the restart count
@@ -332,7 +340,7 @@ static gboolean debug_check(CommImpl *impl, const TdmCommWork *w, GError **error
     char **calls = g_new0(char *, (gsize)world + 1);
     gboolean ok = TRUE;
     const double deadline = tdm_time_now() + comm->opts.timeout_s;
-    gulong sleep_us = 50;
+    gulong sleep_us = DEBUG_POLL_FIRST_US;
     int pending = world;
     while (pending > 0 && ok) {
         pending = 0;
@@ -391,7 +399,7 @@ static gboolean debug_check(CommImpl *impl, const TdmCommWork *w, GError **error
                 break;
             }
             g_usleep(sleep_us);
-            sleep_us = MIN(sleep_us * 2, 20000);
+            sleep_us = MIN(sleep_us * 2, DEBUG_POLL_MAX_US);
         }
     }
     if (ok) {
@@ -546,7 +554,7 @@ static int *comm_missing_from_store(CommImpl *impl, guint64 seq)
     }
     gboolean *seen = g_new0(gboolean, (gsize)comm->world);
     seen[comm->rank] = TRUE;
-    const double grace = CLAMP(comm->opts.timeout_s / 10, 1.0, 5.0);
+    const double grace = CLAMP(comm->opts.timeout_s / 10, STUCK_GRACE_MIN_S, STUCK_GRACE_MAX_S);
     const double deadline = tdm_time_now() + grace;
     int pending = comm->world - 1;
     while (pending > 0 && tdm_time_now() < deadline) {
@@ -570,7 +578,7 @@ static int *comm_missing_from_store(CommImpl *impl, guint64 seq)
             }
         }
         if (pending > 0) {
-            g_usleep(20000);
+            g_usleep(STUCK_POLL_US);
         }
     }
     for (int r = 0; r < comm->world; r++) {

@@ -20,6 +20,13 @@
 
 #include "internal.h"
 
+/* The random bytes of a lone process's private store token. */
+#define TOKEN_RANDOM_BYTES 32
+/* A port derived from a scheduler's job id lies in [first, first + count):
+ * above the usual services, below the kernel's ephemeral range. */
+#define JOB_PORT_FIRST 20000
+#define JOB_PORT_COUNT 40000
+
 typedef struct {
     const char *source;
     const char *rank, *world, *local_rank, *local_world, *node_rank, *nnodes;
@@ -260,7 +267,7 @@ static gboolean read_store_address(TdmDistEnv *env, GError **error)
         for (const char *p = id; *p; p++) {
             h = (h ^ (guchar)*p) * 1099511628211ull;
         }
-        env->master_port = 20000 + (int)(h % 40000);
+        env->master_port = JOB_PORT_FIRST + (int)(h % JOB_PORT_COUNT);
     } else if (!has_port && strcmp(env->source, "tandem") == 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "TDM_RANK is set but TDM_MASTER_PORT is not");
@@ -351,8 +358,8 @@ TdmStore *tdm_store_open_for_job(const TdmDistEnv *env, TdmStoreServer **server_
     gboolean launcher = strcmp(env->source, "tandem") == 0;
     if (!launcher && env->world_size == 1 && strcmp(env->source, "none") == 0) {
         /* alone: a private store on any free port */
-        guint8 raw[32];
-        for (int i = 0; i < 32; i++) {
+        guint8 raw[TOKEN_RANDOM_BYTES];
+        for (int i = 0; i < TOKEN_RANDOM_BYTES; i++) {
             raw[i] = (guint8)g_random_int();
         }
         g_free(token);

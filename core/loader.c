@@ -310,8 +310,8 @@ static void worker_main(gpointer data, gpointer user_data)
 static gboolean check_options(TdmDataset *ds, const TdmLoaderOptions *opts, GError **error)
 {
     if (opts->batch_size <= 0 || opts->world < 1 || opts->rank < 0 || opts->rank >= opts->world ||
-        opts->limit < 0 || opts->n_mean < 0 || opts->n_mean > TDM_MAX_CHANNELS || opts->workers < 0 ||
-        opts->prefetch < 0) {
+        opts->limit < 0 || opts->n_mean < 0 || opts->n_mean > TDM_MAX_CHANNELS ||
+        opts->workers < 0 || opts->prefetch < 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "invalid loader options (batch size %d, rank %d of %d, limit %" G_GINT64_FORMAT
                     ", %d mean entries, %d workers, prefetch %d)", opts->batch_size, opts->rank,

@@ -12,9 +12,10 @@
 
 #include "ops-private.h"
 
-/* xy[0..3] = x's [N, C, H, W], xy[4..5] = the output's OH, OW. */
+/* Checks x ([N, C, H, W]) and the parameters; yshape gets the output's
+ * shape [N, C, OH, OW]. */
 static gboolean pool_geometry(const char *op, const TdmPool2dParams *p, const char *xname,
-                              const TdmTensor *x, int64_t xy[6], GError **error)
+                              const TdmTensor *x, int64_t yshape[4], GError **error)
 {
     if (p == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: no parameters", op);
@@ -37,11 +38,10 @@ static gboolean pool_geometry(const char *op, const TdmPool2dParams *p, const ch
                     op, xname, s, p->kernel_h, p->kernel_w, p->pad_h, p->pad_w);
         return FALSE;
     }
-    for (int i = 0; i < 4; i++) {
-        xy[i] = x->shape[i];
-    }
-    xy[4] = (x->shape[2] + 2 * p->pad_h - p->kernel_h) / p->stride_h + 1;
-    xy[5] = (x->shape[3] + 2 * p->pad_w - p->kernel_w) / p->stride_w + 1;
+    yshape[0] = x->shape[0];
+    yshape[1] = x->shape[1];
+    yshape[2] = (x->shape[2] + 2 * p->pad_h - p->kernel_h) / p->stride_h + 1;
+    yshape[3] = (x->shape[3] + 2 * p->pad_w - p->kernel_w) / p->stride_w + 1;
     return TRUE;
 }
 
@@ -50,12 +50,11 @@ static gboolean check_pool_backward(TdmDevice *dev, const char *op, const TdmPoo
                                     TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
                                     GError **error)
 {
-    int64_t g[6];
+    int64_t yshape[4];
     if (!tdm_ops_check_out(dev, op, "x_like", x_like, error) ||
-        !pool_geometry(op, p, "x_like", x_like, g, error)) {
+        !pool_geometry(op, p, "x_like", x_like, yshape, error)) {
         return FALSE;
     }
-    int64_t yshape[4] = {g[0], g[1], g[4], g[5]};
     return tdm_ops_check_f32_shaped(dev, op, "dy", dy, 4, yshape, FALSE, error) &&
            tdm_ops_check_out(dev, op, "dx", dx, error);
 }
@@ -65,9 +64,10 @@ gboolean tdm_op_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmP
 {
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "maxpool2d_forward";
-    int64_t g[6];
+    int64_t yshape[4];
     if (!tdm_ops_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !pool_geometry(op, p, "x", x, g, error) || !tdm_ops_check_out(dev, op, "y", y, error) ||
+        !pool_geometry(op, p, "x", x, yshape, error) ||
+        !tdm_ops_check_out(dev, op, "y", y, error) ||
         !tdm_ops_check_out(dev, op, "workspace", workspace, error)) {
         return FALSE;
     }
@@ -94,9 +94,10 @@ gboolean tdm_op_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmP
 {
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "avgpool2d_forward";
-    int64_t g[6];
+    int64_t yshape[4];
     if (!tdm_ops_check_input(dev, op, "x", x, TDM_DTYPE_F32, error) ||
-        !pool_geometry(op, p, "x", x, g, error) || !tdm_ops_check_out(dev, op, "y", y, error)) {
+        !pool_geometry(op, p, "x", x, yshape, error) ||
+        !tdm_ops_check_out(dev, op, "y", y, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_AVGPOOL2D_FORWARD, dev, error,

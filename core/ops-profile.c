@@ -22,6 +22,8 @@
 
 /* More distinct backends than this in one process share the last row. */
 #define PROFILE_MAX_BACKENDS 8
+/* A backend's name in the report (longer ones are cut). */
+#define PROFILE_NAME_LEN 32
 
 static const char *const op_names[TDM_OPID_N] = {
     [TDM_OPID_GEMM] = "gemm",
@@ -64,7 +66,7 @@ static const char *const op_names[TDM_OPID_N] = {
 
 typedef struct {
     const TdmBackendClass *backend;
-    char name[32]; /* copied: the report runs when plugins may be gone */
+    char name[PROFILE_NAME_LEN]; /* copied: the report runs when plugins may be gone */
     guint64 calls[TDM_OPID_N];
     double seconds[TDM_OPID_N];
 } BackendRows;

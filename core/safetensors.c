@@ -28,6 +28,13 @@
 #include "safetensors-header.h"
 
 #define MAX_HEADER_BYTES (100u << 20)
+/* The file starts with the JSON header's length, a little-endian u64. */
+#define HEADER_LEN_BYTES 8
+/* Written headers are padded with spaces to a multiple of this, so that
+ * the data area is aligned for any dtype. */
+#define HEADER_ALIGN 8
+/* The largest element (i64, f64): numel times this must not overflow. */
+#define MAX_ELEMENT_BYTES 8
 
 struct _TdmSafeTensors {
     char *path;            /* file read from, for messages; NULL for a writer */
@@ -186,7 +193,7 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, cons
                            tdm_st_header_offset(h, dim));
         }
         t->shape[d] = n;
-        if (n != 0 && numel > G_MAXUINT64 / (guint64)n / 8) {
+        if (n != 0 && numel > G_MAXUINT64 / (guint64)n / MAX_ELEMENT_BYTES) {
             return corrupt(error, path, "tensor '%s': shape at byte %zu is too large", name,
                            tdm_st_header_offset(h, shape));
         }
@@ -257,32 +264,33 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
     TdmStHeader h = {0};
     g_autoptr(GPtrArray) sorted = NULL;
 
-    if (size < 8) {
-        corrupt(&local, path, "file is %zu bytes, too short for the 8-byte header length at "
-                "byte 0", size);
+    if (size < HEADER_LEN_BYTES) {
+        corrupt(&local, path, "file is %zu bytes, too short for the %d-byte header length at "
+                "byte 0", size, HEADER_LEN_BYTES);
         goto fail;
     }
     guint64 hlen = 0;
-    for (int i = 7; i >= 0; i--) {
+    for (int i = HEADER_LEN_BYTES - 1; i >= 0; i--) {
         hlen = (hlen << 8) | (guint8)contents[i];
     }
-    if (hlen > size - 8 || hlen > MAX_HEADER_BYTES) {
+    if (hlen > size - HEADER_LEN_BYTES || hlen > MAX_HEADER_BYTES) {
         corrupt(&local, path, "header length %" G_GUINT64_FORMAT " at byte 0 runs past the end "
                 "of the file (%zu bytes)", hlen, size);
         goto fail;
     }
-    if (!g_utf8_validate(contents + 8, (gssize)hlen, NULL)) {
+    if (!g_utf8_validate(contents + HEADER_LEN_BYTES, (gssize)hlen, NULL)) {
         const char *bad = NULL;
-        g_utf8_validate(contents + 8, (gssize)hlen, &bad);
+        g_utf8_validate(contents + HEADER_LEN_BYTES, (gssize)hlen, &bad);
         corrupt(&local, path, "bad JSON header at byte %zu: invalid UTF-8",
                 (size_t)(bad - contents));
         goto fail;
     }
-    if (!tdm_st_header_parse(&h, path, contents + 8, (size_t)hlen, 8, &local)) {
+    if (!tdm_st_header_parse(&h, path, contents + HEADER_LEN_BYTES, (size_t)hlen,
+                             HEADER_LEN_BYTES, &local)) {
         goto fail;
     }
 
-    size_t data_start = 8 + (size_t)hlen;
+    size_t data_start = HEADER_LEN_BYTES + (size_t)hlen;
     size_t data_len = size - data_start;
     JsonObjectIter iter;
     const char *name;
@@ -531,13 +539,13 @@ gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **err
     g_return_val_if_fail(st != NULL && path != NULL, FALSE);
 
     g_autoptr(GString) header = header_build(st);
-    /* Pad with spaces so the data area starts 8-byte aligned. */
-    while (header->len % 8 != 0) {
+    /* Pad with spaces so the data area starts aligned. */
+    while (header->len % HEADER_ALIGN != 0) {
         g_string_append_c(header, ' ');
     }
-    guint8 lenbuf[8];
+    guint8 lenbuf[HEADER_LEN_BYTES];
     guint64 hlen = header->len;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < HEADER_LEN_BYTES; i++) {
         lenbuf[i] = (guint8)(hlen >> (8 * i));
     }
 
@@ -546,7 +554,7 @@ gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **err
     if (fd < 0) {
         return FALSE;
     }
-    gboolean ok = write_all(fd, lenbuf, 8, path, error) &&
+    gboolean ok = write_all(fd, lenbuf, sizeof lenbuf, path, error) &&
                   write_all(fd, header->str, header->len, path, error);
     for (guint i = 0; ok && i < st->tensors->len; i++) {
         const TdmSafeTensor *t = st->tensors->pdata[i];

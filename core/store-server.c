@@ -30,6 +30,19 @@
 #include "store-wire.h"
 
 #define MAX_CONNS 4096
+/* The job token is compared as its SHA-256 digest, in constant time. */
+#define TOKEN_DIGEST_BYTES 32
+/* A peer's numeric "host:port" ("[v6 address]:port" fits) for messages. */
+#define PEER_TEXT_LEN 80
+/* An integer value (OP_ADD) as text: "-9223372036854775808" and a NUL. */
+#define INT_TEXT_LEN 32
+/* What one recv() reads of a connection's input at most. */
+#define RECV_CHUNK_BYTES 65536
+/* Connections the kernel queues before accept(): a whole job's ranks may
+ * connect at once. */
+#define LISTEN_BACKLOG 512
+/* After poll() itself fails, so that a persistent error does not spin. */
+#define POLL_RETRY_US 10000
 
 static gboolean key_ok(const guint8 *p, guint32 len)
 {
@@ -76,11 +89,11 @@ static gboolean check_request(const Msg *m, const char **reason)
         *reason = "wrong number of fields for the opcode";
         return FALSE;
     }
-    if ((m->op == OP_GET || m->op == OP_WAIT) && m->len[0] != 8) {
+    if ((m->op == OP_GET || m->op == OP_WAIT) && m->len[0] != sizeof(guint64)) {
         *reason = "timeout field is not 8 bytes";
         return FALSE;
     }
-    if ((m->op == OP_ADD && m->len[1] != 8) || (m->op == OP_CAS && m->len[1] != 1)) {
+    if ((m->op == OP_ADD && m->len[1] != sizeof(guint64)) || (m->op == OP_CAS && m->len[1] != 1)) {
         *reason = "integer field has the wrong size";
         return FALSE;
     }
@@ -93,11 +106,11 @@ static gboolean check_request(const Msg *m, const char **reason)
     return TRUE;
 }
 
-static void token_digest(const char *token, guint8 digest[32])
+static void token_digest(const char *token, guint8 digest[TOKEN_DIGEST_BYTES])
 {
     GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
     g_checksum_update(sum, (const guchar *)(token ? token : ""), token ? strlen(token) : 0);
-    gsize len = 32;
+    gsize len = TOKEN_DIGEST_BYTES;
     g_checksum_get_digest(sum, digest, &len);
     g_checksum_free(sum);
 }
@@ -106,7 +119,7 @@ static void token_digest(const char *token, guint8 digest[32])
 
 typedef struct {
     int fd;
-    char peer[80];
+    char peer[PEER_TEXT_LEN];
     gboolean authed, dead;
     GByteArray *in, *out;
     gsize out_off;
@@ -119,7 +132,7 @@ typedef struct {
 
 struct _TdmStoreServer {
     int listen_fd, wake[2], port;
-    guint8 digest[32];
+    guint8 digest[TOKEN_DIGEST_BYTES];
     GThread *thread;
     gint stop;
     GHashTable *table; /* char * -> GBytes * */
@@ -232,7 +245,7 @@ static gboolean parse_int(GBytes *v, gint64 *out)
 {
     gsize len;
     const char *p = g_bytes_get_data(v, &len);
-    char buf[32];
+    char buf[INT_TEXT_LEN];
     if (len == 0 || len >= sizeof buf) {
         return FALSE;
     }
@@ -278,14 +291,14 @@ static void serve_request(TdmStoreServer *srv, Conn *c, const Msg *m)
             break;
         }
         cur = (gint64)((guint64)cur + (guint64)delta);
-        char buf[32];
+        char buf[INT_TEXT_LEN];
         int len = g_snprintf(buf, sizeof buf, "%" G_GINT64_FORMAT, cur);
         table_set(srv, m, 0, buf, (gsize)len);
-        guint8 b[8];
-        for (int i = 0; i < 8; i++) {
+        guint8 b[sizeof(guint64)]; /* little endian, as get_u64 reads it */
+        for (guint i = 0; i < sizeof b; i++) {
             b[i] = (guint8)((guint64)cur >> (8 * i));
         }
-        reply_bytes(c, ST_OK, b, 8);
+        reply_bytes(c, ST_OK, b, sizeof b);
         break;
     }
     case OP_CAS: {
@@ -327,7 +340,7 @@ static gboolean conn_process(TdmStoreServer *srv, Conn *c)
 {
     gboolean progress = FALSE;
     gsize pos = 0;
-    while (!c->waiting && !c->dead && c->in->len - pos >= 4) {
+    while (!c->waiting && !c->dead && c->in->len - pos >= FRAME_LEN_BYTES) {
         guint32 n = get_u32(c->in->data + pos);
         if (n == 0 || n > FRAME_LIMIT) {
             char why[128];
@@ -336,17 +349,18 @@ static gboolean conn_process(TdmStoreServer *srv, Conn *c)
             conn_reject(c, n == 0 ? "empty message" : why);
             break;
         }
-        if (c->in->len - pos - 4 < n) {
+        if (c->in->len - pos - FRAME_LEN_BYTES < n) {
             break;
         }
         Msg m;
         const char *reason = NULL;
-        if (!parse_body(c->in->data + pos + 4, n, &m, &reason) || !check_request(&m, &reason)) {
+        if (!parse_body(c->in->data + pos + FRAME_LEN_BYTES, n, &m, &reason) ||
+            !check_request(&m, &reason)) {
             conn_reject(c, reason);
             break;
         }
         if (!c->authed) {
-            guint8 got[32];
+            guint8 got[TOKEN_DIGEST_BYTES];
             g_autofree char *tok = NULL;
             if (m.op != OP_HELLO || m.len[0] != strlen(STORE_MAGIC) ||
                 memcmp(m.data[0], STORE_MAGIC, m.len[0]) != 0) {
@@ -356,7 +370,7 @@ static gboolean conn_process(TdmStoreServer *srv, Conn *c)
             tok = g_strndup((const char *)m.data[1], m.len[1]);
             token_digest(tok, got);
             guint8 diff = m.len[1] != strlen(tok); /* a NUL inside is a mismatch */
-            for (int i = 0; i < 32; i++) {
+            for (int i = 0; i < TOKEN_DIGEST_BYTES; i++) {
                 diff |= got[i] ^ srv->digest[i];
             }
             if (diff != 0) {
@@ -373,7 +387,7 @@ static gboolean conn_process(TdmStoreServer *srv, Conn *c)
         } else {
             serve_request(srv, c, &m);
         }
-        pos += 4 + n;
+        pos += FRAME_LEN_BYTES + n;
         progress = TRUE;
     }
     if (pos > 0) {
@@ -384,16 +398,16 @@ static gboolean conn_process(TdmStoreServer *srv, Conn *c)
 
 static void conn_read(Conn *c)
 {
-    guint8 buf[65536];
+    guint8 buf[RECV_CHUNK_BYTES];
     for (;;) {
-        gsize room = 4 + FRAME_LIMIT - MIN(c->in->len, 4 + FRAME_LIMIT);
+        gsize room = FRAME_LEN_BYTES + FRAME_LIMIT - MIN(c->in->len, FRAME_LEN_BYTES + FRAME_LIMIT);
         if (room == 0) {
             return;
         }
         ssize_t r = recv(c->fd, buf, MIN(room, sizeof buf), 0);
         if (r > 0) {
             g_byte_array_append(c->in, buf, (guint)r);
-            if (c->in->len >= 4 && get_u32(c->in->data) > FRAME_LIMIT) {
+            if (c->in->len >= FRAME_LEN_BYTES && get_u32(c->in->data) > FRAME_LIMIT) {
                 return; /* rejected by conn_process without reading the body */
             }
             continue;
@@ -450,7 +464,7 @@ static void server_accept(TdmStoreServer *srv)
         if (fd < 0) {
             return; /* EAGAIN, or a transient error retried on the next poll */
         }
-        char peer[80];
+        char peer[PEER_TEXT_LEN];
         format_peer((struct sockaddr *)&ss, len, peer, sizeof peer);
         if (srv->conns->len >= MAX_CONNS) {
             fprintf(stderr, "tandem store: closing connection from %s: too many connections\n",
@@ -500,7 +514,7 @@ static gpointer server_thread(gpointer data)
         for (guint i = 0; i < srv->conns->len; i++) {
             Conn *c = srv->conns->pdata[i];
             short ev = 0;
-            if (c->in->len < 4 + FRAME_LIMIT) {
+            if (c->in->len < FRAME_LEN_BYTES + FRAME_LIMIT) {
                 ev |= POLLIN;
             }
             if (c->out_off < c->out->len) {
@@ -514,7 +528,7 @@ static gpointer server_thread(gpointer data)
         int timeout_ms = (int)MAX(0.0, (next - now) * 1e3 + 1.0);
         if (poll(p, pfds->len, timeout_ms) < 0 && errno != EINTR) {
             fprintf(stderr, "tandem store: poll failed: %s\n", g_strerror(errno));
-            g_usleep(10000);
+            g_usleep(POLL_RETRY_US);
         }
         if (p[0].revents & POLLIN) {
             char b[64];
@@ -598,7 +612,7 @@ TdmStoreServer *tdm_store_server_new(const char *host, int port, const char *tok
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
-    char serv[16];
+    char serv[NI_MAXSERV];
     g_snprintf(serv, sizeof serv, "%d", port);
     int rc = getaddrinfo(host, serv, &hints, &res);
     if (rc != 0) {
@@ -616,7 +630,7 @@ TdmStoreServer *tdm_store_server_new(const char *host, int port, const char *tok
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 512) == 0) {
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, LISTEN_BACKLOG) == 0) {
             srv->listen_fd = fd;
         } else {
             err = errno;

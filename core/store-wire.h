@@ -33,8 +33,12 @@ enum {
 
 #define STORE_MAGIC "tandem-store-1"
 #define MAX_FIELDS 255
-/* A body is the opcode, the count, the field lengths and the data. */
-#define FRAME_LIMIT (TDM_STORE_MAX_MESSAGE + 2u + 4u * MAX_FIELDS)
+/* Every message is a little-endian u32 length, then the body: the opcode
+ * and the field count (a byte each), then each field as a u32 length and
+ * its bytes. */
+#define FRAME_LEN_BYTES 4u
+#define BODY_HEAD_BYTES 2u
+#define FRAME_LIMIT (TDM_STORE_MAX_MESSAGE + BODY_HEAD_BYTES + FRAME_LEN_BYTES * MAX_FIELDS)
 
 typedef struct {
     guint8 op;
@@ -71,20 +75,20 @@ static inline void put_u64_field(GByteArray *out, guint64 v)
 /* Split a body into fields; FALSE with *reason when it is malformed. */
 static inline gboolean parse_body(const guint8 *body, size_t n, Msg *msg, const char **reason)
 {
-    if (n < 2) {
+    if (n < BODY_HEAD_BYTES) {
         *reason = "message shorter than its header";
         return FALSE;
     }
     msg->op = body[0];
     msg->nfields = body[1];
-    size_t pos = 2, total = 0;
+    size_t pos = BODY_HEAD_BYTES, total = 0;
     for (guint i = 0; i < msg->nfields; i++) {
-        if (n - pos < 4) {
+        if (n - pos < FRAME_LEN_BYTES) {
             *reason = "field length runs past the end of the message";
             return FALSE;
         }
         guint32 len = get_u32(body + pos);
-        pos += 4;
+        pos += FRAME_LEN_BYTES;
         if (len > n - pos) {
             *reason = "field runs past the end of the message";
             return FALSE;
@@ -109,8 +113,8 @@ static inline void frame_begin(GByteArray *out, guint8 op, guint nfields, gsize 
 {
     *start = out->len;
     put_u32(out, 0);
-    guint8 h[2] = {op, (guint8)nfields};
-    g_byte_array_append(out, h, 2);
+    guint8 h[BODY_HEAD_BYTES] = {op, (guint8)nfields};
+    g_byte_array_append(out, h, BODY_HEAD_BYTES);
 }
 
 static inline void frame_field(GByteArray *out, const void *data, gsize len)
@@ -123,7 +127,7 @@ static inline void frame_field(GByteArray *out, const void *data, gsize len)
 
 static inline void frame_end(GByteArray *out, gsize start)
 {
-    guint32 n = (guint32)(out->len - start - 4);
+    guint32 n = (guint32)(out->len - start - FRAME_LEN_BYTES);
     guint8 *p = out->data + start;
     p[0] = n & 0xff;
     p[1] = (n >> 8) & 0xff;

@@ -26,6 +26,16 @@
 
 /* Extra time a client waits past the server's own deadline. */
 #define CLIENT_GRACE_S 5.0
+/* Until the server listens, a connect is tried again this often. */
+#define CONNECT_RETRY_S 0.1
+/* The handshake may take this long even when the connect used up the
+ * caller's timeout. */
+#define HANDSHAKE_MIN_S 10.0
+/* Errors quote at most this much of a server's message or of a key, and
+ * name at most this many missing keys. */
+#define QUOTE_MAX_BYTES 1000
+#define QUOTE_KEY_MAX_BYTES 200
+#define QUOTE_MAX_KEYS 16
 
 /* ---- client ---- */
 
@@ -127,9 +137,9 @@ static gboolean store_call(TdmStore *s, GByteArray *req, double deadline, GByteA
     if (!send_all(s, req->data, req->len, deadline, error)) {
         return FALSE;
     }
-    guint8 hdr[4];
+    guint8 hdr[FRAME_LEN_BYTES];
     gboolean timed_out = FALSE;
-    if (!recv_all(s, hdr, 4, deadline, &timed_out, error)) {
+    if (!recv_all(s, hdr, sizeof hdr, deadline, &timed_out, error)) {
         if (timed_out) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
                         "store at %s: no reply in time (timeout %.1f s)", s->addr, s->timeout_s);
@@ -154,7 +164,7 @@ static gboolean store_call(TdmStore *s, GByteArray *req, double deadline, GByteA
     }
     if (msg->op == ST_ERROR) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "store at %s: %.*s", s->addr,
-                    msg->nfields > 0 ? (int)MIN(msg->len[0], 1000) : 0,
+                    msg->nfields > 0 ? (int)MIN(msg->len[0], QUOTE_MAX_BYTES) : 0,
                     msg->nfields > 0 ? (const char *)msg->data[0] : "");
         return FALSE;
     }
@@ -187,7 +197,7 @@ static gboolean store_connect_once(TdmStore *s, const char *host, int port, doub
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
-    char serv[16];
+    char serv[NI_MAXSERV];
     g_snprintf(serv, sizeof serv, "%d", port);
     int rc = getaddrinfo(host, serv, &hints, &res);
     if (rc != 0) {
@@ -247,14 +257,14 @@ TdmStore *tdm_store_connect(const char *host, int port, const char *token, doubl
     g_autofree char *why = NULL;
     /* The server may not be listening yet: retry until the deadline. */
     while (!store_connect_once(s, host, port, deadline, &why)) {
-        if (monotonic() + 0.1 >= deadline) {
+        if (monotonic() + CONNECT_RETRY_S >= deadline) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
                         "could not connect to the store at %s within %.1f s: %s", s->addr,
                         timeout_s, why ? why : "no address");
             tdm_store_free(s);
             return NULL;
         }
-        g_usleep(100000);
+        g_usleep((gulong)(CONNECT_RETRY_S * G_USEC_PER_SEC));
     }
     g_autoptr(GByteArray) req = g_byte_array_new();
     g_autoptr(GByteArray) reply = g_byte_array_new();
@@ -265,7 +275,7 @@ TdmStore *tdm_store_connect(const char *host, int port, const char *token, doubl
     frame_end(req, st);
     Msg m;
     GError *local = NULL;
-    if (!store_call(s, req, MAX(deadline, monotonic() + 10.0), reply, &m, &local)) {
+    if (!store_call(s, req, MAX(deadline, monotonic() + HANDSHAKE_MIN_S), reply, &m, &local)) {
         g_propagate_prefixed_error(error, local, "store handshake: ");
         tdm_store_free(s);
         return NULL;
@@ -357,12 +367,13 @@ static gboolean store_wait_op(TdmStore *s, guint8 op, const char *const *keys, G
     }
     if (m.op == ST_TIMEOUT) {
         GString *missing = g_string_new(NULL);
-        for (guint i = 0; i < m.nfields && i < 16; i++) {
-            g_string_append_printf(missing, "%s'%.*s'", i ? ", " : "", (int)MIN(m.len[i], 200),
+        for (guint i = 0; i < m.nfields && i < QUOTE_MAX_KEYS; i++) {
+            g_string_append_printf(missing, "%s'%.*s'", i ? ", " : "",
+                                   (int)MIN(m.len[i], QUOTE_KEY_MAX_BYTES),
                                    (const char *)m.data[i]);
         }
-        if (m.nfields > 16) {
-            g_string_append_printf(missing, " and %u more", m.nfields - 16);
+        if (m.nfields > QUOTE_MAX_KEYS) {
+            g_string_append_printf(missing, " and %u more", m.nfields - QUOTE_MAX_KEYS);
         }
         g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
                     "store at %s: %s %s not set within %.1f s", s->addr,
@@ -415,7 +426,7 @@ gboolean tdm_store_add(TdmStore *store, const char *key, gint64 delta, gint64 *r
     if (!store_rpc(store, req, store->timeout_s, reply, &m, error)) {
         return FALSE;
     }
-    if (m.nfields != 1 || m.len[0] != 8) {
+    if (m.nfields != 1 || m.len[0] != sizeof(guint64)) {
         return lost(store, "malformed ADD reply", error);
     }
     if (result != NULL) {

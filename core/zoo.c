@@ -12,6 +12,10 @@
 
 #define BN_EPS 1e-5f
 #define BN_MOMENTUM 0.1f
+/* torchvision's ResNets (18, 34) have four stages, layer1..layer4. */
+#define RESNET_STAGES 4
+/* A child's name: a block's index or "layerN". */
+#define CHILD_NAME_LEN 16
 
 static const char *const zoo_names[] = {"mlp", "lenet", "resnet8", "resnet20", "resnet18",
                                         "resnet34", NULL};
@@ -80,7 +84,7 @@ static TdmModule *resnet_stage(int *in, int out, int blocks, int stride)
 {
     TdmModule *stage = tdm_sequential_new();
     for (int i = 0; i < blocks; i++) {
-        char name[16];
+        char name[CHILD_NAME_LEN];
         g_snprintf(name, sizeof name, "%d", i);
         tdm_module_add_child(stage, name, basic_block(*in, out, i == 0 ? stride : 1));
         *in = out;
@@ -111,7 +115,7 @@ static TdmModule *build_cifar_resnet(int c, int classes, int blocks)
 }
 
 /* torchvision.models.resnet18 / resnet34. */
-static TdmModule *build_imagenet_resnet(int c, int classes, const int blocks[4])
+static TdmModule *build_imagenet_resnet(int c, int classes, const int blocks[RESNET_STAGES])
 {
     TdmModule *m = tdm_sequential_new();
     tdm_module_add_child(m, "conv1", tdm_conv2d_new(c, 64, 7, 2, 3, FALSE));
@@ -119,9 +123,9 @@ static TdmModule *build_imagenet_resnet(int c, int classes, const int blocks[4])
     tdm_module_add_child(m, "relu", tdm_relu_new());
     tdm_module_add_child(m, "maxpool", tdm_maxpool2d_new(3, 2, 1));
     int in = 64;
-    static const int widths[4] = {64, 128, 256, 512};
-    for (int i = 0; i < 4; i++) {
-        char name[16];
+    static const int widths[RESNET_STAGES] = {64, 128, 256, 512};
+    for (int i = 0; i < RESNET_STAGES; i++) {
+        char name[CHILD_NAME_LEN];
         g_snprintf(name, sizeof name, "layer%d", i + 1);
         tdm_module_add_child(m, name, resnet_stage(&in, widths[i], blocks[i], i == 0 ? 1 : 2));
     }
@@ -154,11 +158,11 @@ TdmModule *tdm_model_zoo_create(const char *name, const TdmModelConfig *cfg, GEr
         return build_cifar_resnet(c, classes, 3);
     }
     if (strcmp(name, "resnet18") == 0) {
-        static const int blocks[4] = {2, 2, 2, 2};
+        static const int blocks[RESNET_STAGES] = {2, 2, 2, 2};
         return build_imagenet_resnet(c, classes, blocks);
     }
     if (strcmp(name, "resnet34") == 0) {
-        static const int blocks[4] = {3, 4, 6, 3};
+        static const int blocks[RESNET_STAGES] = {3, 4, 6, 3};
         return build_imagenet_resnet(c, classes, blocks);
     }
     g_autofree char *known = g_strjoinv(", ", (char **)zoo_names);

@@ -26,8 +26,11 @@
 #define GAP 4
 #define BACKGROUND 40
 
-/* Rows of 3 bits, most significant bit on the left: 0-9 and '-'. */
-static const guint8 font_digits[11][FONT_H] = {
+/* Rows of 3 bits, most significant bit on the left: 0-9 and '-' (the
+ * glyph after the digits). */
+#define GLYPH_MINUS 10
+#define FONT_GLYPHS (GLYPH_MINUS + 1)
+static const guint8 font_digits[FONT_GLYPHS][FONT_H] = {
     {7, 5, 5, 5, 7}, {2, 6, 2, 2, 7}, {7, 1, 7, 4, 7}, {7, 1, 7, 1, 7}, {5, 5, 7, 1, 1},
     {7, 4, 7, 1, 7}, {7, 4, 7, 5, 7}, {7, 1, 1, 1, 1}, {7, 5, 7, 5, 7}, {7, 5, 7, 1, 7},
     {0, 0, 7, 0, 0},
@@ -56,8 +59,8 @@ static void draw_text(Canvas *cv, const char *text, int cx, int y, int px)
     int width = n * (FONT_W + 1) * px - px;
     int x0 = cx - width / 2;
     for (int i = 0; i < n; i++) {
-        int glyph = text[i] == '-' ? 10 : text[i] - '0';
-        if (glyph < 0 || glyph > 10) {
+        int glyph = text[i] == '-' ? GLYPH_MINUS : text[i] - '0';
+        if (glyph < 0 || glyph >= FONT_GLYPHS) {
             continue;
         }
         for (int row = 0; row < FONT_H; row++) {

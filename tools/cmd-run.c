@@ -40,6 +40,20 @@
 #define GRACE_S 3.0
 #define DRAIN_S 1.0
 #define LINE_MAX_BYTES 65536
+/* Upper bounds of --nproc-per-node and --nnodes: a typo beyond them is an
+ * error rather than thousands of processes. */
+#define MAX_NPROC_PER_NODE 4096
+#define MAX_NNODES 250
+/* What one read() takes of a worker's output at most. */
+#define READ_CHUNK_BYTES 16384
+/* The random bytes of a job's store token (64 hex digits). */
+#define TOKEN_RANDOM_BYTES 32
+/* "[rank 12345] ", the prefix of each line a worker prints. */
+#define RANK_PREFIX_LEN 32
+/* One line on a worker's end: "rank R (pid P) was killed by signal S". */
+#define EXIT_TEXT_LEN 160
+/* Reaping what is left of a failed job, for up to DRAIN_S. */
+#define REAP_POLL_US 10000
 
 typedef enum { JOB_OK, JOB_FAILED, JOB_INTERRUPTED } JobResult;
 
@@ -152,11 +166,11 @@ static int parse_args(int argc, char **argv, RunOptions *o)
         }
         gboolean good = TRUE;
         if (strcmp(name, "nproc-per-node") == 0) {
-            good = parse_int_opt(name, value, 1, 4096, &o->nproc);
+            good = parse_int_opt(name, value, 1, MAX_NPROC_PER_NODE, &o->nproc);
         } else if (strcmp(name, "nnodes") == 0) {
-            good = parse_int_opt(name, value, 1, 250, &o->nnodes);
+            good = parse_int_opt(name, value, 1, MAX_NNODES, &o->nnodes);
         } else if (strcmp(name, "node-rank") == 0) {
-            good = parse_int_opt(name, value, 0, 249, &o->node_rank);
+            good = parse_int_opt(name, value, 0, MAX_NNODES - 1, &o->node_rank);
         } else if (strcmp(name, "master-port") == 0) {
             good = parse_int_opt(name, value, 0, 65535, &o->master_port);
         } else if (strcmp(name, "max-restarts") == 0) {
@@ -218,14 +232,14 @@ static int parse_args(int argc, char **argv, RunOptions *o)
 
 static char *random_token(void)
 {
-    guint8 raw[32];
+    guint8 raw[TOKEN_RANDOM_BYTES];
     GRand *r = g_rand_new(); /* seeded from /dev/urandom */
-    for (int i = 0; i < 32; i++) {
+    for (int i = 0; i < TOKEN_RANDOM_BYTES; i++) {
         raw[i] = (guint8)g_rand_int(r);
     }
     g_rand_free(r);
     GString *s = g_string_new(NULL);
-    for (int i = 0; i < 32; i++) {
+    for (int i = 0; i < TOKEN_RANDOM_BYTES; i++) {
         g_string_append_printf(s, "%02x", raw[i]);
     }
     return g_string_free(s, FALSE);
@@ -259,7 +273,7 @@ static void flush_lines(Worker *w, int s, gboolean eof)
 {
     GString *b = w->buf[s];
     gsize start = 0;
-    char prefix[32];
+    char prefix[RANK_PREFIX_LEN];
     int plen = g_snprintf(prefix, sizeof prefix, "[rank %d] ", w->rank);
     GString *out = g_string_new(NULL);
     for (;;) {
@@ -286,7 +300,7 @@ static void flush_lines(Worker *w, int s, gboolean eof)
 
 static void read_stream(Worker *w, int s)
 {
-    char buf[16384];
+    char buf[READ_CHUNK_BYTES];
     for (;;) {
         ssize_t r = read(w->fd[s], buf, sizeof buf);
         if (r > 0) {
@@ -334,7 +348,7 @@ static char **worker_env(Job *job, int local_rank)
     env = g_environ_setenv(env, "TDM_MASTER_ADDR", o->master_addr, TRUE);
     env = g_environ_setenv(env, "MASTER_ADDR", o->master_addr, TRUE);
     env = g_environ_setenv(env, "TDM_STORE_TOKEN", job->token, TRUE);
-    char t[32];
+    char t[G_ASCII_DTOSTR_BUF_SIZE];
     g_ascii_dtostr(t, sizeof t, o->timeout);
     env = g_environ_setenv(env, "TDM_TIMEOUT", t, TRUE);
     return env;
@@ -426,7 +440,7 @@ static void signal_workers(Job *job, int sig)
 
 static void describe_exit(const Worker *w, char *buf, gsize size)
 {
-    char sname[32];
+    char sname[SIGNAL_NAME_LEN];
     if (WIFSIGNALED(w->status)) {
         g_snprintf(buf, size, "rank %d (pid %d) was killed by signal %s", w->rank, (int)w->pid,
                    signal_name(WTERMSIG(w->status), sname, sizeof sname));
@@ -473,7 +487,7 @@ static void reap(Job *job, RunState *st)
             w->reaped = TRUE;
             w->status = status;
             if (!st->stopping && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-                char what[160];
+                char what[EXIT_TEXT_LEN];
                 describe_exit(w, what, sizeof what);
                 fprintf(stderr, "tandem run: %s\n", what);
                 st->failed = TRUE;
@@ -540,7 +554,7 @@ static void handle_signals(Job *job, RunState *st)
             if (sigs[i] == SIGCHLD) {
                 continue;
             }
-            char sname[32];
+            char sname[SIGNAL_NAME_LEN];
             if (job->interrupt_sig == 0) {
                 job->interrupt_sig = sigs[i];
                 fprintf(stderr, "tandem run: received %s, ending the job\n",
@@ -641,7 +655,7 @@ static JobResult run_attempt(Job *job)
         signal_workers(job, SIGKILL);
         double until = tdm_time_now() + DRAIN_S;
         while (waitpid(-1, NULL, WNOHANG) >= 0 && tdm_time_now() < until) {
-            g_usleep(10000);
+            g_usleep(REAP_POLL_US);
         }
     }
     for (int i = 0; i < n; i++) {

@@ -26,7 +26,7 @@ static gboolean wait_keys(Job *job, const char *const *keys, const char *abort_k
     for (;;) {
         GError *local = NULL;
         if (pending_stop_sig != 0) {
-            char sname[32];
+            char sname[SIGNAL_NAME_LEN];
             g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "%s: interrupted by %s", what,
                         signal_name(pending_stop_sig, sname, sizeof sname));
             return FALSE;

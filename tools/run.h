@@ -42,6 +42,8 @@ typedef struct {
 
 /* cmd-run.c: the stop signal received (SIGINT, SIGTERM, SIGHUP), or 0. */
 extern volatile sig_atomic_t pending_stop_sig;
+/* "SIGKILL" (or "signal 42") into buf, of SIGNAL_NAME_LEN bytes. */
+#define SIGNAL_NAME_LEN 32
 const char *signal_name(int sig, char *buf, gsize size);
 
 /* run-rdzv.c */

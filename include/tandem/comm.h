@@ -69,8 +69,13 @@ TDM_API const char *tdm_reduce_op_name(TdmReduceOp op);
 typedef struct _TdmCommClass TdmCommClass;
 typedef struct _TdmWork TdmWork; /* plugin-defined */
 
+/* Seconds a collective waits when the options give no timeout. */
+#define TDM_COMM_DEFAULT_TIMEOUT 300.0
+
 typedef struct {
-    double timeout_s;   /* every wait and the rendezvous; TDM_TIMEOUT overrides (300) */
+    /* every wait and the rendezvous; TDM_TIMEOUT overrides
+     * (TDM_COMM_DEFAULT_TIMEOUT) */
+    double timeout_s;
     gboolean debug;     /* check (op, dtype, count) on all ranks first; TDM_DEBUG=collectives */
     gpointer reserved[4];
 } TdmCommOptions;

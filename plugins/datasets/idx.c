@@ -38,6 +38,13 @@
 #define IDX_MAGIC_U8_3D 0x00000803u
 #define READ_AHEAD_BYTES (256u << 10)
 #define MAX_DATA_BYTES ((guint64)16 << 30)
+/* The header: the magic, then a big-endian u32 per dimension (3 at most). */
+#define IDX_MAX_DIMS 3
+#define IDX_MAX_HEADER_BYTES (4 + 4 * IDX_MAX_DIMS)
+/* A gzip member's fixed header (10 bytes) and trailer (CRC32, ISIZE: 8). */
+#define GZIP_MIN_BYTES 18
+/* zlib's windowBits: the largest window (15), +16 for the gzip format only. */
+#define GZIP_WINDOW_BITS (15 + 16)
 
 typedef struct {
     char *path;
@@ -199,14 +206,13 @@ static gboolean idx_file_open(IdxFile *f, const char *dir, const char *stem, gui
     f->src_len = g_mapped_file_get_length(f->map);
     int ndims = magic == IDX_MAGIC_U8_3D ? 3 : 1;
     f->header_len = 4 + 4 * (size_t)ndims;
-    guint8 header[16];
+    guint8 header[IDX_MAX_HEADER_BYTES];
 
     if (f->gz) {
-        if (f->src_len < 18 || f->src[0] != 0x1f || f->src[1] != 0x8b) {
+        if (f->src_len < GZIP_MIN_BYTES || f->src[0] != 0x1f || f->src[1] != 0x8b) {
             return corrupt(error, "%s: not a gzip file (bad gzip header at byte 0)", f->path);
         }
-        /* windowBits 15 + 16: gzip only. */
-        if (inflateInit2(&f->zs, 15 + 16) != Z_OK) {
+        if (inflateInit2(&f->zs, GZIP_WINDOW_BITS) != Z_OK) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "%s: cannot start zlib", f->path);
             return FALSE;
         }

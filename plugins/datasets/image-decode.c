@@ -25,6 +25,9 @@
 #include "image-decode.h"
 
 #define MAX_SIDE 65535u
+/* A libpng error message, kept for the GError (libjpeg's have
+ * JMSG_LENGTH_MAX). */
+#define PNG_MSG_LEN 256
 
 static gboolean decode_fail(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static gboolean decode_fail(GError **error, int code, const char *fmt, ...)
@@ -155,7 +158,7 @@ typedef struct {
     const guint8 *data;
     size_t len, pos;
     gboolean truncated;
-    char msg[256];
+    char msg[PNG_MSG_LEN];
 } PngSource;
 
 static void png_on_error(png_structp png, png_const_charp msg)
@@ -175,7 +178,7 @@ static void png_read_mem(png_structp png, png_bytep out, size_t n)
     PngSource *src = png_get_io_ptr(png);
     if (n > src->len - src->pos) {
         /* png_error copies the message: a local buffer is fine. */
-        char msg[128];
+        char msg[PNG_MSG_LEN];
         g_snprintf(msg, sizeof(msg), "the file ends at byte %zu, %zu bytes short (truncated)",
                    src->len, n - (src->len - src->pos));
         src->truncated = TRUE;

@@ -87,7 +87,7 @@ class TdmGlooStore : public gloo::rendezvous::Store
     void wait(const std::vector<std::string> &keys, const Millis &timeout) override
     {
         auto deadline = Clock::now() + (timeout.count() > 0 ? timeout : timeout_);
-        int sleep_us = 500;
+        int sleep_us = RDZV_POLL_FIRST_US;
         for (;;) {
             std::vector<std::string> absent;
             for (const auto &key : keys) {
@@ -114,7 +114,7 @@ class TdmGlooStore : public gloo::rendezvous::Store
                     " s waiting for store keys " + list + " (ranks that never joined)");
             }
             g_usleep(sleep_us);
-            sleep_us = std::min(sleep_us * 2, 50000);
+            sleep_us = std::min(sleep_us * 2, RDZV_POLL_MAX_US);
         }
     }
 
@@ -426,7 +426,7 @@ static gboolean gloo_init(TdmComm *comm, GError **error)
         comm->priv = g;
         g->rank = comm->rank;
         g->world = comm->world;
-        g->timeout_s = comm->opts.timeout_s > 0 ? comm->opts.timeout_s : 300.0;
+        g->timeout_s = comm->opts.timeout_s > 0 ? comm->opts.timeout_s : TDM_COMM_DEFAULT_TIMEOUT;
         if (comm->world > 1) {
             if (comm->store == nullptr) {
                 throw StoreError("no store to rendezvous through");

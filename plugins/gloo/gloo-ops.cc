@@ -146,8 +146,7 @@ static bool pid_gone(int pid)
         return true;
     }
     /* Exited but not reaped yet: a zombie holds the pid a little longer. */
-    char path[64];
-    g_snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid);
     gchar *text = nullptr;
     bool zombie = false;
     if (g_file_get_contents(path, &text, nullptr, nullptr)) {
@@ -174,7 +173,7 @@ static std::vector<int> find_dead(const GlooComm *g, const std::vector<int> &can
         if (!dead.empty() || tdm_time_now() >= until) {
             return dead;
         }
-        g_usleep(20000);
+        g_usleep(PEER_POLL_US);
     }
 }
 
@@ -302,7 +301,7 @@ static OpFailure diagnose(GlooComm *g, const TdmWork *w, const std::string &what
     }
     if (peer >= 0) {
         /* Alive: it may be writing its record right now. */
-        for (int i = 0; i < 10; i++) {
+        for (int i = 0; i < FAILURE_RECORD_TRIES; i++) {
             std::string record = failure_record(g, peer);
             if (!record.empty()) {
                 return {TDM_ERROR_FAILED,
@@ -310,7 +309,7 @@ static OpFailure diagnose(GlooComm *g, const TdmWork *w, const std::string &what
                             std::to_string(peer),
                         {}};
             }
-            g_usleep(20000);
+            g_usleep(PEER_POLL_US);
         }
         return {TDM_ERROR_FAILED,
                 "rank " + std::to_string(peer) + " (pid " + std::to_string(g->peers[peer].pid) +

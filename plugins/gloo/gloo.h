@@ -24,6 +24,15 @@
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
+/* The rendezvous polls the store for the other ranks' keys from this
+ * interval, doubled up to the cap. */
+constexpr int RDZV_POLL_FIRST_US = 500;
+constexpr int RDZV_POLL_MAX_US = 50000;
+/* Looking for a dead peer's process, or for the failure record a live
+ * peer may be writing (that one FAILURE_RECORD_TRIES times). */
+constexpr gulong PEER_POLL_US = 20000;
+constexpr int FAILURE_RECORD_TRIES = 10;
+
 /* What an operation failed with: becomes the work's GError. */
 struct OpFailure {
     int code;
@@ -48,7 +57,7 @@ struct OpHeader {
 
 struct GlooComm {
     int rank = 0, world = 1;
-    double timeout_s = 300;
+    double timeout_s = TDM_COMM_DEFAULT_TIMEOUT;
     std::shared_ptr<gloo::rendezvous::Context> ctx;
     std::vector<Peer> peers;
     std::map<std::string, int> rank_of_address; /* "[ip]:port" of our pairs' far ends */

@@ -41,6 +41,8 @@
 #include "strategies-util.h"
 
 #define DDP_FIRST_BUCKET_BYTES (1u << 20)
+/* An error lists at most this many of the parameters that were not ready. */
+#define DDP_MAX_NAMED_PARAMS 20
 
 typedef struct {
     size_t start, count; /* elements of the grad arena */
@@ -245,14 +247,14 @@ static char *unready_params(DdpPriv *priv)
     for (guint i = 0; i < priv->trainable->len; i++) {
         if (!priv->ready[i]) {
             TdmParam *p = g_ptr_array_index(priv->trainable, i);
-            if (n < 20) {
+            if (n < DDP_MAX_NAMED_PARAMS) {
                 g_string_append_printf(s, "%s%s", n > 0 ? ", " : "", p->full_name);
             }
             n++;
         }
     }
-    if (n > 20) {
-        g_string_append_printf(s, " and %u more", n - 20);
+    if (n > DDP_MAX_NAMED_PARAMS) {
+        g_string_append_printf(s, " and %u more", n - DDP_MAX_NAMED_PARAMS);
     }
     return g_string_free(s, FALSE);
 }

@@ -280,16 +280,17 @@ const TfInfo tf_color_jitter_info = {
 
 typedef struct {
     int n;            /* 0: not given yet (the dataset's constants come later) */
-    float mean[4], inv_std[4];
+    float mean[TDM_MAX_CHANNELS], inv_std[TDM_MAX_CHANNELS];
 } NormalizePriv;
 
 static const TdmParamSpec normalize_params[] = {
-    TDM_PARAM_SPEC_FLOATS("mean", TF_POSITIONAL, NULL, 1, 4, 0, 0,
+    TDM_PARAM_SPEC_FLOATS("mean", TF_POSITIONAL, NULL, 1, TDM_MAX_CHANNELS, 0, 0,
                           "per-channel mean of x / 255 (1 value = all channels); omitted with "
                           "std: the dataset's"),
     {.name = "std", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_FLOATS,
      .flags = TF_POSITIONAL | TDM_PARAM_MIN_EXCLUSIVE, .min = 0, .max = INFINITY,
-     .min_count = 1, .max_count = 4, .description = "per-channel standard deviation"},
+     .min_count = 1, .max_count = TDM_MAX_CHANNELS,
+     .description = "per-channel standard deviation"},
     TDM_PARAM_SPEC_END,
 };
 
@@ -297,9 +298,9 @@ static gboolean normalize_create(TdmTransform *t, const TdmTransformArg *args, i
                                  GError **error)
 {
     NormalizePriv p = {0};
-    double mean[4], std[4];
-    int nm = tdm_params_get_floats(t->params, "mean", mean, 4);
-    int ns = tdm_params_get_floats(t->params, "std", std, 4);
+    double mean[TDM_MAX_CHANNELS], std[TDM_MAX_CHANNELS];
+    int nm = tdm_params_get_floats(t->params, "mean", mean, TDM_MAX_CHANNELS);
+    int ns = tdm_params_get_floats(t->params, "std", std, TDM_MAX_CHANNELS);
     if ((nm == 0) != (ns == 0)) {
         tdm_params_set_error(t->params, nm == 0 ? "std" : "mean", error,
                              "give both mean= and std=, or neither (then the dataset's are used)");

@@ -38,14 +38,16 @@ static const TdmParamSpec erasing_params[] = {
     TDM_PARAM_SPEC_END,
 };
 
-/* value=: 1 to 4 numbers (the other choice, "random", is the caller's). */
+/* value=: 1 to TDM_MAX_CHANNELS numbers (the other choice, "random", is the
+ * caller's). */
 static gboolean erasing_read_value(const TdmParams *params, TfFill *fill, GError **error)
 {
     g_auto(GStrv) parts = g_strsplit(tdm_params_get_string(params, "value"), ",", -1);
     int n = (int)g_strv_length(parts);
-    if (n < 1 || n > 4) {
+    if (n < 1 || n > TDM_MAX_CHANNELS) {
         tdm_params_set_error(params, "value", error,
-                             "expected 1 to 4 numbers separated by commas, or random");
+                             "expected 1 to %d numbers separated by commas, or random",
+                             TDM_MAX_CHANNELS);
         return FALSE;
     }
     for (int i = 0; i < n; i++) {
@@ -53,13 +55,13 @@ static gboolean erasing_read_value(const TdmParams *params, TfFill *fill, GError
         double v = g_ascii_strtod(parts[i], &end);
         if (end == parts[i] || *end != '\0' || !isfinite(v)) {
             tdm_params_set_error(params, "value", error,
-                                 "'%s' is not a number (expected 1 to 4 numbers, or random)",
-                                 parts[i]);
+                                 "'%s' is not a number (expected 1 to %d numbers, or random)",
+                                 parts[i], TDM_MAX_CHANNELS);
             return FALSE;
         }
         fill->v[i] = (float)v;
     }
-    for (int i = n; i < 4; i++) {
+    for (int i = n; i < TDM_MAX_CHANNELS; i++) {
         fill->v[i] = fill->v[0];
     }
     fill->n = n;

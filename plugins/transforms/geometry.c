@@ -19,10 +19,10 @@
 
 void tf_read_fill(const TdmParams *p, const char *name, TfFill *fill)
 {
-    double v[4];
-    int n = MIN(tdm_params_get_floats(p, name, v, 4), 4);
+    double v[TDM_MAX_CHANNELS];
+    int n = MIN(tdm_params_get_floats(p, name, v, TDM_MAX_CHANNELS), TDM_MAX_CHANNELS);
     fill->n = n;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < TDM_MAX_CHANNELS; i++) {
         fill->v[i] = n == 0 ? 0.0f : (float)v[i < n ? i : 0];
     }
 }
@@ -185,7 +185,7 @@ static const TdmParamSpec pad_params[] = {
     TDM_PARAM_SPEC_INTS("padding", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 4, 0, INFINITY,
                         "pixels to add: 1 value (all sides), 2 (left/right, top/bottom) or 4 "
                         "(left, top, right, bottom)"),
-    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, 4, 0, 0,
+    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, TDM_MAX_CHANNELS, 0, 0,
                           "value of constant padding, 0..255 (one per channel or one for all)"),
     {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,
      .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",
@@ -258,7 +258,8 @@ static const TdmParamSpec random_crop_params[] = {
      .aliases = "pad", .description = "padding added first (as pad: 1, 2 or 4 values)"},
     TDM_PARAM_SPEC_BOOL("pad_if_needed", 0, "false",
                         "pad images smaller than size (torchvision's rule)"),
-    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, 4, 0, 0, "value of constant padding, 0..255"),
+    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, TDM_MAX_CHANNELS, 0, 0,
+                          "value of constant padding, 0..255"),
     {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,
      .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",
      .description = "how the border is filled"},

@@ -24,7 +24,7 @@ typedef struct {
 static const TdmParamSpec rotate_params[] = {
     TDM_PARAM_SPEC_FLOATS("degrees", TF_REQUIRED | TF_POSITIONAL, NULL, 1, 2, 0, 0,
                           "D (angle drawn from [-D, D]) or LO,HI; LO=HI pins the angle"),
-    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, 4, 0, 0,
+    TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, TDM_MAX_CHANNELS, 0, 0,
                           "value of the area outside the rotated image, 0..255"),
     TDM_PARAM_SPEC_CHOICE("interpolation", 0, "bilinear", "bilinear", "the only one"),
     TDM_PARAM_SPEC_END,

@@ -53,10 +53,10 @@ typedef enum {
 /* Fill values per channel on the 0..255 scale (one value = all channels). */
 typedef struct {
     int n;
-    float v[4];
+    float v[TDM_MAX_CHANNELS];
 } TfFill;
 
-/* A fill parameter (a list of 1 to 4 floats; none: 0). */
+/* A fill parameter (a list of 1 to TDM_MAX_CHANNELS floats; none: 0). */
 void tf_read_fill(const TdmParams *p, const char *name, TfFill *fill);
 /* A pad mode parameter (a choice of TF_PAD_MODES). */
 TfPadMode tf_read_pad_mode(const TdmParams *p, const char *name);
