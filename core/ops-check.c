@@ -73,6 +73,21 @@ gboolean tdm_ops_check_out(TdmDevice *dev, const char *op, const char *what, con
     return check_on_device(dev, op, what, t, error);
 }
 
+gboolean tdm_ops_check_like(TdmDevice *dev, const char *op, const TdmTensor *x_like,
+                            GError **error)
+{
+    if (!check_on_device(dev, op, "x_like", x_like, error)) {
+        return FALSE;
+    }
+    if (x_like->dtype != TDM_DTYPE_F32) {
+        g_autofree char *s = tdm_tensor_shape_string(x_like);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s: x_like %s is %s, expected f32",
+                    op, s, tdm_dtype_name(x_like->dtype));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean tdm_ops_check_shape(const char *op, const char *what, const TdmTensor *t, int ndim,
                              const int64_t *shape, GError **error)
 {

@@ -193,7 +193,7 @@ gboolean tdm_op_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const T
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "conv2d_backward_data";
     ConvGeom g;
-    if (!tdm_ops_check_out(dev, op, "x_like", x_like, error) ||
+    if (!tdm_ops_check_like(dev, op, x_like, error) ||
         !tdm_ops_check_input(dev, op, "w", w, TDM_DTYPE_F32, error) ||
         !conv_geometry(op, p, x_like, "w", w, &g, error)) {
         return FALSE;

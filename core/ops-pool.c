@@ -5,8 +5,9 @@
  * division as PyTorch) is derived and checked here once for every backend,
  * PyTorch's padding rule included: at most half the kernel, so that every
  * window holds a real input. Backward ops take the forward input only as
- * x_like (its shape, device and layout), and the max pool workspace is the
- * backend's own, so its dtype and shape are not checked.
+ * x_like (its shape, device and layout; f32 like any input, as a backend
+ * may describe dx by it), and the max pool workspace is the backend's
+ * own, so its dtype and shape are not checked.
  */
 #include "config.h"
 
@@ -51,7 +52,7 @@ static gboolean check_pool_backward(TdmDevice *dev, const char *op, const TdmPoo
                                     GError **error)
 {
     int64_t yshape[4];
-    if (!tdm_ops_check_out(dev, op, "x_like", x_like, error) ||
+    if (!tdm_ops_check_like(dev, op, x_like, error) ||
         !pool_geometry(op, p, "x_like", x_like, yshape, error)) {
         return FALSE;
     }
@@ -145,7 +146,7 @@ gboolean tdm_op_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmT
 {
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "global_avgpool_backward";
-    if (!tdm_ops_check_out(dev, op, "x_like", x_like, error) ||
+    if (!tdm_ops_check_like(dev, op, x_like, error) ||
         !check_image(op, "x_like", x_like, error) ||
         !tdm_ops_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error)) {
         return FALSE;

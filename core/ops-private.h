@@ -90,6 +90,11 @@ gboolean tdm_ops_check_optional(TdmDevice *dev, const char *op, const char *what
 /* An (out) slot: non-NULL and on `dev` (the op shapes it). */
 gboolean tdm_ops_check_out(TdmDevice *dev, const char *op, const char *what, const TdmTensor *t,
                            GError **error);
+/* x_like, the forward input a backward op takes for its shape, device and
+ * layout: non-NULL, on `dev` and f32 (a backend may build its descriptors
+ * from it); it needs no storage. */
+gboolean tdm_ops_check_like(TdmDevice *dev, const char *op, const TdmTensor *x_like,
+                            GError **error);
 /* `t` (non-NULL) has exactly this shape. */
 gboolean tdm_ops_check_shape(const char *op, const char *what, const TdmTensor *t, int ndim,
                              const int64_t *shape, GError **error);

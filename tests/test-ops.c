@@ -155,6 +155,9 @@ static void test_conv_errors(void)
     expect_error(tdm_op_conv2d_backward_data(dev, NULL, &p, dy_bad, w1, x, dx, &err),
                  TDM_ERROR_SHAPE, "conv2d_backward_data", "dy [1, 2, 2, 2], expected [1, 2, 3, 3]",
                  NULL);
+    /* x_like describes dx: f32 like the forward input it stands for. */
+    expect_error(tdm_op_conv2d_backward_data(dev, NULL, &p, dy_bad, w1, xu8, dx, &err),
+                 TDM_ERROR_INVALID_ARG, "conv2d_backward_data", "x_like [1, 1, 3, 3] is u8", NULL);
     TdmTensor *dy = mk(dev, TDM_DTYPE_F32, 4, 1, 2, 3, 3),
               *dw = mk(dev, TDM_DTYPE_F32, 4, 2, 1, 3, 3);
     TdmTensor *db_bad = mk(dev, TDM_DTYPE_F32, 1, 5);
@@ -261,12 +264,18 @@ static void test_pool_errors(void)
     g_assert_true(tdm_op_maxpool2d_forward(dev, NULL, &p, x, y, ws, &err));
     expect_error(tdm_op_maxpool2d_backward(dev, NULL, &p, dy, ws, x, dx, &err), TDM_ERROR_SHAPE,
                  "maxpool2d_backward", "dy [1, 1, 3, 3], expected [1, 1, 2, 2]", NULL);
+    TdmTensor *xi32 = mk(dev, TDM_DTYPE_I32, 4, 1, 1, 4, 4);
+    expect_error(tdm_op_maxpool2d_backward(dev, NULL, &p, dy, ws, xi32, dx, &err),
+                 TDM_ERROR_INVALID_ARG, "maxpool2d_backward", "x_like [1, 1, 4, 4] is i32", NULL);
     TdmTensor *x2 = mk(dev, TDM_DTYPE_F32, 2, 2, 3);
     expect_error(tdm_op_global_avgpool_forward(dev, NULL, x2, y, &err), TDM_ERROR_SHAPE,
                  "global_avgpool_forward", "x [2, 3] must be [N, C, H, W]", NULL);
     TdmTensor *gdy = mk(dev, TDM_DTYPE_F32, 2, 1, 2);
     expect_error(tdm_op_global_avgpool_backward(dev, NULL, gdy, x, dx, &err), TDM_ERROR_SHAPE,
                  "global_avgpool_backward", "dy [1, 2], expected [1, 1]", NULL);
+    expect_error(tdm_op_global_avgpool_backward(dev, NULL, gdy, xi32, dx, &err),
+                 TDM_ERROR_INVALID_ARG, "global_avgpool_backward", "x_like [1, 1, 4, 4] is i32",
+                 NULL);
     test_teardown();
 }
 

@@ -54,8 +54,8 @@ TDM_API gboolean tdm_op_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const
 TDM_API gboolean tdm_op_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache,
                                             const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
                                             TdmTensor *bias, TdmTensor *y, GError **error);
-/* dx (out) shaped like x_like (the forward input; only its shape, device
- * and layout are used). */
+/* dx (out) shaped like x_like (the f32 forward input; only its shape,
+ * device and layout are used). */
 TDM_API gboolean tdm_op_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache,
                                              const TdmConv2dParams *p, TdmTensor *dy, TdmTensor *w,
                                              const TdmTensor *x_like, TdmTensor *dx,
