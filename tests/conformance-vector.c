@@ -329,6 +329,7 @@ typedef struct {
     const char *name;
     TdmDType from, to;
     gboolean normalize;
+    gboolean into_slot; /* dst is an empty slot, which the cast shapes */
 } CastCase;
 
 static const CastCase cast_cases[] = {
@@ -342,6 +343,7 @@ static const CastCase cast_cases[] = {
     {"bf16_f32", TDM_DTYPE_BF16, TDM_DTYPE_F32, FALSE},
     {"f32_f16", TDM_DTYPE_F32, TDM_DTYPE_F16, FALSE},
     {"f16_f32", TDM_DTYPE_F16, TDM_DTYPE_F32, FALSE},
+    {"u8_f32_into_slot", TDM_DTYPE_U8, TDM_DTYPE_F32, TRUE, TRUE},
 };
 
 /* Random values of any dtype; halves and bfloat16s are finite bit patterns. */
@@ -390,7 +392,8 @@ static void test_cast(gconstpointer data)
     int64_t shape[2] = {13, 77};
     void *host = conf_random_of(c->from, shape[0] * shape[1]);
     Pair src = conf_pair_from(dev, c->from, 2, shape, host);
-    Pair dst = conf_pair_from(dev, c->to, 2, shape, NULL);
+    Pair dst = c->into_slot ? conf_pair_empty(dev, c->to)
+                            : conf_pair_from(dev, c->to, 2, shape, NULL);
     TRY(conf_ref->backend->cast(conf_ref, src.r, dst.r, c->normalize, &err));
     TRY(dev->backend->cast(dev, src.t, dst.t, c->normalize, &err));
     /* Integer and half results must be exact; a float division may round. */

@@ -244,7 +244,8 @@ struct _TdmBackendClass {
     gboolean (*axpy)(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error); /* y += alpha x */
     gboolean (*sum_squares)(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
     /* dst (same shape, plain) = src converted from src's dtype to dst's dtype;
-     * u8 -> f32 maps 0..255 to 0..1 when `normalize_u8`. */
+     * u8 -> f32 maps 0..255 to 0..1 when `normalize_u8`. dst may also be an
+     * empty slot: it is then shaped like src, in its own dtype. */
     gboolean (*cast)(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
                      GError **error);
 

@@ -126,13 +126,11 @@ static inline void store_elem(void *p, TdmDType dt, int64_t i, double v)
 gboolean cpu_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
                   GError **error)
 {
-    if (!cpu_check_vec(src, "cast", error) || !cpu_check_vec(dst, "cast", error)) {
-        return FALSE;
-    }
-    if (!tdm_tensor_same_shape(src, dst)) {
-        g_autofree char *a = tdm_tensor_shape_string(src);
-        g_autofree char *b = tdm_tensor_shape_string(dst);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu cast: shapes %s and %s differ", a, b);
+    /* An empty slot is shaped like src, in its own dtype (as tdm_op_cast
+     * allows); otherwise the front end has checked that it has src's
+     * shape. */
+    if (dst->storage == NULL &&
+        !tdm_tensor_ensure(dst, dst->dtype, src->ndim, src->shape, NULL, 0, error)) {
         return FALSE;
     }
     int64_t n = tdm_tensor_numel(src);
