@@ -99,7 +99,7 @@ typedef struct {
 } CpuReorderOp;
 
 /* an input made plain for the own loops (cpu_plain_input: the loss,
- * dropout, bias gradients, copy) */
+ * dropout, bias gradients) */
 typedef struct {
     CpuConvert to_plain;
 } CpuPlainInputOp;
@@ -272,7 +272,7 @@ struct _CpuEntry {
     TdmDType out_dtype[2];
     union { /* the op's own fields, by kind */
         CpuReorderOp reorder;           /* REORDER */
-        CpuPlainInputOp plain_input;    /* XENT, DROPOUT_*, BIAS_GRAD, VECTOR */
+        CpuPlainInputOp plain_input;    /* XENT, DROPOUT_*, BIAS_GRAD */
         CpuGemmOp gemm;                 /* GEMM */
         CpuConvFwdOp conv_fwd;          /* CONV_FWD */
         CpuConvBwdDataOp conv_bwd_data; /* CONV_BWD_DATA */

@@ -45,28 +45,19 @@ typedef struct {
     int groups;
 } ConvGeom;
 
-static gboolean conv_geom(const TdmConv2dParams *p, const int64_t *x, const int64_t *w,
-                          ConvGeom *g, GError **error)
+/* The primitive's geometry. tdm_op_conv2d_* have checked the parameters
+ * (stride, dilation and groups at least 1) and that x fits the weights,
+ * with an output of at least one pixel. */
+static void conv_geom(const TdmConv2dParams *p, const int64_t *x, const int64_t *w, ConvGeom *g)
 {
-    int groups = p->groups > 0 ? p->groups : 1;
-    int dh = p->dilation_h > 0 ? p->dilation_h : 1, dw = p->dilation_w > 0 ? p->dilation_w : 1;
-    int64_t kh = (w[2] - 1) * dh + 1, kw = (w[3] - 1) * dw + 1;
-    int64_t oh = p->stride_h > 0 ? (x[2] + 2 * p->pad_h - kh) / p->stride_h + 1 : 0;
-    int64_t ow = p->stride_w > 0 ? (x[3] + 2 * p->pad_w - kw) / p->stride_w + 1 : 0;
-    if (x[1] != w[1] * groups || w[0] % groups != 0 || oh <= 0 || ow <= 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu conv2d: input [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                    ", %" G_GINT64_FORMAT "] does not fit weights [%" G_GINT64_FORMAT
-                    ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                    "] (groups %d, stride %d, pad %d)",
-                    x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], groups, p->stride_h, p->pad_h);
-        return FALSE;
-    }
-    g->groups = groups;
+    int64_t kh = (w[2] - 1) * p->dilation_h + 1, kw = (w[3] - 1) * p->dilation_w + 1;
+    int64_t oh = (x[2] + 2 * p->pad_h - kh) / p->stride_h + 1;
+    int64_t ow = (x[3] + 2 * p->pad_w - kw) / p->stride_w + 1;
+    g->groups = p->groups;
     g->strides[0] = p->stride_h;
     g->strides[1] = p->stride_w;
-    g->dilates[0] = dh - 1;
-    g->dilates[1] = dw - 1;
+    g->dilates[0] = p->dilation_h - 1;
+    g->dilates[1] = p->dilation_w - 1;
     g->pad_l[0] = p->pad_h;
     g->pad_l[1] = p->pad_w;
     g->pad_r[0] = MAX(0, (oh - 1) * p->stride_h + kh - x[2] - p->pad_h);
@@ -75,7 +66,6 @@ static gboolean conv_geom(const TdmConv2dParams *p, const int64_t *x, const int6
     g->y_shape[1] = w[0];
     g->y_shape[2] = oh;
     g->y_shape[3] = ow;
-    return TRUE;
 }
 
 static void key_add_params(CpuKey *k, const TdmConv2dParams *p)
@@ -87,16 +77,6 @@ static void key_add_params(CpuKey *k, const TdmConv2dParams *p)
     cpu_key_add(k, p->dilation_h);
     cpu_key_add(k, p->dilation_w);
     cpu_key_add(k, p->groups);
-}
-
-static gboolean check_4d(const TdmTensor *t, const char *what, GError **error)
-{
-    if (t == NULL || t->ndim != 4 || t->dtype != TDM_DTYPE_F32) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu conv2d: %s must be a 4-D f32 tensor",
-                    what);
-        return FALSE;
-    }
-    return TRUE;
 }
 
 /* The source (or diff source) desc the primitive is created with. */
@@ -145,16 +125,6 @@ static gboolean conv_weights_md(const TdmTensor *w, int groups, gboolean any,
     return cpu_check(dnnl_memory_desc_init_by_tag(md, 5, d, dnnl_f32,
                                                   any ? dnnl_format_tag_any : dnnl_goihw),
                      "weights desc", error);
-}
-
-static gboolean bias_md(const TdmTensor *b, int64_t n, dnnl_memory_desc_t *md, GError **error)
-{
-    if (b->ndim != 1 || b->shape[0] != n || b->dtype != TDM_DTYPE_F32 || b->layout != NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu conv2d: bias must be plain f32 [%" G_GINT64_FORMAT "]", n);
-        return FALSE;
-    }
-    return cpu_tensor_md(b, md, error);
 }
 
 /* TDM_CPU_CONV_ALG=auto lets oneDNN pick Winograd where it judges it
@@ -371,7 +341,7 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, const CpuKey *key, const Con
     if (!conv_src_md(x, x->shape, &src, error) ||
         !conv_weights_md(w, g->groups, TRUE, &wei, error) ||
         !conv_weights_md(w, g->groups, FALSE, &wplain, error) ||
-        (bias != NULL && !bias_md(bias, w->shape[0], &bmd, error)) ||
+        (bias != NULL && !cpu_tensor_md(bias, &bmd, error)) ||
         !conv_dst_md(NULL, g->y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
         !cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
         cpu_entry_free(e);
@@ -438,10 +408,7 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
                             TdmTensor *y, GError **error)
 {
     ConvGeom g;
-    if (!check_4d(x, "input", error) || !check_4d(w, "weight", error) ||
-        !conv_geom(p, x->shape, w->shape, &g, error)) {
-        return FALSE;
-    }
+    conv_geom(p, x->shape, w->shape, &g);
     CpuKey key;
     cpu_key_init(&key, CPU_OP_CONV_FWD);
     key_add_params(&key, p);
@@ -556,19 +523,7 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
                                   TdmTensor *dx, GError **error)
 {
     ConvGeom g;
-    if (!check_4d(dy, "output gradient", error) || !check_4d(w, "weight", error) ||
-        !check_4d(x_like, "input", error) || !conv_geom(p, x_like->shape, w->shape, &g, error)) {
-        return FALSE;
-    }
-    if (!tdm_tensor_same_shape(dy, &(TdmTensor){.ndim = 4, .shape = {g.y_shape[0], g.y_shape[1],
-                                                                     g.y_shape[2], g.y_shape[3]}})) {
-        g_autofree char *s = tdm_tensor_shape_string(dy);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu conv2d backward: output gradient %s, expected [%" G_GINT64_FORMAT
-                    ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                    s, g.y_shape[0], g.y_shape[1], g.y_shape[2], g.y_shape[3]);
-        return FALSE;
-    }
+    conv_geom(p, x_like->shape, w->shape, &g);
     CpuKey key;
     cpu_key_init(&key, CPU_OP_CONV_BWD_DATA);
     key_add_params(&key, p);
@@ -652,7 +607,7 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, const CpuKey *key,
     if (!conv_src_md(x, x->shape, &src, error) ||
         !conv_weights_md(dw, g->groups, TRUE, &wei, error) ||
         !conv_weights_md(dw, g->groups, FALSE, &wplain, error) ||
-        (db != NULL && !bias_md(db, dw->shape[0], &bmd, error)) ||
+        (db != NULL && !cpu_tensor_md(db, &bmd, error)) ||
         !conv_dst_md(dy, g->y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
         !cpu_tensor_md(dy, &dymd, error)) {
         cpu_entry_free(e);
@@ -732,15 +687,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
                                     GError **error)
 {
     ConvGeom g;
-    if (!check_4d(x, "input", error) || !check_4d(dy, "output gradient", error) ||
-        !check_4d(dw, "weight gradient", error) || !conv_geom(p, x->shape, dw->shape, &g, error)) {
-        return FALSE;
-    }
-    if (dw->layout != NULL || (db != NULL && !tdm_tensor_is_contiguous(db))) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "cpu conv2d backward: weight and bias gradients must be plain");
-        return FALSE;
-    }
+    conv_geom(p, x->shape, dw->shape, &g);
     CpuKey key;
     cpu_key_init(&key, CPU_OP_CONV_BWD_FILTER);
     key_add_params(&key, p);

@@ -177,15 +177,6 @@ gboolean cpu_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *l
                                 TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
                                 TdmTensor *stats, GError **error)
 {
-    if (stats == NULL || stats->device != dev || stats->dtype != TDM_DTYPE_F32 ||
-        !tdm_tensor_is_contiguous(stats) || stats->storage == NULL ||
-        tdm_tensor_numel(stats) != TDM_XENT_STATS_LEN) {
-        g_autofree char *shape = stats != NULL ? tdm_tensor_shape_string(stats) : NULL;
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "cpu softmax_xent_stats: stats %s must be a plain f32 [%d] tensor on %s",
-                    shape != NULL ? shape : "(NULL)", TDM_XENT_STATS_LEN, dev->name);
-        return FALSE;
-    }
     /* The loss of softmax_xent itself: its mean times the rows is the sum
      * (to float rounding, as stats is f32). */
     float mean = 0.0f;

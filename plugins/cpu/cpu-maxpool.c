@@ -380,8 +380,8 @@ gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool
 {
     CpuPoolGeom g;
     gboolean done = FALSE;
-    if (!cpu_pool_check_image(x, "input", error) || !cpu_pool_geom(p, x->shape, &g, error) ||
-        !own_maxpool_forward(dev, cache, p, &g, x, y, workspace, &done, error)) {
+    cpu_pool_geom(p, x->shape, &g);
+    if (!own_maxpool_forward(dev, cache, p, &g, x, y, workspace, &done, error)) {
         return FALSE;
     }
     if (done) {
@@ -397,23 +397,7 @@ gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
 {
     CpuPoolGeom g;
     gboolean done = FALSE;
-    if (!cpu_pool_check_image(dy, "output gradient", error) ||
-        !cpu_pool_check_image(x_like, "input", error) ||
-        !cpu_pool_geom(p, x_like->shape, &g, error)) {
-        return FALSE;
-    }
-    if (dy->shape[0] != g.y_shape[0] || dy->shape[1] != g.y_shape[1] ||
-        dy->shape[2] != g.y_shape[2] || dy->shape[3] != g.y_shape[3]) {
-        g_autofree char *s = tdm_tensor_shape_string(dy);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu maxpool backward: gradient %s does not match the pooled shape", s);
-        return FALSE;
-    }
-    if (workspace == NULL || workspace->storage == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "cpu maxpool backward: the forward workspace is missing");
-        return FALSE;
-    }
+    cpu_pool_geom(p, x_like->shape, &g);
     if (!own_maxpool_backward(dev, cache, p, &g, dy, workspace, x_like, dx, &done, error)) {
         return FALSE;
     }

@@ -126,10 +126,6 @@ gboolean cpu_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param
                         TdmTensor *grad, TdmTensor *momentum_buf, gboolean zero_grad,
                         GError **error)
 {
-    if (!cpu_check_f32_pair(param, grad, "sgd_update", error) ||
-        (hp->momentum != 0.0f && !cpu_check_f32_pair(param, momentum_buf, "sgd_update", error))) {
-        return FALSE;
-    }
     SgdCtx c = {.p = tdm_tensor_data(param), .g = tdm_tensor_data(grad),
                 .buf = hp->momentum != 0.0f ? tdm_tensor_data(momentum_buf) : NULL,
                 .lr = hp->lr, .wd = hp->weight_decay, .mu = hp->momentum,
@@ -144,16 +140,6 @@ gboolean cpu_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *p
                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
                           gboolean zero_grad, GError **error)
 {
-    if (!cpu_check_f32_pair(param, grad, "adamw_update", error) ||
-        !cpu_check_f32_pair(param, exp_avg, "adamw_update", error) ||
-        !cpu_check_f32_pair(param, exp_avg_sq, "adamw_update", error)) {
-        return FALSE;
-    }
-    if (hp->step < 1) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "cpu adamw_update: step must be >= 1 (got %" G_GINT64_FORMAT ")", hp->step);
-        return FALSE;
-    }
     double bc1 = 1.0 - pow(hp->beta1, (double)hp->step);
     double bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
     AdamCtx c = {.p = tdm_tensor_data(param), .g = tdm_tensor_data(grad),

@@ -104,10 +104,6 @@ static gboolean layout_transfer(TdmDevice *dev, CpuLayout *l, gboolean to_plain,
 
 gboolean cpu_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error)
 {
-    if (t->storage == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "cpu backend: read of an empty tensor");
-        return FALSE;
-    }
     if (t->layout != NULL) {
         return layout_transfer(dev, (CpuLayout *)t->layout, TRUE, tdm_tensor_data(t), host, error);
     }
@@ -120,10 +116,6 @@ gboolean cpu_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error)
 
 gboolean cpu_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error)
 {
-    if (t->storage == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "cpu backend: write to an empty tensor");
-        return FALSE;
-    }
     if (t->layout != NULL) {
         return layout_transfer(dev, (CpuLayout *)t->layout, FALSE, (void *)host, tdm_tensor_data(t),
                                error);
@@ -136,23 +128,14 @@ gboolean cpu_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **erro
 }
 
 /* dst (out) = src in the layout of `like` (plain contiguous when like is
- * NULL or plain). A plain contiguous src whose shape differs from like's but
- * whose element count matches is read in like's shape (Flatten's backward). */
+ * NULL or plain); tdm_tensor_reorder has checked that like has src's
+ * shape. */
 gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
                      const TdmTensor *like, TdmTensor *dst, GError **error)
 {
-    const TdmTensor *shape_of = like != NULL ? like : src;
-    if (tdm_tensor_numel(src) != tdm_tensor_numel(shape_of) ||
-        (!tdm_tensor_same_shape(src, shape_of) && !tdm_tensor_is_contiguous(src))) {
-        g_autofree char *a = tdm_tensor_shape_string(src);
-        g_autofree char *b = tdm_tensor_shape_string(shape_of);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu reorder: source %s does not match %s",
-                    a, b);
-        return FALSE;
-    }
-    int ndim = shape_of->ndim;
+    int ndim = src->ndim;
     int64_t shape[TDM_MAX_DIMS];
-    memcpy(shape, shape_of->shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(shape, src->shape, sizeof(int64_t) * (size_t)ndim);
     gconstpointer target = like != NULL ? like->layout : NULL;
     if (src == dst) {
         if (src->layout == target && tdm_tensor_is_contiguous(src) == (target == NULL)) {
@@ -167,12 +150,8 @@ gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
         if (!tdm_tensor_ensure(dst, src->dtype, ndim, shape, NULL, 0, error)) {
             return FALSE;
         }
-        if (tdm_tensor_same_shape(src, dst)) {
-            cpu_strided_copy(tdm_tensor_data(dst), dst->stride, tdm_tensor_data(src), src->stride,
-                             src->shape, src->ndim, tdm_dtype_size(src->dtype));
-        } else {
-            memcpy(tdm_tensor_data(dst), tdm_tensor_data(src), tdm_tensor_nbytes(src));
-        }
+        cpu_strided_copy(tdm_tensor_data(dst), dst->stride, tdm_tensor_data(src), src->stride,
+                         src->shape, src->ndim, tdm_dtype_size(src->dtype));
         return TRUE;
     }
     CpuKey key;
@@ -189,11 +168,6 @@ gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
         dnnl_data_type_t dt;
         if (!cpu_tensor_md(src, &from, error)) {
             goto fail;
-        }
-        if (!tdm_tensor_same_shape(src, shape_of)) { /* contiguous src seen in like's shape */
-            if (!cpu_dtype_to_dnnl(src->dtype, &dt) || !cpu_plain_md(&from, ndim, shape, dt, error)) {
-                goto fail_dtype;
-            }
         }
         if (target != NULL) {
             to = *(const dnnl_memory_desc_t *)target;
@@ -236,10 +210,6 @@ gboolean cpu_plain_input(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind, Tdm
                          const float **out, CpuEntry **entry, GError **error)
 {
     *entry = NULL;
-    if (t->storage == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "cpu backend: input has no storage");
-        return FALSE;
-    }
     if (tdm_tensor_is_contiguous(t)) {
         *out = tdm_tensor_data(t);
         return TRUE;

@@ -9,6 +9,9 @@
  * allocates nothing. One engine, one stream and a single scratchpad (grown
  * while primitives are created) per device; ops on a device are serialised
  * by its lock. The ops are declared below by the file that holds them.
+ * The core's op front ends (tdm_op_*, core/ops-*.c) check every argument
+ * against the contract of tandem/backend.h before an op runs; an op here
+ * reports only what this backend cannot do (a layout, a dimension count).
  */
 #ifndef TDM_CPU_H
 #define TDM_CPU_H
@@ -161,14 +164,13 @@ gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
                                     TdmTensor *y, GError **error);
 gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
                                      const TdmTensor *x_like, TdmTensor *dx, GError **error);
-/* A pooling's window and output shape, from its parameters and input. */
+/* A pooling's window and output shape, from its parameters and input
+ * (checked by the core's front ends: the output has at least one pixel). */
 typedef struct {
     dnnl_dims_t strides, kernel, dilation, pad_l, pad_r;
     int64_t y_shape[4];
 } CpuPoolGeom;
-gboolean cpu_pool_geom(const TdmPool2dParams *p, const int64_t *x, CpuPoolGeom *g,
-                       GError **error);
-gboolean cpu_pool_check_image(const TdmTensor *t, const char *what, GError **error);
+void cpu_pool_geom(const TdmPool2dParams *p, const int64_t *x, CpuPoolGeom *g);
 void cpu_pool_key_add(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t alg);
 /* Pooling with algorithm alg on oneDNN, cached under `kind`; ws is max
  * pooling's workspace (NULL for average pooling). */
@@ -204,12 +206,6 @@ gboolean cpu_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error
 gboolean cpu_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error);
 gboolean cpu_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error);
 gboolean cpu_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
-/* The check the vector ops, casts and optimizer updates share: a plain
- * contiguous tensor with storage (op names the op in the error). */
-gboolean cpu_check_vec(const TdmTensor *t, const char *op, GError **error);
-/* Both plain contiguous f32 tensors of the same size. */
-gboolean cpu_check_f32_pair(const TdmTensor *a, const TdmTensor *b, const char *op,
-                            GError **error);
 
 /* cpu-cast.c */
 gboolean cpu_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
