@@ -48,12 +48,37 @@ static gboolean bn_own(const TdmTensor *x, CpuBnGeom *g)
 
 /* ---- forward ---- */
 
+/* What the forward and backward entries share, once the primitive (pd)
+ * is made: the op's output `out` (x's layout or the one oneDNN picks), the
+ * own loops' work buffer when x's layout suits them and out keeps it
+ * (*own_work, else NULL), and oneDNN's ReLU bit mask when relu_ws
+ * (*workspace, -1 when there is none). */
+static void bn_entry_finish(TdmDevice *dev, CpuEntry *e, const TdmTensor *x,
+                            const dnnl_memory_desc_t *xmd, const_dnnl_primitive_desc_t pd,
+                            const dnnl_memory_desc_t *out, gboolean relu_ws, void **own_work,
+                            int *workspace, int64_t *workspace_bytes)
+{
+    CpuBnGeom bg;
+    *own_work = bn_own(x, &bg) && dnnl_memory_desc_equal(out, xmd)
+                    ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
+                    : NULL;
+    cpu_entry_set_output(dev, e, 0, out, TDM_DTYPE_F32);
+    const dnnl_memory_desc_t *wmd =
+        relu_ws ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
+    *workspace = -1;
+    if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
+        *workspace = cpu_entry_mem(dev, e, wmd);
+        *workspace_bytes = (int64_t)dnnl_memory_desc_get_size(wmd);
+    }
+}
+
 /* The forward's entry: oneDNN's primitive, which names the output's layout
  * and runs unless the own loops take the op (they get a work buffer when
  * x's layout suits them and the output keeps it). NULL on failure. */
-static CpuEntry *bn_forward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey *key,
-                                  const TdmTensor *x, gboolean scale, gboolean shift, float eps,
-                                  gboolean training, gboolean relu, GError **error)
+static CpuEntry *bn_forward_setup(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                                  const CpuKey *key, const TdmTensor *x, gboolean scale,
+                                  gboolean shift, float eps, gboolean training, gboolean relu,
+                                  GError **error)
 {
     int64_t c = x->shape[1];
     CpuEntry *e = cpu_entry_new(kind, key);
@@ -63,18 +88,12 @@ static CpuEntry *bn_forward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey *
     dnnl_primitive_desc_t pd = NULL;
     unsigned flags = (scale ? dnnl_use_scale : 0) | (shift ? dnnl_use_shift : 0) |
                      (training ? 0 : dnnl_use_global_stats) | (relu ? dnnl_fuse_norm_relu : 0);
-    if (!cpu_tensor_md(x, &xmd, error) || !vec_md(c, &vmd, error) ||
-        !cpu_check(dnnl_batch_normalization_forward_desc_init(
-                       &bd, training ? dnnl_forward_training : dnnl_forward_inference, &xmd, eps,
-                       flags),
-                   "batch norm forward desc", error)) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-    dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    gboolean ok = cpu_check(s, "batch norm forward", error) &&
+    gboolean ok = cpu_tensor_md(x, &xmd, error) && vec_md(c, &vmd, error) &&
+                  cpu_check(dnnl_batch_normalization_forward_desc_init(
+                                &bd, training ? dnnl_forward_training : dnnl_forward_inference,
+                                &xmd, eps, flags),
+                            "batch norm forward desc", error) &&
+                  cpu_pd_create(dev, &bd, NULL, &pd, "batch norm forward", error) &&
                   cpu_prim_create(dev, e, pd, &op->prim, error);
     if (ok) {
         const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -86,29 +105,13 @@ static CpuEntry *bn_forward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey *
         op->shift = cpu_entry_mem(dev, e, &vmd);
         op->mean_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->var_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-        CpuBnGeom bg;
-        op->own_work = bn_own(x, &bg) && dnnl_memory_desc_equal(dst, &xmd)
-                           ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
-                           : NULL;
-        cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
-        const dnnl_memory_desc_t *wmd =
-            relu && training ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0)
-                             : NULL;
-        op->workspace = -1;
-        if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
-            op->workspace = cpu_entry_mem(dev, e, wmd);
-            op->workspace_bytes = (int64_t)dnnl_memory_desc_get_size(wmd);
+        bn_entry_finish(dev, e, x, &xmd, pd, dst, relu && training, &op->own_work, &op->workspace,
+                        &op->workspace_bytes);
+        if (op->workspace >= 0) {
             op->workspace_buf = cpu_entry_buf(e, (size_t)op->workspace_bytes);
         }
     }
-    if (pd != NULL) {
-        dnnl_primitive_desc_destroy(pd);
-    }
-    if (!ok) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    return e;
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 /* The forward on the own loops (geometry bg); with ReLU in training, their
@@ -186,13 +189,9 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     union { float f; gint32 i; } ue = {.f = eps};
     cpu_key_add(&key, ue.i);
     CpuEntry *e = cpu_cache_find(cache, kind, &key);
-    if (e == NULL) {
-        e = bn_forward_setup(dev, kind, &key, x, gamma != NULL, beta != NULL, eps, training, relu,
-                             error);
-        if (e == NULL) {
-            return FALSE;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL && (e = bn_forward_setup(dev, cache, kind, &key, x, gamma != NULL, beta != NULL,
+                                           eps, training, relu, error)) == NULL) {
+        return FALSE;
     }
     /* training writes the batch statistics into save_mean and save_var (the
      * entry's buffers when the caller keeps none); eval reads the running
@@ -210,9 +209,7 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
         mean = tdm_tensor_data(running_mean);
         var = tdm_tensor_data(running_var);
     }
-    int64_t shape[4];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    ok = ok && cpu_entry_ensure_output(e, 0, y, x->ndim, shape, error);
+    ok = ok && cpu_entry_ensure_like(e, 0, y, x, error);
     CpuBnGeom bg;
     if (ok && e->bn_fwd.own_work != NULL && bn_own(x, &bg)) {
         ok = bn_forward_own(&bg, e, x, gamma, beta, eps, training, mean, var, relu, ws, y, error);
@@ -258,37 +255,28 @@ gboolean cpu_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
  * hint), the reorder of dy into x's layout, the buffers the parameter
  * gradients are computed into, and the own loops' work buffer when x's
  * layout suits them. NULL on failure. */
-static CpuEntry *bn_backward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey *key,
-                                   const TdmTensor *x, const TdmTensor *dy, float eps,
-                                   gboolean relu, GError **error)
+static CpuEntry *bn_backward_setup(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
+                                   const CpuKey *key, const TdmTensor *x, const TdmTensor *dy,
+                                   float eps, gboolean relu, GError **error)
 {
     int64_t c = x->shape[1];
     CpuEntry *e = cpu_entry_new(kind, key);
     CpuBnBwdOp *op = &e->bn_bwd;
     dnnl_memory_desc_t xmd, dymd, vmd;
     dnnl_batch_normalization_desc_t fd, bd;
-    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    dnnl_primitive_desc_t pd = NULL;
     unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu ? dnnl_fuse_norm_relu : 0);
-    if (!cpu_tensor_md(x, &xmd, error) || !cpu_tensor_md(dy, &dymd, error) ||
-        !vec_md(c, &vmd, error) ||
-        !cpu_check(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &xmd,
-                                                              eps, flags),
-                   "batch norm forward desc", error) ||
-        !cpu_check(dnnl_primitive_desc_create(&fpd, &fd, NULL, CPU_DEV(dev)->engine, NULL),
-                   "batch norm forward", error)) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-    gboolean ok = cpu_check(dnnl_batch_normalization_backward_desc_init(
-                                &bd, dnnl_backward, &xmd, &xmd, eps, flags),
+    gboolean ok = cpu_tensor_md(x, &xmd, error) && cpu_tensor_md(dy, &dymd, error) &&
+                  vec_md(c, &vmd, error) &&
+                  cpu_check(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training,
+                                                                       &xmd, eps, flags),
+                            "batch norm forward desc", error) &&
+                  cpu_check(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &xmd,
+                                                                        &xmd, eps, flags),
                             "batch norm backward desc", error) &&
-                  cpu_check(dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, fpd),
-                            "batch norm backward", error);
-    dnnl_primitive_attr_destroy(attr);
-    dnnl_primitive_desc_destroy(fpd);
-    ok = ok && cpu_convert_init(dev, e, &op->dy_in, &dymd, &xmd, error) &&
-         cpu_prim_create(dev, e, pd, &op->prim, error);
+                  cpu_pd_create_backward(dev, &fd, &bd, &pd, "batch norm backward", error) &&
+                  cpu_convert_init(dev, e, &op->dy_in, &dymd, &xmd, error) &&
+                  cpu_prim_create(dev, e, pd, &op->prim, error);
     if (ok) {
         const dnnl_memory_desc_t *dsrc =
             dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
@@ -304,27 +292,10 @@ static CpuEntry *bn_backward_setup(TdmDevice *dev, CpuOpKind kind, const CpuKey 
         op->dgamma_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->dbeta_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->ones = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-        CpuBnGeom bg;
-        op->own_work = bn_own(x, &bg) && dnnl_memory_desc_equal(dsrc, &xmd)
-                           ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
-                           : NULL;
-        cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
-        const dnnl_memory_desc_t *wmd =
-            relu ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
-        op->workspace = -1;
-        if (wmd != NULL && dnnl_memory_desc_get_size(wmd) > 0) {
-            op->workspace = cpu_entry_mem(dev, e, wmd);
-            op->workspace_bytes = (int64_t)dnnl_memory_desc_get_size(wmd);
-        }
+        bn_entry_finish(dev, e, x, &xmd, pd, dsrc, relu, &op->own_work, &op->workspace,
+                        &op->workspace_bytes);
     }
-    if (pd != NULL) {
-        dnnl_primitive_desc_destroy(pd);
-    }
-    if (!ok) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    return e;
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 /* The backward on oneDNN's primitive, dy already in x's layout (dys). */
@@ -363,17 +334,13 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
     int64_t c = x->shape[1];
     CpuKey key;
     cpu_key_init(&key, kind);
-    cpu_key_add_tensor(&key, x);
-    cpu_key_add_tensor(&key, dy);
+    cpu_key_add_tensors(&key, 2, x, dy);
     union { float f; gint32 i; } ue = {.f = eps};
     cpu_key_add(&key, ue.i);
     CpuEntry *e = cpu_cache_find(cache, kind, &key);
-    if (e == NULL) {
-        e = bn_backward_setup(dev, kind, &key, x, dy, eps, relu, error);
-        if (e == NULL) {
-            return FALSE;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL &&
+        (e = bn_backward_setup(dev, cache, kind, &key, x, dy, eps, relu, error)) == NULL) {
+        return FALSE;
     }
     CpuBnBwdOp *op = &e->bn_bwd;
     if (gamma == NULL) {
@@ -395,9 +362,7 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
         return FALSE;
     }
     void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
-    int64_t shape[4];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, x->ndim, shape, error);
+    gboolean ok = dys != NULL && cpu_entry_ensure_like(e, 0, dx, x, error);
     if (ok && own) {
         cpu_bn_backward(&bg, tdm_tensor_data(x), dys, relu ? tdm_tensor_data(ws) : NULL,
                         gamma ? tdm_tensor_data(gamma) : NULL, tdm_tensor_data(save_mean),

@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,14 @@ gboolean cpu_check(dnnl_status_t s, const char *what, GError **error)
     }
     g_set_error(error, TDM_ERROR, s == dnnl_unimplemented ? TDM_ERROR_UNSUPPORTED : TDM_ERROR_BACKEND,
                 "cpu backend: oneDNN %s failed with status %d", what, (int)s);
+    return FALSE;
+}
+
+gboolean cpu_refuse(const char *op, const char *what, const TdmTensor *t, const char *why,
+                    GError **error)
+{
+    g_autofree char *s = tdm_tensor_shape_string(t);
+    g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "cpu %s: %s %s %s", op, what, s, why);
     return FALSE;
 }
 
@@ -201,6 +210,16 @@ void cpu_key_add_tensor(CpuKey *k, const TdmTensor *t)
     }
 }
 
+void cpu_key_add_tensors(CpuKey *k, int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        cpu_key_add_tensor(k, va_arg(ap, const TdmTensor *));
+    }
+    va_end(ap);
+}
+
 static gboolean key_equal(const CpuKey *a, const CpuKey *b)
 {
     return a->n == b->n && a->n <= CPU_KEY_MAX &&
@@ -278,6 +297,20 @@ void cpu_cache_insert(TdmOpCache **cache, CpuEntry *e)
     }
 }
 
+CpuEntry *cpu_entry_setup_end(TdmOpCache **cache, CpuEntry *e, dnnl_primitive_desc_t pd,
+                              gboolean ok)
+{
+    if (pd != NULL) {
+        dnnl_primitive_desc_destroy(pd);
+    }
+    if (!ok) {
+        cpu_entry_free(e);
+        return NULL;
+    }
+    cpu_cache_insert(cache, e);
+    return e;
+}
+
 void cpu_entry_release(TdmOpCache **cache, CpuEntry *e)
 {
     if (cache == NULL) {
@@ -320,6 +353,29 @@ dnnl_primitive_attr_t cpu_attr_new(float sum_scale, float out_scale)
         dnnl_primitive_attr_set_output_scales(attr, 1, 0, &out_scale);
     }
     return attr;
+}
+
+gboolean cpu_pd_create(TdmDevice *dev, const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
+                       dnnl_primitive_desc_t *pd, const char *what, GError **error)
+{
+    dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, CPU_DEV(dev)->engine, hint);
+    dnnl_primitive_attr_destroy(attr);
+    return cpu_check(s, what, error);
+}
+
+gboolean cpu_pd_create_backward(TdmDevice *dev, const_dnnl_op_desc_t fwd, const_dnnl_op_desc_t bwd,
+                                dnnl_primitive_desc_t *pd, const char *what, GError **error)
+{
+    dnnl_primitive_desc_t hint = NULL;
+    dnnl_status_t s = dnnl_primitive_desc_create(&hint, fwd, NULL, CPU_DEV(dev)->engine, NULL);
+    if (s != dnnl_success) {
+        g_autofree char *w = g_strconcat(what, " (its forward)", NULL);
+        return cpu_check(s, w, error);
+    }
+    gboolean ok = cpu_pd_create(dev, bwd, hint, pd, what, error);
+    dnnl_primitive_desc_destroy(hint);
+    return ok;
 }
 
 int cpu_entry_mem(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *md)
@@ -425,6 +481,15 @@ gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_
         e->scratch[i] = cpu_entry_mem(dev, e, smd);
     }
     return TRUE;
+}
+
+gboolean cpu_entry_ensure_like(CpuEntry *e, int i, TdmTensor *t, const TdmTensor *like,
+                               GError **error)
+{
+    int64_t shape[TDM_MAX_DIMS];
+    int ndim = like->ndim;
+    memcpy(shape, like->shape, sizeof(int64_t) * (size_t)ndim);
+    return cpu_entry_ensure_output(e, i, t, ndim, shape, error);
 }
 
 gboolean cpu_run(TdmDevice *dev, CpuEntry *e, int prim, int nargs, dnnl_exec_arg_t *args,

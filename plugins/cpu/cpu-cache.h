@@ -219,7 +219,8 @@ typedef struct {
     void *workspace_buf;        /* made at the first call without one */
 } CpuPoolFwdOp;
 
-/* max and average pooling backward on oneDNN */
+/* max, average and global average pooling backward on oneDNN (global:
+ * dy is the plain [N, C] gradient) */
 typedef struct {
     int prim;
     int diff_dst, diff_src;
@@ -245,13 +246,6 @@ typedef struct {
     CpuConvert to_plain;
     void *pooled;
 } CpuGapFwdOp;
-
-/* global average pooling backward */
-typedef struct {
-    int prim;
-    int diff_dst, diff_src;
-    CpuConvert dy_in; /* the plain [N, C] gradient into the primitive's layout */
-} CpuGapBwdOp;
 
 typedef struct _CpuEntry CpuEntry;
 struct _CpuEntry {
@@ -283,10 +277,9 @@ struct _CpuEntry {
         CpuReluBwdOp relu_bwd;          /* RELU_BWD */
         CpuAddOp add;                   /* ADD */
         CpuPoolFwdOp pool_fwd;          /* MAXPOOL_FWD, AVGPOOL_FWD */
-        CpuPoolBwdOp pool_bwd;          /* MAXPOOL_BWD, AVGPOOL_BWD */
+        CpuPoolBwdOp pool_bwd;          /* MAXPOOL_BWD, AVGPOOL_BWD, GAP_BWD */
         CpuMaxpoolOwnOp maxpool_own;    /* MAXPOOL_FWD, MAXPOOL_BWD (own loops' keys) */
         CpuGapFwdOp gap_fwd;            /* GAP_FWD */
-        CpuGapBwdOp gap_bwd;            /* GAP_BWD */
     };
 };
 
@@ -299,10 +292,25 @@ struct _TdmOpCache {
 void cpu_key_init(CpuKey *k, CpuOpKind kind);
 void cpu_key_add(CpuKey *k, int64_t v);
 void cpu_key_add_tensor(CpuKey *k, const TdmTensor *t);
+/* cpu_key_add_tensor for each of the n tensors that follow (any may be
+ * NULL). */
+void cpu_key_add_tensors(CpuKey *k, int n, ...);
 CpuEntry *cpu_cache_find(TdmOpCache **cache, CpuOpKind kind, const CpuKey *key);
 CpuEntry *cpu_entry_new(CpuOpKind kind, const CpuKey *key);
 /* Stores e in the cache (or keeps it for a single use when cache is NULL). */
 void cpu_cache_insert(TdmOpCache **cache, CpuEntry *e);
+/* The end of an op's setup, made on a cache miss into e: frees pd (the
+ * primitive descriptor the setup made its primitive from; NULL: none) and
+ * stores e in the cache when ok, else frees e. Returns e, NULL when !ok.
+ * An op then runs with the entry and releases it:
+ *     CpuEntry *e = cpu_cache_find(cache, kind, &key);
+ *     if (e == NULL && (e = op_setup(dev, cache, &key, ...)) == NULL) {
+ *         return FALSE;
+ *     }
+ *     ... run ...
+ *     cpu_entry_release(cache, e); */
+CpuEntry *cpu_entry_setup_end(TdmOpCache **cache, CpuEntry *e, dnnl_primitive_desc_t pd,
+                              gboolean ok);
 /* Frees e if it is not held by a cache. */
 void cpu_entry_release(TdmOpCache **cache, CpuEntry *e);
 void cpu_entry_free(CpuEntry *e);
@@ -315,12 +323,24 @@ void cpu_entry_set_output(TdmDevice *dev, CpuEntry *e, int i, const dnnl_memory_
 /* Shapes `t` as output i of e. */
 gboolean cpu_entry_ensure_output(CpuEntry *e, int i, TdmTensor *t, int ndim,
                                  const int64_t *shape, GError **error);
+/* The same in like's shape; t may be like itself (an op in place). */
+gboolean cpu_entry_ensure_like(CpuEntry *e, int i, TdmTensor *t, const TdmTensor *like,
+                               GError **error);
 
 /* ---- primitives, memory objects, buffers ---- */
 
 /* A primitive attr with a user scratchpad (+ optional post-op sum with
  * sum_scale when it is not 0, output scale when it is not 1). */
 dnnl_primitive_attr_t cpu_attr_new(float sum_scale, float out_scale);
+/* The primitive descriptor of op desc `desc` with a user scratchpad (the
+ * attr of cpu_attr_new(0, 1)); hint is a backward pass's forward (NULL:
+ * none); `what` names the primitive in the error. */
+gboolean cpu_pd_create(TdmDevice *dev, const_dnnl_op_desc_t desc, const_dnnl_primitive_desc_t hint,
+                       dnnl_primitive_desc_t *pd, const char *what, GError **error);
+/* The same for a backward pass (op desc bwd), made with its forward (op
+ * desc fwd) as the hint oneDNN wants. */
+gboolean cpu_pd_create_backward(TdmDevice *dev, const_dnnl_op_desc_t fwd, const_dnnl_op_desc_t bwd,
+                                dnnl_primitive_desc_t *pd, const char *what, GError **error);
 /* Makes a primitive descriptor (see cpu_pd_create_fast); with `any`, the
  * activations' layouts are left to oneDNN (format any). */
 typedef gboolean (*CpuPdMake)(TdmDevice *dev, const void *spec, gboolean any,

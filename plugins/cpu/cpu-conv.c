@@ -60,16 +60,18 @@ static void conv_geom(const TdmConv2dParams *p, const int64_t *x, const int64_t 
     g->dilates[1] = p->dilation_w - 1;
     g->pad_l[0] = p->pad_h;
     g->pad_l[1] = p->pad_w;
-    g->pad_r[0] = MAX(0, (oh - 1) * p->stride_h + kh - x[2] - p->pad_h);
-    g->pad_r[1] = MAX(0, (ow - 1) * p->stride_w + kw - x[3] - p->pad_w);
+    g->pad_r[0] = cpu_pad_right(oh, p->stride_h, kh, x[2], p->pad_h);
+    g->pad_r[1] = cpu_pad_right(ow, p->stride_w, kw, x[3], p->pad_w);
     g->y_shape[0] = x[0];
     g->y_shape[1] = w[0];
     g->y_shape[2] = oh;
     g->y_shape[3] = ow;
 }
 
-static void key_add_params(CpuKey *k, const TdmConv2dParams *p)
+/* The key of a convolution entry of `kind` so far: the parameters. */
+static void conv_key_init(CpuKey *k, CpuOpKind kind, const TdmConv2dParams *p)
 {
+    cpu_key_init(k, kind);
     cpu_key_add(k, p->stride_h);
     cpu_key_add(k, p->stride_w);
     cpu_key_add(k, p->pad_h);
@@ -292,13 +294,9 @@ static gboolean conv_pd_make(TdmDevice *dev, const void *spec, gboolean any,
                              &cd, conv_alg(), &src, s->wei, s->bias, &dst, g->strides,
                              g->dilates, g->pad_l, g->pad_r),
                          "convolution backward weights desc", error);
-    if (ok) {
-        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-        ok = cpu_check(dnnl_primitive_desc_create(pd, &cd, attr, CPU_DEV(dev)->engine, fpd),
-                       data ? "convolution backward data" : "convolution backward weights",
-                       error);
-        dnnl_primitive_attr_destroy(attr);
-    }
+    ok = ok &&
+         cpu_pd_create(dev, &cd, fpd, pd,
+                       data ? "convolution backward data" : "convolution backward weights", error);
     dnnl_primitive_desc_destroy(fpd);
     return ok;
 }
@@ -329,9 +327,9 @@ static gboolean stem_dy_md(TdmDevice *dev, const ConvGeom *g, const TdmTensor *d
 /* The forward's entry: Winograd or the stem loops when they take the op,
  * else the primitive with the reorders of x and the weights into its
  * layouts. NULL on failure. */
-static CpuEntry *conv_forward_setup(TdmDevice *dev, const CpuKey *key, const ConvGeom *g,
-                                    const TdmConv2dParams *p, TdmTensor *x, TdmTensor *w,
-                                    TdmTensor *bias, gboolean relu, GError **error)
+static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
+                                    const ConvGeom *g, const TdmConv2dParams *p, TdmTensor *x,
+                                    TdmTensor *w, TdmTensor *bias, gboolean relu, GError **error)
 {
     CpuEntry *e = cpu_entry_new(CPU_OP_CONV_FWD, key);
     CpuConvFwdOp *op = &e->conv_fwd;
@@ -344,8 +342,7 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, const CpuKey *key, const Con
         (bias != NULL && !cpu_tensor_md(bias, &bmd, error)) ||
         !conv_dst_md(NULL, g->y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
         !cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
-        cpu_entry_free(e);
-        return NULL;
+        return cpu_entry_setup_end(cache, e, NULL, FALSE);
     }
     const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -374,12 +371,7 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, const CpuKey *key, const Con
             cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
         }
     }
-    dnnl_primitive_desc_destroy(pd);
-    if (!ok) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    return e;
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 static gboolean conv_forward_onednn(TdmDevice *dev, CpuEntry *e, const ConvGeom *g,
@@ -410,19 +402,13 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
     ConvGeom g;
     conv_geom(p, x->shape, w->shape, &g);
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_CONV_FWD);
-    key_add_params(&key, p);
-    cpu_key_add_tensor(&key, x);
-    cpu_key_add_tensor(&key, w);
-    cpu_key_add_tensor(&key, bias);
+    conv_key_init(&key, CPU_OP_CONV_FWD, p);
+    cpu_key_add_tensors(&key, 3, x, w, bias);
     cpu_key_add(&key, relu);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_FWD, &key);
-    if (e == NULL) {
-        e = conv_forward_setup(dev, &key, &g, p, x, w, bias, relu, error);
-        if (e == NULL) {
-            return FALSE;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL &&
+        (e = conv_forward_setup(dev, cache, &key, &g, p, x, w, bias, relu, error)) == NULL) {
+        return FALSE;
     }
     const CpuConvOwn *own = &e->conv_fwd.own;
     gboolean ok;
@@ -455,9 +441,9 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
 
 /* The backward data's entry: Winograd when it takes the op, else the
  * primitive with the reorders of dy and the weights into its layouts. */
-static CpuEntry *conv_backward_data_setup(TdmDevice *dev, const CpuKey *key, const ConvGeom *g,
-                                          const TdmConv2dParams *p, TdmTensor *dy,
-                                          TdmTensor *w, const TdmTensor *x_like,
+static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
+                                          const ConvGeom *g, const TdmConv2dParams *p,
+                                          TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
                                           GError **error)
 {
     CpuEntry *e = cpu_entry_new(CPU_OP_CONV_BWD_DATA, key);
@@ -470,8 +456,7 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, const CpuKey *key, con
         !conv_weights_md(w, g->groups, FALSE, &wplain, error) ||
         !conv_dst_md(dy, g->y_shape, &dst, error) || !cpu_tensor_md(dy, &dymd, error) ||
         !cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
-        cpu_entry_free(e);
-        return NULL;
+        return cpu_entry_setup_end(cache, e, NULL, FALSE);
     }
     const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
     const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
@@ -492,12 +477,7 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, const CpuKey *key, con
             cpu_entry_set_output(dev, e, 0, pdsrc, TDM_DTYPE_F32);
         }
     }
-    dnnl_primitive_desc_destroy(pd);
-    if (!ok) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    return e;
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 static gboolean conv_backward_data_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *dy,
@@ -525,18 +505,12 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
     ConvGeom g;
     conv_geom(p, x_like->shape, w->shape, &g);
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_CONV_BWD_DATA);
-    key_add_params(&key, p);
-    cpu_key_add_tensor(&key, dy);
-    cpu_key_add_tensor(&key, w);
-    cpu_key_add_tensor(&key, x_like);
+    conv_key_init(&key, CPU_OP_CONV_BWD_DATA, p);
+    cpu_key_add_tensors(&key, 3, dy, w, x_like);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_BWD_DATA, &key);
-    if (e == NULL) {
-        e = conv_backward_data_setup(dev, &key, &g, p, dy, w, x_like, error);
-        if (e == NULL) {
-            return FALSE;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL &&
+        (e = conv_backward_data_setup(dev, cache, &key, &g, p, dy, w, x_like, error)) == NULL) {
+        return FALSE;
     }
     const CpuConvOwn *own = &e->conv_bwd_data.own;
     gboolean ok;
@@ -596,7 +570,7 @@ static gboolean conv_backward_filter_prim(TdmDevice *dev, CpuEntry *e, const Con
 
 /* The backward weights' entry: the stem, Winograd or the nChw8c loops when
  * one of them takes the op (in that order), else the primitive. */
-static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, const CpuKey *key,
+static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
                                             const ConvGeom *g, const TdmConv2dParams *p,
                                             TdmTensor *x, TdmTensor *dy, TdmTensor *dw,
                                             TdmTensor *db, GError **error)
@@ -610,8 +584,7 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, const CpuKey *key,
         (db != NULL && !cpu_tensor_md(db, &bmd, error)) ||
         !conv_dst_md(dy, g->y_shape, &dst, error) || !cpu_tensor_md(x, &xmd, error) ||
         !cpu_tensor_md(dy, &dymd, error)) {
-        cpu_entry_free(e);
-        return NULL;
+        return cpu_entry_setup_end(cache, e, NULL, FALSE);
     }
     gboolean ok;
     CpuStemGeom sg;
@@ -639,11 +612,7 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, const CpuKey *key,
         ok = conv_backward_filter_prim(dev, e, g, &src, &wei, &wplain, db ? &bmd : NULL, &dst,
                                        &xmd, &dymd, dw->shape[0], error);
     }
-    if (!ok) {
-        cpu_entry_free(e);
-        return NULL;
-    }
-    return e;
+    return cpu_entry_setup_end(cache, e, NULL, ok);
 }
 
 /* The primitive into dw_buf and db_buf, then dw += dw_buf (the summing
@@ -689,19 +658,12 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
     ConvGeom g;
     conv_geom(p, x->shape, dw->shape, &g);
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_CONV_BWD_FILTER);
-    key_add_params(&key, p);
-    cpu_key_add_tensor(&key, x);
-    cpu_key_add_tensor(&key, dy);
-    cpu_key_add_tensor(&key, dw);
-    cpu_key_add_tensor(&key, db);
+    conv_key_init(&key, CPU_OP_CONV_BWD_FILTER, p);
+    cpu_key_add_tensors(&key, 4, x, dy, dw, db);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_CONV_BWD_FILTER, &key);
-    if (e == NULL) {
-        e = conv_backward_filter_setup(dev, &key, &g, p, x, dy, dw, db, error);
-        if (e == NULL) {
-            return FALSE;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL &&
+        (e = conv_backward_filter_setup(dev, cache, &key, &g, p, x, dy, dw, db, error)) == NULL) {
+        return FALSE;
     }
     CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
     float *dbp = db != NULL ? tdm_tensor_data(db) : NULL;

@@ -8,8 +8,6 @@
  */
 #include "config.h"
 
-#include <string.h>
-
 #include "cpu.h"
 
 /* A uniform draw in [0, 1) from (seed, element index) alone (SplitMix64). */
@@ -27,14 +25,12 @@ gboolean cpu_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint6
 {
     const float *xp;
     CpuEntry *e = NULL;
-    int64_t shape[TDM_MAX_DIMS];
-    int ndim = x->ndim;
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)ndim);
     if (!cpu_plain_input(dev, cache, CPU_OP_DROPOUT_FWD, x, &xp, &e, error)) {
         return FALSE;
     }
-    gboolean ok = tdm_tensor_ensure(mask, TDM_DTYPE_U8, ndim, shape, NULL, 0, error) &&
-                  tdm_tensor_ensure(y, TDM_DTYPE_F32, ndim, shape, NULL, 0, error);
+    /* (tdm_tensor_ensure takes y's own shape when y is x) */
+    gboolean ok = tdm_tensor_ensure(mask, TDM_DTYPE_U8, x->ndim, x->shape, NULL, 0, error) &&
+                  tdm_tensor_ensure(y, TDM_DTYPE_F32, x->ndim, x->shape, NULL, 0, error);
     if (ok) {
         if (e == NULL) {
             xp = tdm_tensor_data(x); /* y may be x: ensure kept its storage */
@@ -60,20 +56,14 @@ gboolean cpu_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTe
     /* the mask is read as a flat array (the front end has checked its
      * dtype and shape) */
     if (!tdm_tensor_is_contiguous(mask)) {
-        g_autofree char *a = tdm_tensor_shape_string(mask);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu dropout backward: mask %s must be plain and contiguous", a);
-        return FALSE;
+        return cpu_refuse("dropout_backward", "mask", mask, "must be plain and contiguous", error);
     }
     const float *g;
     CpuEntry *e = NULL;
-    int64_t shape[TDM_MAX_DIMS];
-    int ndim = dy->ndim;
-    memcpy(shape, dy->shape, sizeof(int64_t) * (size_t)ndim);
     if (!cpu_plain_input(dev, cache, CPU_OP_DROPOUT_BWD, dy, &g, &e, error)) {
         return FALSE;
     }
-    gboolean ok = tdm_tensor_ensure(dx, TDM_DTYPE_F32, ndim, shape, NULL, 0, error);
+    gboolean ok = tdm_tensor_ensure(dx, TDM_DTYPE_F32, dy->ndim, dy->shape, NULL, 0, error);
     if (ok) {
         if (e == NULL) {
             g = tdm_tensor_data(dy);

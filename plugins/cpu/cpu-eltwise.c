@@ -208,6 +208,31 @@ static gboolean flat_run(CpuEltKind kind, const TdmTensor *like, TdmTensor *out,
     return TRUE;
 }
 
+/* ---- oneDNN's primitives, for operands the flat loops do not take ---- */
+
+static CpuEntry *relu_forward_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
+                                    const TdmTensor *x, GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_RELU_FWD, key);
+    CpuReluFwdOp *op = &e->relu_fwd;
+    dnnl_memory_desc_t xmd;
+    dnnl_eltwise_desc_t ed;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = cpu_tensor_md(x, &xmd, error) &&
+                  cpu_check(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training,
+                                                           dnnl_eltwise_relu, &xmd, 0.0f, 0.0f),
+                            "relu desc", error) &&
+                  cpu_pd_create(dev, &ed, NULL, &pd, "relu", error) &&
+                  cpu_prim_create(dev, e, pd, &op->prim, error);
+    if (ok) {
+        const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        op->src = cpu_entry_mem(dev, e, &xmd);
+        op->dst = cpu_entry_mem(dev, e, dst);
+        cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
+    }
+    return cpu_entry_setup_end(cache, e, pd, ok);
+}
+
 gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                           GError **error)
 {
@@ -219,43 +244,13 @@ gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmT
     cpu_key_init(&key, CPU_OP_RELU_FWD);
     cpu_key_add_tensor(&key, x);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_RELU_FWD, &key);
-    if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_RELU_FWD, &key);
-        dnnl_memory_desc_t xmd;
-        dnnl_eltwise_desc_t ed;
-        dnnl_primitive_desc_t pd = NULL;
-        if (!cpu_tensor_md(x, &xmd, error) ||
-            !cpu_check(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu,
-                                                      &xmd, 0.0f, 0.0f),
-                       "relu desc", error)) {
-            goto fail;
-        }
-        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &ed, attr, CPU_DEV(dev)->engine, NULL);
-        dnnl_primitive_attr_destroy(attr);
-        CpuReluFwdOp *op = &e->relu_fwd;
-        gboolean ok = cpu_check(s, "relu", error) && cpu_prim_create(dev, e, pd, &op->prim, error);
-        if (ok) {
-            const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-            op->src = cpu_entry_mem(dev, e, &xmd);
-            op->dst = cpu_entry_mem(dev, e, dst);
-            cpu_entry_set_output(dev, e, 0, dst, TDM_DTYPE_F32);
-        }
-        if (pd != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (!ok) {
-            goto fail;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL && (e = relu_forward_setup(dev, cache, &key, x, error)) == NULL) {
+        return FALSE;
     }
-    int64_t shape[TDM_MAX_DIMS];
-    int ndim = x->ndim;
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)ndim);
+    CpuReluFwdOp *op = &e->relu_fwd;
     void *xp = tdm_tensor_data(x);
-    gboolean ok = cpu_entry_ensure_output(e, 0, y, ndim, shape, error);
+    gboolean ok = cpu_entry_ensure_like(e, 0, y, x, error);
     if (ok) {
-        CpuReluFwdOp *op = &e->relu_fwd;
         dnnl_exec_arg_t args[3] = {
             {DNNL_ARG_SRC, cpu_mem(e, op->src, xp)},
             {DNNL_ARG_DST, cpu_mem(e, op->dst, tdm_tensor_data(y))},
@@ -264,9 +259,37 @@ gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmT
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
+}
+
+/* oneDNN's ReLU backward reads y (relu_use_dst_for_bwd), with dy reordered
+ * into y's layout. */
+static CpuEntry *relu_backward_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
+                                     const TdmTensor *y, const TdmTensor *dy, GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_RELU_BWD, key);
+    CpuReluBwdOp *op = &e->relu_bwd;
+    dnnl_memory_desc_t ymd, dymd;
+    dnnl_eltwise_desc_t fd, bd;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_alg_kind_t alg = dnnl_eltwise_relu_use_dst_for_bwd;
+    gboolean ok =
+        cpu_tensor_md(y, &ymd, error) && cpu_tensor_md(dy, &dymd, error) &&
+        cpu_check(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &ymd, 0.0f, 0.0f),
+                  "relu desc", error) &&
+        cpu_check(dnnl_eltwise_backward_desc_init(&bd, alg, &ymd, &ymd, 0.0f, 0.0f),
+                  "relu backward desc", error) &&
+        cpu_pd_create_backward(dev, &fd, &bd, &pd, "relu backward", error) &&
+        cpu_convert_init(dev, e, &op->dy_in, &dymd, &ymd, error) &&
+        cpu_prim_create(dev, e, pd, &op->prim, error);
+    if (ok) {
+        const dnnl_memory_desc_t *dsrc =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+        op->dst = cpu_entry_mem(dev, e, &ymd);
+        op->diff_dst = cpu_entry_mem(dev, e, &ymd);
+        op->diff_src = cpu_entry_mem(dev, e, dsrc);
+        cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
+    }
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
@@ -278,57 +301,15 @@ gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
     }
     CpuKey key;
     cpu_key_init(&key, CPU_OP_RELU_BWD);
-    cpu_key_add_tensor(&key, y);
-    cpu_key_add_tensor(&key, dy);
+    cpu_key_add_tensors(&key, 2, y, dy);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_RELU_BWD, &key);
-    if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_RELU_BWD, &key);
-        dnnl_memory_desc_t ymd, dymd;
-        dnnl_eltwise_desc_t fd, bd;
-        dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-        dnnl_alg_kind_t alg = dnnl_eltwise_relu_use_dst_for_bwd;
-        if (!cpu_tensor_md(y, &ymd, error) || !cpu_tensor_md(dy, &dymd, error) ||
-            !cpu_check(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &ymd, 0.0f,
-                                                      0.0f),
-                       "relu desc", error) ||
-            !cpu_check(dnnl_primitive_desc_create(&fpd, &fd, NULL, CPU_DEV(dev)->engine, NULL),
-                       "relu forward", error)) {
-            goto fail;
-        }
-        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-        gboolean ok =
-            cpu_check(dnnl_eltwise_backward_desc_init(&bd, alg, &ymd, &ymd, 0.0f, 0.0f),
-                      "relu backward desc", error) &&
-            cpu_check(dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, fpd),
-                      "relu backward", error);
-        dnnl_primitive_attr_destroy(attr);
-        dnnl_primitive_desc_destroy(fpd);
-        CpuReluBwdOp *op = &e->relu_bwd;
-        ok = ok && cpu_convert_init(dev, e, &op->dy_in, &dymd, &ymd, error) &&
-             cpu_prim_create(dev, e, pd, &op->prim, error);
-        if (ok) {
-            const dnnl_memory_desc_t *dsrc =
-                dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
-            op->dst = cpu_entry_mem(dev, e, &ymd);
-            op->diff_dst = cpu_entry_mem(dev, e, &ymd);
-            op->diff_src = cpu_entry_mem(dev, e, dsrc);
-            cpu_entry_set_output(dev, e, 0, dsrc, TDM_DTYPE_F32);
-        }
-        if (pd != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (!ok) {
-            goto fail;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL && (e = relu_backward_setup(dev, cache, &key, y, dy, error)) == NULL) {
+        return FALSE;
     }
     CpuReluBwdOp *op = &e->relu_bwd;
     void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
-    int64_t shape[TDM_MAX_DIMS];
-    int ndim = y->ndim;
-    memcpy(shape, y->shape, sizeof(int64_t) * (size_t)ndim);
     void *yp = tdm_tensor_data(y);
-    gboolean ok = dys != NULL && cpu_entry_ensure_output(e, 0, dx, ndim, shape, error);
+    gboolean ok = dys != NULL && cpu_entry_ensure_like(e, 0, dx, y, error);
     if (ok) {
         dnnl_exec_arg_t args[4] = {
             {DNNL_ARG_DST, cpu_mem(e, op->dst, yp)},
@@ -339,9 +320,40 @@ gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Tdm
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
+}
+
+/* oneDNN's binary add in the layout of whichever operand has one (plain
+ * when neither), the other reordered into it. */
+static CpuEntry *add_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
+                           const TdmTensor *a, const TdmTensor *b, GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_ADD, key);
+    CpuAddOp *op = &e->add;
+    dnnl_memory_desc_t amd, bmd, target;
+    dnnl_binary_desc_t bd;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = cpu_tensor_md(a, &amd, error) && cpu_tensor_md(b, &bmd, error);
+    if (ok && a->layout != NULL) {
+        target = amd;
+    } else if (ok && b->layout != NULL) {
+        target = bmd;
+    } else if (ok) {
+        ok = cpu_plain_md(&target, a->ndim, a->shape, dnnl_f32, error);
+    }
+    ok = ok &&
+         cpu_check(dnnl_binary_desc_init(&bd, dnnl_binary_add, &target, &target, &target),
+                   "add desc", error) &&
+         cpu_pd_create(dev, &bd, NULL, &pd, "add", error) &&
+         cpu_convert_init(dev, e, &op->a_in, &amd, &target, error) &&
+         cpu_convert_init(dev, e, &op->b_in, &bmd, &target, error) &&
+         cpu_prim_create(dev, e, pd, &op->prim, error);
+    if (ok) {
+        op->src0 = cpu_entry_mem(dev, e, &target);
+        op->src1 = cpu_entry_mem(dev, e, &target);
+        op->dst = cpu_entry_mem(dev, e, &target);
+        cpu_entry_set_output(dev, e, 0, &target, TDM_DTYPE_F32);
+    }
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
@@ -358,57 +370,15 @@ gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
     }
     CpuKey key;
     cpu_key_init(&key, CPU_OP_ADD);
-    cpu_key_add_tensor(&key, a);
-    cpu_key_add_tensor(&key, b);
+    cpu_key_add_tensors(&key, 2, a, b);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_ADD, &key);
-    if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_ADD, &key);
-        dnnl_memory_desc_t amd, bmd, target;
-        dnnl_binary_desc_t bd;
-        dnnl_primitive_desc_t pd = NULL;
-        if (!cpu_tensor_md(a, &amd, error) || !cpu_tensor_md(b, &bmd, error)) {
-            goto fail;
-        }
-        if (a->layout != NULL) {
-            target = amd;
-        } else if (b->layout != NULL) {
-            target = bmd;
-        } else if (!cpu_plain_md(&target, a->ndim, a->shape, dnnl_f32, error)) {
-            goto fail;
-        }
-        if (!cpu_check(dnnl_binary_desc_init(&bd, dnnl_binary_add, &target, &target, &target),
-                       "add desc", error)) {
-            goto fail;
-        }
-        dnnl_primitive_attr_t attr = cpu_attr_new(0.0f, 1.0f);
-        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &bd, attr, CPU_DEV(dev)->engine, NULL);
-        dnnl_primitive_attr_destroy(attr);
-        CpuAddOp *op = &e->add;
-        gboolean ok = cpu_check(s, "add", error) &&
-                      cpu_convert_init(dev, e, &op->a_in, &amd, &target, error) &&
-                      cpu_convert_init(dev, e, &op->b_in, &bmd, &target, error) &&
-                      cpu_prim_create(dev, e, pd, &op->prim, error);
-        if (ok) {
-            op->src0 = cpu_entry_mem(dev, e, &target);
-            op->src1 = cpu_entry_mem(dev, e, &target);
-            op->dst = cpu_entry_mem(dev, e, &target);
-            cpu_entry_set_output(dev, e, 0, &target, TDM_DTYPE_F32);
-        }
-        if (pd != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (!ok) {
-            goto fail;
-        }
-        cpu_cache_insert(cache, e);
+    if (e == NULL && (e = add_setup(dev, cache, &key, a, b, error)) == NULL) {
+        return FALSE;
     }
-    int64_t shape[TDM_MAX_DIMS];
-    int ndim = a->ndim;
-    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)ndim);
     CpuAddOp *op = &e->add;
     void *ap = cpu_convert_run(dev, e, &op->a_in, tdm_tensor_data(a), error);
     void *bp = ap ? cpu_convert_run(dev, e, &op->b_in, tdm_tensor_data(b), error) : NULL;
-    gboolean ok = bp != NULL && cpu_entry_ensure_output(e, 0, y, ndim, shape, error);
+    gboolean ok = bp != NULL && cpu_entry_ensure_like(e, 0, y, a, error);
     if (ok) {
         dnnl_exec_arg_t args[4] = {
             {DNNL_ARG_SRC_0, cpu_mem(e, op->src0, ap)},
@@ -419,9 +389,6 @@ gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
 }
 
 gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,

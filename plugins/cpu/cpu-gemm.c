@@ -45,6 +45,42 @@ static gboolean operand_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c, const T
     return op_md(t->shape[0], t->shape[1], s0, s1, trans, md, error);
 }
 
+/* The matmul primitive of c = alpha op(a) op(b) + beta c (+ the bias
+ * when fuse_bias), with the conversions of a and b to plain. */
+static CpuEntry *gemm_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key, gboolean trans_a,
+                            const TdmTensor *a, gboolean trans_b, const TdmTensor *b, float alpha,
+                            float beta, const TdmTensor *c, gboolean fuse_bias, GError **error)
+{
+    CpuEntry *e = cpu_entry_new(CPU_OP_GEMM, key);
+    CpuGemmOp *op = &e->gemm;
+    dnnl_memory_desc_t amd, bmd, cmd, biasmd;
+    dnnl_matmul_desc_t mmd;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = operand_init(dev, e, &op->a_in, a, trans_a, &amd, error) &&
+                  operand_init(dev, e, &op->b_in, b, trans_b, &bmd, error) &&
+                  cpu_tensor_md(c, &cmd, error);
+    if (ok && fuse_bias) { /* [n] seen as a row [1, n] broadcast over c's rows */
+        dnnl_dims_t bd = {1, c->shape[1]}, bs = {c->shape[1], 1};
+        ok = cpu_check(dnnl_memory_desc_init_by_strides(&biasmd, 2, bd, dnnl_f32, bs), "bias desc",
+                       error);
+    }
+    ok = ok && cpu_check(dnnl_matmul_desc_init(&mmd, &amd, &bmd, fuse_bias ? &biasmd : NULL, &cmd),
+                         "matmul desc", error);
+    if (ok) {
+        dnnl_primitive_attr_t attr = cpu_attr_new(beta, alpha);
+        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &mmd, attr, CPU_DEV(dev)->engine, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        ok = cpu_check(s, "matmul", error) && cpu_prim_create(dev, e, pd, &op->prim, error);
+    }
+    if (ok) {
+        op->a = cpu_entry_mem(dev, e, &amd);
+        op->b = cpu_entry_mem(dev, e, &bmd);
+        op->c = cpu_entry_mem(dev, e, &cmd);
+        op->bias = fuse_bias ? cpu_entry_mem(dev, e, &biasmd) : -1;
+    }
+    return cpu_entry_setup_end(cache, e, pd, ok);
+}
+
 gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
                   float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
                   TdmTensor *bias, GError **error)
@@ -70,52 +106,14 @@ gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
     union { float f; gint32 i; } ua = {.f = alpha}, ub = {.f = beta};
     cpu_key_add(&key, ua.i);
     cpu_key_add(&key, ub.i);
-    cpu_key_add_tensor(&key, a);
-    cpu_key_add_tensor(&key, b);
-    cpu_key_add_tensor(&key, c);
-    cpu_key_add_tensor(&key, bias);
+    cpu_key_add_tensors(&key, 4, a, b, c, bias);
     /* oneDNN scales (a b + bias) by its output scale: with alpha != 1 the
      * bias is added after the product instead of fused */
     gboolean fuse_bias = bias != NULL && alpha == 1.0f;
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_GEMM, &key);
-    if (e == NULL) {
-        e = cpu_entry_new(CPU_OP_GEMM, &key);
-        CpuGemmOp *op = &e->gemm;
-        dnnl_memory_desc_t amd, bmd, cmd, biasmd;
-        dnnl_matmul_desc_t mmd;
-        dnnl_primitive_desc_t pd = NULL;
-        if (!operand_init(dev, e, &op->a_in, a, trans_a, &amd, error) ||
-            !operand_init(dev, e, &op->b_in, b, trans_b, &bmd, error) ||
-            !cpu_tensor_md(c, &cmd, error)) {
-            goto fail;
-        }
-        if (fuse_bias) {
-            dnnl_dims_t bd = {1, n}, bs = {n, 1};
-            if (!cpu_check(dnnl_memory_desc_init_by_strides(&biasmd, 2, bd, dnnl_f32, bs),
-                           "bias desc", error)) {
-                goto fail;
-            }
-        }
-        if (!cpu_check(dnnl_matmul_desc_init(&mmd, &amd, &bmd, fuse_bias ? &biasmd : NULL, &cmd),
-                       "matmul desc", error)) {
-            goto fail;
-        }
-        dnnl_primitive_attr_t attr = cpu_attr_new(beta, alpha);
-        dnnl_status_t s = dnnl_primitive_desc_create(&pd, &mmd, attr, CPU_DEV(dev)->engine, NULL);
-        dnnl_primitive_attr_destroy(attr);
-        gboolean ok =
-            cpu_check(s, "matmul", error) && cpu_prim_create(dev, e, pd, &op->prim, error);
-        if (pd != NULL) {
-            dnnl_primitive_desc_destroy(pd);
-        }
-        if (!ok) {
-            goto fail;
-        }
-        op->a = cpu_entry_mem(dev, e, &amd);
-        op->b = cpu_entry_mem(dev, e, &bmd);
-        op->c = cpu_entry_mem(dev, e, &cmd);
-        op->bias = fuse_bias ? cpu_entry_mem(dev, e, &biasmd) : -1;
-        cpu_cache_insert(cache, e);
+    if (e == NULL && (e = gemm_setup(dev, cache, &key, trans_a, a, trans_b, b, alpha, beta, c,
+                                     fuse_bias, error)) == NULL) {
+        return FALSE;
     }
     CpuGemmOp *op = &e->gemm;
     void *ap = cpu_convert_run(dev, e, &op->a_in, tdm_tensor_data(a), error);
@@ -145,9 +143,6 @@ gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean
     }
     cpu_entry_release(cache, e);
     return ok;
-fail:
-    cpu_entry_free(e);
-    return FALSE;
 }
 
 gboolean cpu_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
@@ -156,10 +151,7 @@ gboolean cpu_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTen
     /* The own loops sum [N, C] or [N, C, H, W] (tdm_op_bias_grad has
      * checked dtypes and sizes). */
     if (dy->ndim != 2 && dy->ndim != 4) {
-        g_autofree char *sd = tdm_tensor_shape_string(dy);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu bias_grad: gradient %s must be 2-D or 4-D", sd);
-        return FALSE;
+        return cpu_refuse("bias_grad", "dy", dy, "must be 2-D or 4-D", error);
     }
     const float *g;
     CpuEntry *e = NULL;

@@ -28,10 +28,7 @@ gboolean cpu_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
     /* labels are read through their stride, so in the plain layout (the
      * front end has checked dtypes and shapes) */
     if (labels->layout != NULL) {
-        g_autofree char *sl = tdm_tensor_shape_string(labels);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cpu softmax_xent: labels %s must be plain", sl);
-        return FALSE;
+        return cpu_refuse("softmax_xent", "labels", labels, "must be plain", error);
     }
     int64_t n = logits->shape[0], k = logits->shape[1];
     const void *lab = tdm_tensor_data(labels);

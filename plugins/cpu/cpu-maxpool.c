@@ -286,8 +286,7 @@ static gboolean own_maxpool_forward(TdmDevice *dev, TdmOpCache **cache, const Td
 {
     *done = FALSE;
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_MAXPOOL_FWD);
-    cpu_pool_key_add(&key, p, dnnl_pooling_max);
+    cpu_pool_key_init(&key, CPU_OP_MAXPOOL_FWD, p, dnnl_pooling_max);
     cpu_key_add(&key, OWN_KEY_MARK);
     cpu_key_add_tensor(&key, x);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_FWD, &key);
@@ -332,11 +331,9 @@ static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
 {
     *done = FALSE;
     CpuKey key;
-    cpu_key_init(&key, CPU_OP_MAXPOOL_BWD);
-    cpu_pool_key_add(&key, p, dnnl_pooling_max);
+    cpu_pool_key_init(&key, CPU_OP_MAXPOOL_BWD, p, dnnl_pooling_max);
     cpu_key_add(&key, OWN_KEY_MARK);
-    cpu_key_add_tensor(&key, dy);
-    cpu_key_add_tensor(&key, x_like);
+    cpu_key_add_tensors(&key, 2, dy, x_like);
     CpuEntry *e = cpu_cache_find(cache, CPU_OP_MAXPOOL_BWD, &key);
     if (e == NULL) {
         dnnl_memory_desc_t xmd, ymd, dymd;
@@ -345,16 +342,17 @@ static gboolean own_maxpool_backward(TdmDevice *dev, TdmOpCache **cache,
             return TRUE;
         }
         e = cpu_entry_new(CPU_OP_MAXPOOL_BWD, &key);
-        if (!cpu_tensor_md(dy, &dymd, error) ||
-            !cpu_convert_init(dev, e, &e->maxpool_own.dy_in, &dymd, &ymd, error)) {
-            cpu_entry_free(e);
+        gboolean ok = cpu_tensor_md(dy, &dymd, error) &&
+                      cpu_convert_init(dev, e, &e->maxpool_own.dy_in, &dymd, &ymd, error);
+        if (ok) {
+            cpu_entry_set_output(dev, e, 0, &xmd, TDM_DTYPE_F32);
+            e->maxpool_own.planes = xo;
+            e->maxpool_own.workspace_bytes =
+                (int64_t)(dnnl_memory_desc_get_size(&ymd) / sizeof(float));
+        }
+        if ((e = cpu_entry_setup_end(cache, e, NULL, ok)) == NULL) {
             return FALSE;
         }
-        cpu_entry_set_output(dev, e, 0, &xmd, TDM_DTYPE_F32);
-        e->maxpool_own.planes = xo;
-        e->maxpool_own.workspace_bytes =
-            (int64_t)(dnnl_memory_desc_get_size(&ymd) / sizeof(float));
-        cpu_cache_insert(cache, e);
     }
     *done = TRUE;
     CpuMaxpoolOwnOp *op = &e->maxpool_own;

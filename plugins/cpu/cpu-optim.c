@@ -59,6 +59,22 @@ CPU_KERNEL static void k_sgd_plain(float *restrict p, const float *restrict g, f
  * in L1 when they are cleared: one pass over memory instead of two. */
 #define CPU_ZERO_BLOCK 2048
 
+/* Runs update(ctx, b0, n) over [i0, i1): in blocks of CPU_ZERO_BLOCK when
+ * zero (the gradient) is set, clearing each block of it once the update
+ * has read it, else in one piece. */
+static void update_range(int64_t i0, int64_t i1, float *zero,
+                         void (*update)(void *ctx, int64_t b0, int64_t n), void *ctx)
+{
+    int64_t step = zero != NULL ? CPU_ZERO_BLOCK : i1 - i0;
+    for (int64_t b0 = i0; b0 < i1; b0 += step) {
+        int64_t n = MIN(step, i1 - b0);
+        update(ctx, b0, n);
+        if (zero != NULL) {
+            memset(zero + b0, 0, sizeof(float) * (size_t)n);
+        }
+    }
+}
+
 typedef struct {
     float *p;       /* the parameter */
     const float *g; /* its gradient */
@@ -68,22 +84,20 @@ typedef struct {
     float *zero;    /* the gradient (g) to zero after reading, or NULL */
 } SgdCtx;
 
-static void r_sgd(int64_t i0, int64_t i1, void *ctx)
+static void sgd_block(void *ctx, int64_t b0, int64_t n)
 {
     SgdCtx *c = ctx;
-    int64_t step = c->zero != NULL ? CPU_ZERO_BLOCK : i1 - i0;
-    for (int64_t b0 = i0; b0 < i1; b0 += step) {
-        int64_t n = MIN(step, i1 - b0);
-        if (c->buf == NULL) {
-            k_sgd_plain(c->p + b0, c->g + b0, c->lr, c->wd, n);
-        } else {
-            k_sgd_momentum(c->p + b0, c->g + b0, c->buf + b0, c->lr, c->wd, c->mu, c->damp,
-                           c->flags, n);
-        }
-        if (c->zero != NULL) {
-            memset(c->zero + b0, 0, sizeof(float) * (size_t)n);
-        }
+    if (c->buf == NULL) {
+        k_sgd_plain(c->p + b0, c->g + b0, c->lr, c->wd, n);
+    } else {
+        k_sgd_momentum(c->p + b0, c->g + b0, c->buf + b0, c->lr, c->wd, c->mu, c->damp, c->flags,
+                       n);
     }
+}
+
+static void r_sgd(int64_t i0, int64_t i1, void *ctx)
+{
+    update_range(i0, i1, ((SgdCtx *)ctx)->zero, sgd_block, ctx);
 }
 
 CPU_KERNEL static void k_adamw(float *restrict p, const float *restrict g, float *restrict m,
@@ -108,18 +122,16 @@ typedef struct {
     float *zero; /* the gradient (g) to zero after reading, or NULL */
 } AdamCtx;
 
-static void r_adamw(int64_t i0, int64_t i1, void *ctx)
+static void adamw_block(void *ctx, int64_t b0, int64_t n)
 {
     AdamCtx *c = ctx;
-    int64_t step = c->zero != NULL ? CPU_ZERO_BLOCK : i1 - i0;
-    for (int64_t b0 = i0; b0 < i1; b0 += step) {
-        int64_t n = MIN(step, i1 - b0);
-        k_adamw(c->p + b0, c->g + b0, c->m + b0, c->v + b0, c->b1, c->b2, c->eps, c->decay,
-                c->step_size, c->inv_sqrt_bc2, n);
-        if (c->zero != NULL) {
-            memset(c->zero + b0, 0, sizeof(float) * (size_t)n);
-        }
-    }
+    k_adamw(c->p + b0, c->g + b0, c->m + b0, c->v + b0, c->b1, c->b2, c->eps, c->decay,
+            c->step_size, c->inv_sqrt_bc2, n);
+}
+
+static void r_adamw(int64_t i0, int64_t i1, void *ctx)
+{
+    update_range(i0, i1, ((AdamCtx *)ctx)->zero, adamw_block, ctx);
 }
 
 gboolean cpu_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,

@@ -55,9 +55,23 @@ extern int cpu_profile_enabled;
 void cpu_profile_add(CpuOpKind kind, double seconds);
 double cpu_now(void);
 
+/* oneDNN's right (or bottom) padding of a convolution or pooling whose
+ * output has PyTorch's floor-mode size `out`: how far the last window
+ * (`window` wide, dilation included) reaches beyond the input. */
+static inline int64_t cpu_pad_right(int64_t out, int64_t stride, int64_t window, int64_t in,
+                                    int64_t pad)
+{
+    return MAX(0, (out - 1) * stride + window - in - pad);
+}
+
 /* ---- memory descs and layout handles (cpu-cache.c) ---- */
 
 gboolean cpu_check(dnnl_status_t s, const char *what, GError **error);
+/* Refuses argument `what` (tensor t) of op with "cpu OP: WHAT SHAPE WHY":
+ * for what the op's contract allows but this backend cannot take (the
+ * core's front ends have checked the contract). Returns FALSE. */
+gboolean cpu_refuse(const char *op, const char *what, const TdmTensor *t, const char *why,
+                    GError **error);
 gboolean cpu_dtype_to_dnnl(TdmDType dtype, dnnl_data_type_t *dt);
 /* The memory desc of a tensor (its layout, or plain with its strides). */
 gboolean cpu_tensor_md(const TdmTensor *t, dnnl_memory_desc_t *md, GError **error);
@@ -171,7 +185,8 @@ typedef struct {
     int64_t y_shape[4];
 } CpuPoolGeom;
 void cpu_pool_geom(const TdmPool2dParams *p, const int64_t *x, CpuPoolGeom *g);
-void cpu_pool_key_add(CpuKey *k, const TdmPool2dParams *p, dnnl_alg_kind_t alg);
+/* The key of a pooling entry of `kind` so far: the algorithm and window. */
+void cpu_pool_key_init(CpuKey *k, CpuOpKind kind, const TdmPool2dParams *p, dnnl_alg_kind_t alg);
 /* Pooling with algorithm alg on oneDNN, cached under `kind`; ws is max
  * pooling's workspace (NULL for average pooling). */
 gboolean cpu_pool_forward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
