@@ -1,6 +1,6 @@
 /* plugins/ref/ref-ops.c - the reference layer ops: gemm, conv, batch norm,
- * relu and add, and the fused batch norm + ReLU and add + ReLU (defined
- * through the unfused loops).
+ * relu and add, and the fused ops (conv, batch norm or add with ReLU),
+ * defined as the unfused ops in sequence.
  *
  * Each op is the textbook loop nest over plain row-major f32 tensors, with
  * every sum accumulated in double, so that a result can be checked by hand
@@ -487,6 +487,17 @@ gboolean ref_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
 /* ---- fused ops: defined by the unfused ones, which is what makes them
  * the oracle for the fused kernels of other backends ---- */
 
+/* The ReLU of a fused forward: relu_forward on y in place once the op
+ * (ok) has written y; an error names the fused op. */
+static gboolean then_relu(TdmDevice *dev, const char *op, gboolean ok, TdmTensor *y, GError **error)
+{
+    if (!ok || !ref_relu_forward(dev, NULL, y, y, error)) {
+        g_prefix_error(error, "(%s) ", op);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean ref_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                     TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
                                     TdmTensor *running_var, float momentum, float eps,
@@ -494,17 +505,10 @@ gboolean ref_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
                                     TdmTensor *workspace, TdmTensor *y, GError **error)
 {
     /* The mask is y > 0 itself: nothing to put in the workspace. */
-    if (!ref_batchnorm_forward(dev, cache, x, gamma, beta, running_mean, running_var, momentum,
-                               eps, training, save_mean, save_var, y, error)) {
-        g_prefix_error(error, "(batchnorm_relu_forward) ");
-        return FALSE;
-    }
-    float *Y = ref_f32(y);
-    int64_t n = tdm_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++) {
-        Y[i] = Y[i] > 0.0f ? Y[i] : 0.0f;
-    }
-    return TRUE;
+    return then_relu(dev, "batchnorm_relu_forward",
+                     ref_batchnorm_forward(dev, cache, x, gamma, beta, running_mean, running_var,
+                                           momentum, eps, training, save_mean, save_var, y, error),
+                     y, error);
 }
 
 gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
@@ -513,23 +517,11 @@ gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
                                      float eps, TdmTensor *dx, TdmTensor *dgamma,
                                      TdmTensor *dbeta, GError **error)
 {
-    const char *op = "batchnorm_relu_backward";
-    if (!ref_check_plain(op, "y", y, error) || !ref_check_plain(op, "dy", dy, error)) {
-        return FALSE;
-    }
-    g_autoptr(TdmTensor) masked = tdm_tensor_new(dev, TDM_DTYPE_F32, dy->ndim, dy->shape, error);
-    if (masked == NULL) {
-        return FALSE;
-    }
-    const float *Y = ref_f32(y), *DY = ref_f32(dy);
-    float *M = ref_f32(masked);
-    int64_t n = tdm_tensor_numel(dy);
-    for (int64_t i = 0; i < n; i++) {
-        M[i] = Y[i] > 0.0f ? DY[i] : 0.0f;
-    }
-    if (!ref_batchnorm_backward(dev, cache, x, masked, gamma, save_mean, save_var, eps, dx,
-                                dgamma, dbeta, error)) {
-        g_prefix_error(error, "(%s) ", op);
+    g_autoptr(TdmTensor) masked = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    if (!ref_relu_backward(dev, NULL, y, dy, masked, error) ||
+        !ref_batchnorm_backward(dev, cache, x, masked, gamma, save_mean, save_var, eps, dx, dgamma,
+                                dbeta, error)) {
+        g_prefix_error(error, "(batchnorm_relu_backward) ");
         return FALSE;
     }
     return TRUE;
@@ -538,31 +530,13 @@ gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTens
 gboolean ref_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
                       GError **error)
 {
-    if (!ref_check_plain("add_relu", "a", a, error) || !ref_check_plain("add_relu", "b", b, error) ||
-        !ref_ensure_out(y, TDM_DTYPE_F32, a->ndim, a->shape, error)) {
-        return FALSE;
-    }
-    const float *A = ref_f32(a), *B = ref_f32(b);
-    float *Y = ref_f32(y);
-    int64_t n = tdm_tensor_numel(a);
-    for (int64_t i = 0; i < n; i++) {
-        float s = A[i] + B[i];
-        Y[i] = s > 0.0f ? s : 0.0f;
-    }
-    return TRUE;
+    return then_relu(dev, "add_relu", ref_add(dev, cache, a, b, y, error), y, error);
 }
 
 gboolean ref_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                                  TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
                                  GError **error)
 {
-    if (!ref_conv2d_forward(dev, cache, p, x, w, bias, y, error)) {
-        return FALSE;
-    }
-    float *Y = ref_f32(y);
-    int64_t n = tdm_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++) {
-        Y[i] = Y[i] > 0.0f ? Y[i] : 0.0f;
-    }
-    return TRUE;
+    return then_relu(dev, "conv2d_relu_forward",
+                     ref_conv2d_forward(dev, cache, p, x, w, bias, y, error), y, error);
 }

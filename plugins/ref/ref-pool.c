@@ -30,18 +30,39 @@ static void ref_pool_geometry(const TdmPool2dParams *p, const TdmTensor *x, RefP
     g->OW = (g->W + 2 * p->pad_w - p->kernel_w) / p->stride_w + 1;
 }
 
-gboolean ref_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error)
+/* The start of a forward: x plain, its geometry, y (out) shaped
+ * [N, C, OH, OW]. */
+static gboolean pool_forward_begin(const char *op, const TdmPool2dParams *p, const TdmTensor *x,
+                                   TdmTensor *y, RefPoolGeom *g, GError **error)
 {
-    const char *op = "maxpool2d_forward";
-    RefPoolGeom g;
     if (!ref_check_plain(op, "x", x, error)) {
         return FALSE;
     }
-    ref_pool_geometry(p, x, &g);
-    int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
-    if (!ref_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error) ||
-        !ref_ensure_out(workspace, TDM_DTYPE_I32, 4, yshape, error)) {
+    ref_pool_geometry(p, x, g);
+    int64_t yshape[4] = {g->N, g->C, g->OH, g->OW};
+    return ref_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error);
+}
+
+/* The start of a backward: dy plain, the geometry of x_like, dx (out)
+ * shaped like x_like. */
+static gboolean pool_backward_begin(const char *op, const TdmPool2dParams *p, const TdmTensor *dy,
+                                    const TdmTensor *x_like, TdmTensor *dx, RefPoolGeom *g,
+                                    GError **error)
+{
+    if (!ref_check_plain(op, "dy", dy, error)) {
+        return FALSE;
+    }
+    ref_pool_geometry(p, x_like, g);
+    int64_t xshape[4] = {g->N, g->C, g->H, g->W};
+    return ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error);
+}
+
+gboolean ref_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error)
+{
+    RefPoolGeom g;
+    if (!pool_forward_begin("maxpool2d_forward", p, x, y, &g, error) ||
+        !ref_ensure_out(workspace, TDM_DTYPE_I32, 4, y->shape, error)) {
         return FALSE;
     }
     /* The workspace holds, per output, the flat h * W + w index of the chosen
@@ -81,24 +102,17 @@ gboolean ref_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
 {
     const char *op = "maxpool2d_backward";
     RefPoolGeom g;
-    if (!ref_check_plain(op, "dy", dy, error) ||
-        !ref_check_plain(op, "workspace", workspace, error)) {
+    if (!ref_check_plain(op, "workspace", workspace, error) ||
+        !pool_backward_begin(op, p, dy, x_like, dx, &g, error)) {
         return FALSE;
     }
-    ref_pool_geometry(p, x_like, &g);
     /* The workspace is ref's own (the front end cannot check it): i32
      * [N, C, OH, OW] as ref's forward makes it. */
-    int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
-    if (workspace->dtype != TDM_DTYPE_I32 || workspace->ndim != 4 ||
-        memcmp(workspace->shape, yshape, sizeof yshape) != 0) {
+    if (workspace->dtype != TDM_DTYPE_I32 || !tdm_tensor_same_shape(workspace, dy)) {
         g_autofree char *s = tdm_tensor_shape_string(workspace);
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "ref %s: workspace %s (%s) is not what ref's maxpool2d_forward made for dy", op,
                     s, tdm_dtype_name(workspace->dtype));
-        return FALSE;
-    }
-    int64_t xshape[4] = {g.N, g.C, g.H, g.W};
-    if (!ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error)) {
         return FALSE;
     }
     const float *DY = ref_f32(dy);
@@ -140,14 +154,8 @@ static void ref_avg_window(const TdmPool2dParams *p, const RefPoolGeom *g, int64
 gboolean ref_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                TdmTensor *x, TdmTensor *y, GError **error)
 {
-    const char *op = "avgpool2d_forward";
     RefPoolGeom g;
-    if (!ref_check_plain(op, "x", x, error)) {
-        return FALSE;
-    }
-    ref_pool_geometry(p, x, &g);
-    int64_t yshape[4] = {g.N, g.C, g.OH, g.OW};
-    if (!ref_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error)) {
+    if (!pool_forward_begin("avgpool2d_forward", p, x, y, &g, error)) {
         return FALSE;
     }
     const float *X = ref_f32(x);
@@ -175,14 +183,8 @@ gboolean ref_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
                                 TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
                                 GError **error)
 {
-    const char *op = "avgpool2d_backward";
     RefPoolGeom g;
-    if (!ref_check_plain(op, "dy", dy, error)) {
-        return FALSE;
-    }
-    ref_pool_geometry(p, x_like, &g);
-    int64_t xshape[4] = {g.N, g.C, g.H, g.W};
-    if (!ref_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error)) {
+    if (!pool_backward_begin("avgpool2d_backward", p, dy, x_like, dx, &g, error)) {
         return FALSE;
     }
     /* Overlapping windows (stride < kernel) add up: accumulate in double. */
