@@ -54,9 +54,7 @@ typedef struct {
 
 typedef struct {
     TdmComm *comm;
-    TdmTensor *dlogits;
-    TdmOpCache *loss_cache;
-    TdmTensor *stats;     /* loss statistics since the last read (this rank's) */
+    SuLoss loss;          /* its statistics are this rank's */
     SuBuffers buffers;    /* BN running stats, following rank 0's */
     GPtrArray *trainable; /* TdmParam *, the ones reduced */
     GHashTable *index_of; /* TdmParam * -> its index in trainable + 1 */
@@ -191,8 +189,7 @@ static gboolean ddp_setup(TdmStrategy *s, GError **error)
     DdpPriv *priv = g_new0(DdpPriv, 1);
     s->priv = priv;
     priv->comm = comm;
-    priv->dlogits = tdm_tensor_new_empty(model->device, TDM_DTYPE_F32);
-    priv->stats = su_stats_new(model->device, error);
+    gboolean loss_ok = su_loss_init(&priv->loss, model->device, error);
     priv->trainable = g_ptr_array_new();
     priv->index_of = g_hash_table_new(g_direct_hash, g_direct_equal);
     for (guint i = 0; i < model->params->len; i++) {
@@ -203,7 +200,7 @@ static gboolean ddp_setup(TdmStrategy *s, GError **error)
         }
     }
     parse_skip_hook(priv);
-    if (priv->stats == NULL || !ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
+    if (!loss_ok || !ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
         !su_broadcast_values(comm, model, "ddp", error) ||
         !su_buffers_init(&priv->buffers, comm, model, error)) {
         ddp_teardown(s);
@@ -279,9 +276,7 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
         }
         memset(priv->ready, 0, sizeof(gboolean) * priv->trainable->len);
     }
-    gboolean ok = su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images,
-                                      batch->labels, s->opts.label_smoothing,
-                                      1.0f / (float)s->opts.accumulate, priv->stats, error);
+    gboolean ok = su_forward_backward_batch(s, &priv->loss, batch, error);
     priv->syncing = FALSE;
     if (!do_update) {
         if (!ok || !su_buffers_start(&priv->buffers, priv->comm, error)) {
@@ -335,7 +330,7 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
 static gboolean ddp_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
 {
     DdpPriv *priv = s->priv;
-    return su_stats_take(priv->stats, stats, error);
+    return su_stats_take(priv->loss.stats, stats, error);
 }
 
 static void ddp_teardown(TdmStrategy *s)
@@ -361,9 +356,7 @@ static void ddp_teardown(TdmStrategy *s)
     su_buffers_clear(&priv->buffers, priv->comm);
     g_clear_pointer(&priv->index_of, g_hash_table_unref);
     g_clear_pointer(&priv->trainable, g_ptr_array_unref);
-    tdm_op_cache_clear(s->model->device, &priv->loss_cache);
-    g_clear_pointer(&priv->dlogits, tdm_tensor_unref);
-    g_clear_pointer(&priv->stats, tdm_tensor_unref);
+    su_loss_clear(&priv->loss);
     g_free(priv);
     s->priv = NULL;
 }

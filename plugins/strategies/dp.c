@@ -34,9 +34,7 @@ typedef struct {
     TdmModel *model;   /* the master for replica 0 */
     TdmTensor *images; /* this replica's share (a view on the master) */
     TdmTensor *labels;
-    TdmTensor *dlogits;
-    TdmOpCache *loss_cache;
-    TdmTensor *stats; /* loss statistics since the last read, on this replica's device */
+    SuLoss loss;      /* its statistics are on this replica's device */
     float weight;     /* share of the batch */
     GError *error;
     GThread *thread; /* NULL for replica 0 */
@@ -63,9 +61,8 @@ struct _DpPriv {
 static gboolean replica_run(DpReplica *r)
 {
     DpPriv *priv = r->owner;
-    return su_forward_backward(r->model, &r->loss_cache, r->dlogits, r->images, r->labels,
-                               priv->label_smoothing, r->weight * priv->grad_scale, r->stats,
-                               &r->error);
+    return su_forward_backward(r->model, &r->loss, r->images, r->labels, priv->label_smoothing,
+                               r->weight * priv->grad_scale, &r->error);
 }
 
 static gpointer worker_main(gpointer data)
@@ -208,9 +205,7 @@ static gboolean dp_setup(TdmStrategy *s, GError **error)
             tdm_model_set_training(r->model, TRUE);
         }
         priv->n = i + 1;
-        r->dlogits = tdm_tensor_new_empty(r->model->device, TDM_DTYPE_F32);
-        r->stats = su_stats_new(r->model->device, error);
-        if (r->stats == NULL) {
+        if (!su_loss_init(&r->loss, r->model->device, error)) {
             g_prefix_error(error, "dp: replica %u on %s: ", i, r->model->device->name);
             dp_teardown(s);
             return FALSE;
@@ -319,7 +314,7 @@ static gboolean dp_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **erro
     DpPriv *priv = s->priv;
     for (guint i = 0; i < priv->n; i++) {
         DpReplica *r = &priv->reps[i];
-        if (!su_stats_take(r->stats, stats, error)) {
+        if (!su_stats_take(r->loss.stats, stats, error)) {
             g_prefix_error(error, "dp: replica %u on %s: ", i, r->model->device->name);
             return FALSE;
         }
@@ -342,9 +337,7 @@ static void dp_teardown(TdmStrategy *s)
         if (r->thread != NULL) {
             g_thread_join(r->thread);
         }
-        tdm_op_cache_clear(r->model->device, &r->loss_cache);
-        g_clear_pointer(&r->dlogits, tdm_tensor_unref);
-        g_clear_pointer(&r->stats, tdm_tensor_unref);
+        su_loss_clear(&r->loss);
         g_clear_pointer(&r->images, tdm_tensor_unref);
         g_clear_pointer(&r->labels, tdm_tensor_unref);
         g_clear_error(&r->error);

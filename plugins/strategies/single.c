@@ -11,20 +11,17 @@
 #include "strategies-util.h"
 
 typedef struct {
-    TdmTensor *dlogits; /* gradient of the loss w.r.t. the logits (slot) */
-    TdmOpCache *loss_cache;
-    TdmTensor *stats; /* loss statistics since the last read */
+    SuLoss loss;
 } SinglePriv;
 
 static gboolean single_setup(TdmStrategy *s, GError **error)
 {
-    TdmTensor *stats = su_stats_new(s->model->device, error);
-    if (stats == NULL) {
+    SinglePriv *priv = g_new0(SinglePriv, 1);
+    if (!su_loss_init(&priv->loss, s->model->device, error)) {
+        su_loss_clear(&priv->loss);
+        g_free(priv);
         return FALSE;
     }
-    SinglePriv *priv = g_new0(SinglePriv, 1);
-    priv->dlogits = tdm_tensor_new_empty(s->model->device, TDM_DTYPE_F32);
-    priv->stats = stats;
     s->priv = priv;
     tdm_model_set_training(s->model, TRUE);
     return TRUE;
@@ -36,9 +33,7 @@ static gboolean single_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_u
     SinglePriv *priv = s->priv;
     TdmModel *model = s->model;
 
-    if (!su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images, batch->labels,
-                             s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate,
-                             priv->stats, error)) {
+    if (!su_forward_backward_batch(s, &priv->loss, batch, error)) {
         return FALSE;
     }
     /* The gradients are zeroed right after the step, so the step may zero
@@ -53,7 +48,7 @@ static gboolean single_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_u
 static gboolean single_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
 {
     SinglePriv *priv = s->priv;
-    return su_stats_take(priv->stats, stats, error);
+    return su_stats_take(priv->loss.stats, stats, error);
 }
 
 static void single_teardown(TdmStrategy *s)
@@ -62,9 +57,7 @@ static void single_teardown(TdmStrategy *s)
     if (priv == NULL) {
         return;
     }
-    tdm_op_cache_clear(s->model->device, &priv->loss_cache);
-    g_clear_pointer(&priv->dlogits, tdm_tensor_unref);
-    g_clear_pointer(&priv->stats, tdm_tensor_unref);
+    su_loss_clear(&priv->loss);
     g_free(priv);
     s->priv = NULL;
 }

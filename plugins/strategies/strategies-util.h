@@ -15,33 +15,18 @@
 #include <tandem/plugin.h>
 #include <tandem/strategy.h>
 
-/* Forward `images` through `model`, softmax cross-entropy against `labels`
- * (the gradient of the mean loss goes into the `dlogits` slot; the batch's
- * loss sum and correct count are added to `stats`, see su_stats_new),
- * scale that gradient by `grad_scale` (1/accumulate, times a replica's
- * share of the batch for dp) and run backward, which accumulates into the
- * grad arena and fires the grad-ready hook. Nothing waits for the device. */
-static inline gboolean su_forward_backward(TdmModel *model, TdmOpCache **loss_cache,
-                                           TdmTensor *dlogits, TdmTensor *images, TdmTensor *labels,
-                                           float label_smoothing, float grad_scale,
-                                           TdmTensor *stats, GError **error)
-{
-    TdmDevice *dev = model->device;
-    TdmTensor *logits = NULL;
-    if (!tdm_model_forward(model, images, &logits, error) ||
-        !tdm_op_softmax_xent_stats(dev, loss_cache, logits, labels, label_smoothing, dlogits, stats,
-                                   error)) {
-        return FALSE;
-    }
-    if (grad_scale != 1.0f && !tdm_op_scale(dev, dlogits, grad_scale, error)) {
-        return FALSE;
-    }
-    return tdm_model_backward(model, dlogits, error);
-}
+/* What a replica keeps across steps for its loss: the slot the gradient
+ * of the loss w.r.t. the logits goes into, the loss op's cache, and the
+ * loss statistics it adds up on its device between two reads (the class's
+ * read_stats): f32 [TDM_XENT_STATS_LEN], see su_stats_take. */
+typedef struct {
+    TdmDevice *device; /* NULL until su_loss_init */
+    TdmTensor *dlogits;
+    TdmOpCache *cache;
+    TdmTensor *stats;
+} SuLoss;
 
-/* The loss statistics a replica adds up on its device between two reads
- * (the class's read_stats): f32 [TDM_XENT_STATS_LEN], zero, which
- * su_forward_backward adds each batch to (transfer full). */
+/* The loss statistics, zero (transfer full). */
 static inline TdmTensor *su_stats_new(TdmDevice *dev, GError **error)
 {
     int64_t shape[1] = {TDM_XENT_STATS_LEN};
@@ -51,6 +36,58 @@ static inline TdmTensor *su_stats_new(TdmDevice *dev, GError **error)
         return NULL;
     }
     return stats;
+}
+
+/* On failure `l` still wants su_loss_clear. */
+static inline gboolean su_loss_init(SuLoss *l, TdmDevice *dev, GError **error)
+{
+    l->device = dev;
+    l->cache = NULL;
+    l->dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    l->stats = su_stats_new(dev, error);
+    return l->stats != NULL;
+}
+
+static inline void su_loss_clear(SuLoss *l)
+{
+    if (l->device != NULL) {
+        tdm_op_cache_clear(l->device, &l->cache);
+    }
+    g_clear_pointer(&l->dlogits, tdm_tensor_unref);
+    g_clear_pointer(&l->stats, tdm_tensor_unref);
+}
+
+/* Forward `images` through `model`, softmax cross-entropy against `labels`
+ * (the gradient of the mean loss goes into l->dlogits; the batch's loss
+ * sum and correct count are added to l->stats), scale that gradient by
+ * `grad_scale` (1/accumulate, times a replica's share of the batch for dp)
+ * and run backward, which accumulates into the grad arena and fires the
+ * grad-ready hook. Nothing waits for the device. */
+static inline gboolean su_forward_backward(TdmModel *model, SuLoss *l, TdmTensor *images,
+                                           TdmTensor *labels, float label_smoothing,
+                                           float grad_scale, GError **error)
+{
+    TdmDevice *dev = model->device;
+    TdmTensor *logits = NULL;
+    if (!tdm_model_forward(model, images, &logits, error) ||
+        !tdm_op_softmax_xent_stats(dev, &l->cache, logits, labels, label_smoothing, l->dlogits,
+                                   l->stats, error)) {
+        return FALSE;
+    }
+    if (grad_scale != 1.0f && !tdm_op_scale(dev, l->dlogits, grad_scale, error)) {
+        return FALSE;
+    }
+    return tdm_model_backward(model, l->dlogits, error);
+}
+
+/* su_forward_backward for a strategy whose one replica is s->model: the
+ * whole batch, its gradient scaled by 1/accumulate so that the accumulated
+ * gradient is the mean over all micro-batches. */
+static inline gboolean su_forward_backward_batch(TdmStrategy *s, SuLoss *l, TdmBatch *batch,
+                                                 GError **error)
+{
+    return su_forward_backward(s->model, l, batch->images, batch->labels,
+                               s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate, error);
 }
 
 /* Adds `stats` to out->loss_sum and out->correct and zeroes it: the one

@@ -27,9 +27,7 @@
 
 typedef struct {
     TdmComm *comm;
-    TdmTensor *dlogits;
-    TdmOpCache *loss_cache;
-    TdmTensor *stats;                 /* loss statistics since the last read (this rank's) */
+    SuLoss loss;                      /* its statistics are this rank's */
     SuBuffers buffers;                /* BN running stats, following rank 0's */
     size_t n, shard;                  /* gradient elements; per-rank slice S */
     size_t lo, len;                   /* this rank's slice [lo, lo + len) of [0, n) */
@@ -136,7 +134,6 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
     Zero1Priv *priv = g_new0(Zero1Priv, 1);
     s->priv = priv;
     priv->comm = comm;
-    priv->dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
     priv->shard_params = g_ptr_array_new_with_free_func(shard_param_free);
     const size_t world = (size_t)comm->world;
     priv->n = model->n_grads;
@@ -145,7 +142,7 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
     priv->len = MIN(priv->shard, priv->n - priv->lo);
     const gboolean padded = priv->shard * world != priv->n;
 
-    gboolean ok = (priv->stats = su_stats_new(dev, error)) != NULL &&
+    gboolean ok = su_loss_init(&priv->loss, dev, error) &&
                   su_broadcast_values(comm, model, "zero1", error) &&
                   su_buffers_init(&priv->buffers, comm, model, error);
     if (ok && priv->n > 0) {
@@ -241,9 +238,7 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
         g_prefix_error(error, "zero1: ");
         return FALSE;
     }
-    if (!su_forward_backward(model, &priv->loss_cache, priv->dlogits, batch->images, batch->labels,
-                             s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate, priv->stats,
-                             error)) {
+    if (!su_forward_backward_batch(s, &priv->loss, batch, error)) {
         return FALSE;
     }
     if (do_update &&
@@ -262,7 +257,7 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
 static gboolean zero1_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
 {
     Zero1Priv *priv = s->priv;
-    return su_stats_take(priv->stats, stats, error);
+    return su_stats_take(priv->loss.stats, stats, error);
 }
 
 static void zero1_teardown(TdmStrategy *s)
@@ -276,11 +271,11 @@ static void zero1_teardown(TdmStrategy *s)
     su_buffers_clear(&priv->buffers, priv->comm);
     TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,    &priv->vpad,
                              &priv->gpad_head,   &priv->vpad_head, &priv->gshard,  &priv->vshard,
-                             &priv->vshard_head, &priv->my_values, &priv->dlogits, &priv->stats};
+                             &priv->vshard_head, &priv->my_values};
     for (size_t i = 0; i < G_N_ELEMENTS(tensors); i++) {
         g_clear_pointer(tensors[i], tdm_tensor_unref);
     }
-    tdm_op_cache_clear(s->model->device, &priv->loss_cache);
+    su_loss_clear(&priv->loss);
     g_free(priv);
     s->priv = NULL;
 }
