@@ -35,6 +35,20 @@ static void conf_add(const char *group, const char *name, const char *suffix, Td
     conf_add_case(group, name, suffix, dev, NULL, fn);
 }
 
+/* An intermediate a chain test compares: its index in the test's Pair
+ * array and the name a mismatch is reported under. */
+typedef struct {
+    int id;
+    const char *name;
+} ChainCheck;
+
+static void chain_compare(const Pair *P, const ChainCheck *checks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
+    }
+}
+
 /* ---- a small conv net, forward and backward ---- */
 
 /* clang-format off */
@@ -115,10 +129,7 @@ static gboolean chain_convnet_once(gconstpointer data, gboolean last)
         done = FALSE;
         goto out;
     }
-    static const struct {
-        int id;
-        const char *name;
-    } checks[] = {
+    static const ChainCheck checks[] = {
         {Y1, "conv y"},      {Y2, "batchnorm y"},     {SMEAN, "save_mean"},
         {SVAR, "save_var"},  {RMEAN, "running_mean"}, {RVAR, "running_var"},
         {Y3, "relu y"},      {Y4, "maxpool y"},       {Y5, "global avgpool y"},
@@ -128,9 +139,7 @@ static gboolean chain_convnet_once(gconstpointer data, gboolean last)
         {DGAMMA, "dgamma"},  {DBETA, "dbeta"},        {DX, "conv dx"},
         {DW1, "conv dw"},
     };
-    for (size_t i = 0; i < G_N_ELEMENTS(checks); i++) {
-        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
-    }
+    chain_compare(P, checks, G_N_ELEMENTS(checks));
     if (fabsf(loss[1] - loss[0]) > TOL_REDUCTION * fabsf(loss[0]) || correct[0] != correct[1]) {
         g_test_message("loss: ref %.8g (correct %" G_GINT64_FORMAT
                        "), got %.8g (correct %" G_GINT64_FORMAT ")",
@@ -225,17 +234,12 @@ static gboolean chain_lenet_once(gconstpointer data, gboolean last)
         done = FALSE;
         goto out;
     }
-    static const struct {
-        int id;
-        const char *name;
-    } checks[] = {
+    static const ChainCheck checks[] = {
         {L_Y1, "conv1+relu y"}, {L_P1, "pool1 y"},  {L_Y2, "conv2 y"},   {L_P2, "pool2 y"},
         {L_DY2, "pool2 dx"},    {L_DP1, "conv2 dx"}, {L_DY1, "relu dx"}, {L_DW2, "conv2 dw"},
         {L_DB2, "conv2 db"},    {L_DW1, "conv1 dw"}, {L_DB1, "conv1 db"},
     };
-    for (size_t i = 0; i < G_N_ELEMENTS(checks); i++) {
-        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
-    }
+    chain_compare(P, checks, G_N_ELEMENTS(checks));
 out:
     for (int i = 0; i < N_LENET; i++) {
         conf_pair_clear(&P[i]);
@@ -257,6 +261,22 @@ typedef struct {
     gboolean bias;
     int64_t w; /* input width when not h (0: square) */
 } BwfCase;
+
+/* The convolution of a case and the shapes of its x, dy and w. */
+static void bwf_shapes(const BwfCase *c, int64_t xs[4], int64_t dys[4], int64_t ws[4],
+                       TdmConv2dParams *conv)
+{
+    const int64_t wd = c->w > 0 ? c->w : c->h;
+    const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
+    const int64_t ow = (wd + 2 * c->pad - c->k) / c->stride + 1;
+    const int64_t x[4] = {c->n, c->c, c->h, wd}, dy[4] = {c->n, c->o, oh, ow};
+    const int64_t w[4] = {c->o, c->c, c->k, c->k};
+    const TdmConv2dParams cv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
+    memcpy(xs, x, sizeof(x));
+    memcpy(dys, dy, sizeof(dy));
+    memcpy(ws, w, sizeof(w));
+    *conv = cv;
+}
 
 /* Shapes of ResNet layers and odd ones: output channels in an odd number
  * of 8-blocks, channels that pad a block, 1x1 stride 2, 5x5. */
@@ -313,12 +333,9 @@ static void test_chain_conv_bwf(gconstpointer data)
     const ConfData *d = data;
     const BwfCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    const int64_t wd = c->w > 0 ? c->w : c->h;
-    const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t ow = (wd + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t xs[4] = {c->n, c->c, c->h, wd}, dys[4] = {c->n, c->o, oh, ow};
-    const int64_t ws[4] = {c->o, c->c, c->k, c->k};
-    const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
+    int64_t xs[4], dys[4], ws[4];
+    TdmConv2dParams conv;
+    bwf_shapes(c, xs, dys, ws, &conv);
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair dw = conf_pair_random(dev, 4, ws, -1, 1), db = {NULL, NULL};
     if (c->bias) {
@@ -375,12 +392,9 @@ static void test_chain_conv_fwd(gconstpointer data)
     const ConfData *d = data;
     const BwfCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    const int64_t wd = c->w > 0 ? c->w : c->h;
-    const int64_t oh = (c->h + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t ow = (wd + 2 * c->pad - c->k) / c->stride + 1;
-    const int64_t xs[4] = {c->n, c->c, c->h, wd}, dys[4] = {c->n, c->o, oh, ow};
-    const int64_t ws[4] = {c->o, c->c, c->k, c->k};
-    const TdmConv2dParams conv = {c->stride, c->stride, c->pad, c->pad, 1, 1, 1};
+    int64_t xs[4], dys[4], ws[4];
+    TdmConv2dParams conv;
+    bwf_shapes(c, xs, dys, ws, &conv);
     Pair x = conf_pair_empty(dev, TDM_DTYPE_F32), dy = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair w = conf_pair_random(dev, 4, ws, -0.3, 0.3), b = {NULL, NULL};
     Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), yr = conf_pair_empty(dev, TDM_DTYPE_F32);
@@ -647,19 +661,14 @@ static gboolean chain_fused_block_once(gconstpointer data, gboolean last)
         done = FALSE;
         goto out;
     }
-    static const struct {
-        int id;
-        const char *name;
-    } checks[] = {
+    static const ChainCheck checks[] = {
         {B_Z1, "relu(bn1)"},   {B_RM1, "bn1 running_mean"}, {B_RV1, "bn1 running_var"},
         {B_OUT, "block out"},  {B_DSUM, "relu dx"},         {B_DY2, "bn2 dx"},
         {B_DW2, "conv2 dw"},   {B_DZ1, "conv2 dx"},         {B_DY1, "bn1+relu dx"},
         {B_DG1, "bn1 dgamma"}, {B_DB1, "bn1 dbeta"},        {B_DW1, "conv1 dw"},
         {B_DX, "conv1 dx"},
     };
-    for (size_t i = 0; i < G_N_ELEMENTS(checks); i++) {
-        conf_compare(checks[i].name, &P[checks[i].id], TOL_REDUCTION);
-    }
+    chain_compare(P, checks, G_N_ELEMENTS(checks));
 out:
     for (int i = 0; i < N_BLOCK; i++) {
         conf_pair_clear(&P[i]);

@@ -250,56 +250,84 @@ static const ShapeCase bn_cases[] = {
 
 enum { BN_TRAIN, BN_EVAL, BN_BACKWARD };
 
+/* The tensors of one batch norm test, on both sides; ws (the fused
+ * ReLU's mask) only when `with_mask`. */
+typedef struct {
+    Pair x, gamma, beta, rmean, rvar, smean, svar, ws, y, dx, dy, dgamma, dbeta;
+} BnPairs;
+
+static void bn_pairs_init(BnPairs *p, TdmDevice *dev, const ShapeCase *c, gboolean with_mask)
+{
+    int64_t C = c->shape[1];
+    memset(p, 0, sizeof(*p));
+    p->x = conf_pair_random(dev, c->ndim, c->shape, -1.5, 2.5);
+    p->gamma = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    p->beta = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    p->rmean = conf_pair_random(dev, 1, &C, -0.5, 0.5);
+    p->rvar = conf_pair_random(dev, 1, &C, 0.5, 1.5);
+    p->smean = conf_pair_empty(dev, TDM_DTYPE_F32);
+    p->svar = conf_pair_empty(dev, TDM_DTYPE_F32);
+    if (with_mask) {
+        p->ws = conf_pair_empty(dev, TDM_DTYPE_U8);
+    }
+    p->y = conf_pair_empty(dev, TDM_DTYPE_F32);
+    p->dx = conf_pair_empty(dev, TDM_DTYPE_F32);
+    p->dy = conf_pair_random(dev, c->ndim, c->shape, -1, 1);
+    p->dgamma = conf_pair_random(dev, 1, &C, -1, 1);
+    p->dbeta = conf_pair_random(dev, 1, &C, -1, 1);
+}
+
+static void bn_compare_forward(BnPairs *p, gboolean training)
+{
+    conf_compare("y", &p->y, TOL_REDUCTION);
+    conf_compare("running_mean", &p->rmean, TOL_REDUCTION);
+    conf_compare("running_var", &p->rvar, TOL_REDUCTION);
+    if (training) {
+        conf_compare("save_mean", &p->smean, TOL_REDUCTION);
+        conf_compare("save_var", &p->svar, TOL_REDUCTION);
+    }
+}
+
+static void bn_compare_backward(BnPairs *p)
+{
+    conf_compare("dx", &p->dx, TOL_REDUCTION);
+    conf_compare("dgamma (accumulated)", &p->dgamma, TOL_REDUCTION);
+    conf_compare("dbeta (accumulated)", &p->dbeta, TOL_REDUCTION);
+}
+
+static void bn_pairs_clear(BnPairs *p)
+{
+    Pair *all[] = {&p->x,     &p->gamma, &p->beta, &p->rmean, &p->rvar,   &p->smean, &p->svar,
+                   &p->ws,    &p->y,     &p->dx,   &p->dy,    &p->dgamma, &p->dbeta};
+    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
+        conf_pair_clear(all[i]);
+    }
+}
+
 static void test_bn(const ConfData *d, int which)
 {
-    const ShapeCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    int64_t C = c->shape[1];
     const float momentum = 0.1f, eps = 1e-5f;
     gboolean training = which != BN_EVAL;
-    Pair x = conf_pair_random(dev, c->ndim, c->shape, -1.5, 2.5);
-    Pair gamma = conf_pair_random(dev, 1, &C, 0.5, 1.5);
-    Pair beta = conf_pair_random(dev, 1, &C, -0.5, 0.5);
-    Pair rmean = conf_pair_random(dev, 1, &C, -0.5, 0.5);
-    Pair rvar = conf_pair_random(dev, 1, &C, 0.5, 1.5);
-    Pair smean = conf_pair_empty(dev, TDM_DTYPE_F32), svar = conf_pair_empty(dev, TDM_DTYPE_F32);
-    Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), dx = conf_pair_empty(dev, TDM_DTYPE_F32);
-    Pair dy = conf_pair_random(dev, c->ndim, c->shape, -1, 1);
-    Pair dgamma = conf_pair_random(dev, 1, &C, -1, 1), dbeta = conf_pair_random(dev, 1, &C, -1, 1);
-    TRY(conf_ref->backend->batchnorm_forward(conf_ref, NULL, x.r, gamma.r, beta.r, rmean.r, rvar.r,
-                                             momentum, eps, training, smean.r, svar.r, y.r, &err));
-    TRY(dev->backend->batchnorm_forward(dev, NULL, x.t, gamma.t, beta.t, rmean.t, rvar.t, momentum,
-                                        eps, training, smean.t, svar.t, y.t, &err));
+    BnPairs p;
+    bn_pairs_init(&p, dev, d->tcase, FALSE);
+    TRY(conf_ref->backend->batchnorm_forward(conf_ref, NULL, p.x.r, p.gamma.r, p.beta.r, p.rmean.r,
+                                             p.rvar.r, momentum, eps, training, p.smean.r,
+                                             p.svar.r, p.y.r, &err));
+    TRY(dev->backend->batchnorm_forward(dev, NULL, p.x.t, p.gamma.t, p.beta.t, p.rmean.t,
+                                        p.rvar.t, momentum, eps, training, p.smean.t, p.svar.t,
+                                        p.y.t, &err));
     if (which != BN_BACKWARD) {
-        conf_compare("y", &y, TOL_REDUCTION);
-        conf_compare("running_mean", &rmean, TOL_REDUCTION);
-        conf_compare("running_var", &rvar, TOL_REDUCTION);
-        if (training) {
-            conf_compare("save_mean", &smean, TOL_REDUCTION);
-            conf_compare("save_var", &svar, TOL_REDUCTION);
-        }
+        bn_compare_forward(&p, training);
         goto out;
     }
-    TRY(conf_ref->backend->batchnorm_backward(conf_ref, NULL, x.r, dy.r, gamma.r, smean.r, svar.r,
-                                              eps, dx.r, dgamma.r, dbeta.r, &err));
-    TRY(dev->backend->batchnorm_backward(dev, NULL, x.t, dy.t, gamma.t, smean.t, svar.t, eps, dx.t,
-                                         dgamma.t, dbeta.t, &err));
-    conf_compare("dx", &dx, TOL_REDUCTION);
-    conf_compare("dgamma (accumulated)", &dgamma, TOL_REDUCTION);
-    conf_compare("dbeta (accumulated)", &dbeta, TOL_REDUCTION);
+    TRY(conf_ref->backend->batchnorm_backward(conf_ref, NULL, p.x.r, p.dy.r, p.gamma.r, p.smean.r,
+                                              p.svar.r, eps, p.dx.r, p.dgamma.r, p.dbeta.r, &err));
+    TRY(dev->backend->batchnorm_backward(dev, NULL, p.x.t, p.dy.t, p.gamma.t, p.smean.t, p.svar.t,
+                                         eps, p.dx.t, p.dgamma.t, p.dbeta.t, &err));
+    bn_compare_backward(&p);
 out:
-    conf_pair_clear(&x);
-    conf_pair_clear(&gamma);
-    conf_pair_clear(&beta);
-    conf_pair_clear(&rmean);
-    conf_pair_clear(&rvar);
-    conf_pair_clear(&smean);
-    conf_pair_clear(&svar);
-    conf_pair_clear(&y);
-    conf_pair_clear(&dx);
-    conf_pair_clear(&dy);
-    conf_pair_clear(&dgamma);
-    conf_pair_clear(&dbeta);
+    bn_pairs_clear(&p);
 }
 
 static void test_bn_train(gconstpointer d)
@@ -409,41 +437,25 @@ static gboolean conf_has_fused(TdmDevice *dev)
 
 static void test_bn_relu(const ConfData *d, int which)
 {
-    const ShapeCase *c = d->tcase;
     TdmDevice *dev = d->dev;
-    int64_t C = c->shape[1];
     const float momentum = 0.1f, eps = 1e-5f;
     gboolean training = which != BN_EVAL;
     if (!conf_has_fused(dev)) {
         return;
     }
-    Pair x = conf_pair_random(dev, c->ndim, c->shape, -1.5, 2.5);
-    Pair gamma = conf_pair_random(dev, 1, &C, 0.5, 1.5);
-    Pair beta = conf_pair_random(dev, 1, &C, -0.5, 0.5);
-    Pair rmean = conf_pair_random(dev, 1, &C, -0.5, 0.5);
-    Pair rvar = conf_pair_random(dev, 1, &C, 0.5, 1.5);
-    Pair smean = conf_pair_empty(dev, TDM_DTYPE_F32), svar = conf_pair_empty(dev, TDM_DTYPE_F32);
-    Pair ws = conf_pair_empty(dev, TDM_DTYPE_U8);
-    Pair y = conf_pair_empty(dev, TDM_DTYPE_F32), dx = conf_pair_empty(dev, TDM_DTYPE_F32);
-    Pair dy = conf_pair_random(dev, c->ndim, c->shape, -1, 1);
-    Pair dgamma = conf_pair_random(dev, 1, &C, -1, 1), dbeta = conf_pair_random(dev, 1, &C, -1, 1);
-    TRY(conf_ref->backend->batchnorm_relu_forward(conf_ref, NULL, x.r, gamma.r, beta.r, rmean.r,
-                                                  rvar.r, momentum, eps, training, smean.r,
-                                                  svar.r, ws.r, y.r, &err));
-    TRY(dev->backend->batchnorm_relu_forward(dev, NULL, x.t, gamma.t, beta.t, rmean.t, rvar.t,
-                                             momentum, eps, training, smean.t, svar.t, ws.t, y.t,
-                                             &err));
+    BnPairs p;
+    bn_pairs_init(&p, dev, d->tcase, TRUE);
+    TRY(conf_ref->backend->batchnorm_relu_forward(conf_ref, NULL, p.x.r, p.gamma.r, p.beta.r,
+                                                  p.rmean.r, p.rvar.r, momentum, eps, training,
+                                                  p.smean.r, p.svar.r, p.ws.r, p.y.r, &err));
+    TRY(dev->backend->batchnorm_relu_forward(dev, NULL, p.x.t, p.gamma.t, p.beta.t, p.rmean.t,
+                                             p.rvar.t, momentum, eps, training, p.smean.t,
+                                             p.svar.t, p.ws.t, p.y.t, &err));
     if (which != BN_BACKWARD) {
-        conf_compare("y", &y, TOL_REDUCTION);
-        conf_compare("running_mean", &rmean, TOL_REDUCTION);
-        conf_compare("running_var", &rvar, TOL_REDUCTION);
-        if (training) {
-            conf_compare("save_mean", &smean, TOL_REDUCTION);
-            conf_compare("save_var", &svar, TOL_REDUCTION);
-        }
+        bn_compare_forward(&p, training);
         /* About half the outputs are clamped: the ReLU is really there. */
-        float *v = conf_read_values(y.t);
-        int64_t n = tdm_tensor_numel(y.t), zeros = 0;
+        float *v = conf_read_values(p.y.t);
+        int64_t n = tdm_tensor_numel(p.y.t), zeros = 0;
         for (int64_t i = 0; v != NULL && i < n; i++) {
             zeros += v[i] == 0.0f;
             g_assert_cmpfloat(v[i], >=, 0.0f);
@@ -453,28 +465,15 @@ static void test_bn_relu(const ConfData *d, int which)
         g_free(v);
         goto out;
     }
-    TRY(conf_ref->backend->batchnorm_relu_backward(conf_ref, NULL, x.r, y.r, ws.r, dy.r, gamma.r,
-                                                   smean.r, svar.r, eps, dx.r, dgamma.r, dbeta.r,
-                                                   &err));
-    TRY(dev->backend->batchnorm_relu_backward(dev, NULL, x.t, y.t, ws.t, dy.t, gamma.t, smean.t,
-                                              svar.t, eps, dx.t, dgamma.t, dbeta.t, &err));
-    conf_compare("dx", &dx, TOL_REDUCTION);
-    conf_compare("dgamma (accumulated)", &dgamma, TOL_REDUCTION);
-    conf_compare("dbeta (accumulated)", &dbeta, TOL_REDUCTION);
+    TRY(conf_ref->backend->batchnorm_relu_backward(conf_ref, NULL, p.x.r, p.y.r, p.ws.r, p.dy.r,
+                                                   p.gamma.r, p.smean.r, p.svar.r, eps, p.dx.r,
+                                                   p.dgamma.r, p.dbeta.r, &err));
+    TRY(dev->backend->batchnorm_relu_backward(dev, NULL, p.x.t, p.y.t, p.ws.t, p.dy.t, p.gamma.t,
+                                              p.smean.t, p.svar.t, eps, p.dx.t, p.dgamma.t,
+                                              p.dbeta.t, &err));
+    bn_compare_backward(&p);
 out:
-    conf_pair_clear(&x);
-    conf_pair_clear(&gamma);
-    conf_pair_clear(&beta);
-    conf_pair_clear(&rmean);
-    conf_pair_clear(&rvar);
-    conf_pair_clear(&smean);
-    conf_pair_clear(&svar);
-    conf_pair_clear(&ws);
-    conf_pair_clear(&y);
-    conf_pair_clear(&dx);
-    conf_pair_clear(&dy);
-    conf_pair_clear(&dgamma);
-    conf_pair_clear(&dbeta);
+    bn_pairs_clear(&p);
 }
 
 static void test_bn_relu_train(gconstpointer d)
