@@ -46,17 +46,20 @@ tests_fixtures_libtdm_fixture_nosym_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_nosym_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_nosym_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_initfail_la_SOURCES = tests/fixtures/initfail.c
+tests_fixtures_libtdm_fixture_initfail_la_SOURCES = tests/fixtures/initfail.c \
+	tests/fixtures/fixture-dataset.h
 tests_fixtures_libtdm_fixture_initfail_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_initfail_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_initfail_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_twin_la_SOURCES = tests/fixtures/twin.c
+tests_fixtures_libtdm_fixture_twin_la_SOURCES = tests/fixtures/twin.c \
+	tests/fixtures/fixture-dataset.h
 tests_fixtures_libtdm_fixture_twin_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_twin_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_twin_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_size_la_SOURCES = tests/fixtures/size.c
+tests_fixtures_libtdm_fixture_size_la_SOURCES = tests/fixtures/size.c \
+	tests/fixtures/fixture-dataset.h
 tests_fixtures_libtdm_fixture_size_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_size_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_size_la_LIBADD = $(TDM_FIXTURE_LIBADD)
@@ -66,7 +69,8 @@ tests_fixtures_libtdm_fixture_newer_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_newer_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_newer_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_major_la_SOURCES = tests/fixtures/major.c
+tests_fixtures_libtdm_fixture_major_la_SOURCES = tests/fixtures/major.c \
+	tests/fixtures/fixture-dataset.h
 tests_fixtures_libtdm_fixture_major_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_major_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_major_la_LIBADD = $(TDM_FIXTURE_LIBADD)
