@@ -235,8 +235,8 @@ static gboolean chain_lenet_once(gconstpointer data, gboolean last)
         goto out;
     }
     static const ChainCheck checks[] = {
-        {L_Y1, "conv1+relu y"}, {L_P1, "pool1 y"},  {L_Y2, "conv2 y"},   {L_P2, "pool2 y"},
-        {L_DY2, "pool2 dx"},    {L_DP1, "conv2 dx"}, {L_DY1, "relu dx"}, {L_DW2, "conv2 dw"},
+        {L_Y1, "conv1+relu y"}, {L_P1, "pool1 y"},   {L_Y2, "conv2 y"},   {L_P2, "pool2 y"},
+        {L_DY2, "pool2 dx"},    {L_DP1, "conv2 dx"}, {L_DY1, "relu dx"},  {L_DW2, "conv2 dw"},
         {L_DB2, "conv2 db"},    {L_DW1, "conv1 dw"}, {L_DB1, "conv1 db"},
     };
     chain_compare(P, checks, G_N_ELEMENTS(checks));

@@ -297,8 +297,8 @@ static void bn_compare_backward(BnPairs *p)
 
 static void bn_pairs_clear(BnPairs *p)
 {
-    Pair *all[] = {&p->x,     &p->gamma, &p->beta, &p->rmean, &p->rvar,   &p->smean, &p->svar,
-                   &p->ws,    &p->y,     &p->dx,   &p->dy,    &p->dgamma, &p->dbeta};
+    Pair *all[] = {&p->x,  &p->gamma, &p->beta, &p->rmean, &p->rvar,   &p->smean, &p->svar,
+                   &p->ws, &p->y,     &p->dx,   &p->dy,    &p->dgamma, &p->dbeta};
     for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
         conf_pair_clear(all[i]);
     }
@@ -312,11 +312,10 @@ static void test_bn(const ConfData *d, int which)
     BnPairs p;
     bn_pairs_init(&p, dev, d->tcase, FALSE);
     TRY(conf_ref->backend->batchnorm_forward(conf_ref, NULL, p.x.r, p.gamma.r, p.beta.r, p.rmean.r,
-                                             p.rvar.r, momentum, eps, training, p.smean.r,
-                                             p.svar.r, p.y.r, &err));
-    TRY(dev->backend->batchnorm_forward(dev, NULL, p.x.t, p.gamma.t, p.beta.t, p.rmean.t,
-                                        p.rvar.t, momentum, eps, training, p.smean.t, p.svar.t,
-                                        p.y.t, &err));
+                                             p.rvar.r, momentum, eps, training, p.smean.r, p.svar.r,
+                                             p.y.r, &err));
+    TRY(dev->backend->batchnorm_forward(dev, NULL, p.x.t, p.gamma.t, p.beta.t, p.rmean.t, p.rvar.t,
+                                        momentum, eps, training, p.smean.t, p.svar.t, p.y.t, &err));
     if (which != BN_BACKWARD) {
         bn_compare_forward(&p, training);
         goto out;
@@ -449,8 +448,8 @@ static void test_bn_relu(const ConfData *d, int which)
                                                   p.rmean.r, p.rvar.r, momentum, eps, training,
                                                   p.smean.r, p.svar.r, p.ws.r, p.y.r, &err));
     TRY(dev->backend->batchnorm_relu_forward(dev, NULL, p.x.t, p.gamma.t, p.beta.t, p.rmean.t,
-                                             p.rvar.t, momentum, eps, training, p.smean.t,
-                                             p.svar.t, p.ws.t, p.y.t, &err));
+                                             p.rvar.t, momentum, eps, training, p.smean.t, p.svar.t,
+                                             p.ws.t, p.y.t, &err));
     if (which != BN_BACKWARD) {
         bn_compare_forward(&p, training);
         /* About half the outputs are clamped: the ReLU is really there. */

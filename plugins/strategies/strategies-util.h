@@ -86,8 +86,8 @@ static inline gboolean su_forward_backward(TdmModel *model, SuLoss *l, TdmTensor
 static inline gboolean su_forward_backward_batch(TdmStrategy *s, SuLoss *l, TdmBatch *batch,
                                                  GError **error)
 {
-    return su_forward_backward(s->model, l, batch->images, batch->labels,
-                               s->opts.label_smoothing, 1.0f / (float)s->opts.accumulate, error);
+    return su_forward_backward(s->model, l, batch->images, batch->labels, s->opts.label_smoothing,
+                               1.0f / (float)s->opts.accumulate, error);
 }
 
 /* Adds `stats` to out->loss_sum and out->correct and zeroes it: the one

@@ -269,8 +269,8 @@ static void zero1_teardown(TdmStrategy *s)
     tdm_optimizer_free(priv->optimizer);
     g_clear_pointer(&priv->shard_params, g_ptr_array_unref);
     su_buffers_clear(&priv->buffers, priv->comm);
-    TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,    &priv->vpad,
-                             &priv->gpad_head,   &priv->vpad_head, &priv->gshard,  &priv->vshard,
+    TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,   &priv->vpad,
+                             &priv->gpad_head,   &priv->vpad_head, &priv->gshard, &priv->vshard,
                              &priv->vshard_head, &priv->my_values};
     for (size_t i = 0; i < G_N_ELEMENTS(tensors); i++) {
         g_clear_pointer(tensors[i], tdm_tensor_unref);
