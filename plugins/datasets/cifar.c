@@ -24,6 +24,8 @@
 #include <tandem/params.h>
 #include <tandem/plugin.h>
 
+#include "datasets-util.h"
+
 #define CIFAR_PIXELS 3072
 #define CIFAR10_TRAIN_BATCHES 5
 
@@ -43,17 +45,6 @@ typedef struct {
 } CifarDataset;
 
 typedef enum { FORMAT_DETECT, FORMAT_CIFAR10, FORMAT_CIFAR100 } CifarFormat;
-
-static gboolean cifar_fail(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean cifar_fail(GError **error, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, TDM_ERROR, code, msg);
-    return FALSE;
-}
 
 /* CIFAR-100's label= parameter (cifar and cifar100 take it; without
  * parameters, as when a caller runs open() itself: fine). */
@@ -88,42 +79,41 @@ static gboolean cifar_file_open(CifarFile *f, const char *dir, const char *name,
     GError *local = NULL;
     f->map = g_mapped_file_new(f->path, FALSE, &local);
     if (f->map == NULL) {
-        cifar_fail(error, TDM_ERROR_IO, "%s", local->message);
+        ds_fail(error, TDM_ERROR_IO, "%s", local->message);
         g_error_free(local);
         return FALSE;
     }
     size_t len = g_mapped_file_get_length(f->map);
     f->data = (const guint8 *)g_mapped_file_get_contents(f->map);
     if (len == 0) {
-        return cifar_fail(error, TDM_ERROR_CORRUPT, "%s: empty file (no %zu-byte records)", f->path,
-                          record);
+        return ds_fail(error, TDM_ERROR_CORRUPT, "%s: empty file (no %zu-byte records)", f->path,
+                       record);
     }
     if (len % record != 0) {
         size_t whole = len / record;
-        return cifar_fail(error, TDM_ERROR_CORRUPT,
-                          "%s: truncated record %zu at byte %zu: the file has %zu bytes, not a "
-                          "whole number of %zu-byte records (%zu of %zu bytes present)",
-                          f->path, whole, whole * record, len, record, len - whole * record,
-                          record);
+        return ds_fail(error, TDM_ERROR_CORRUPT,
+                       "%s: truncated record %zu at byte %zu: the file has %zu bytes, not a "
+                       "whole number of %zu-byte records (%zu of %zu bytes present)",
+                       f->path, whole, whole * record, len, record, len - whole * record, record);
     }
     f->count = (int64_t)(len / record);
     for (int64_t i = 0; i < f->count; i++) {
         size_t at = (size_t)i * record;
         const guint8 *r = f->data + at;
         if (format == FORMAT_CIFAR10 && r[0] >= 10) {
-            return cifar_fail(error, TDM_ERROR_CORRUPT,
-                              "%s: record %" G_GINT64_FORMAT " at byte %zu has label %u (CIFAR-10 "
-                              "labels are 0..9)",
-                              f->path, i, at, r[0]);
+            return ds_fail(error, TDM_ERROR_CORRUPT,
+                           "%s: record %" G_GINT64_FORMAT " at byte %zu has label %u (CIFAR-10 "
+                           "labels are 0..9)",
+                           f->path, i, at, r[0]);
         }
         if (format == FORMAT_CIFAR100 && (r[0] >= 20 || r[1] >= 100)) {
             gboolean coarse_bad = r[0] >= 20;
-            return cifar_fail(error, TDM_ERROR_CORRUPT,
-                              "%s: record %" G_GINT64_FORMAT " at byte %zu has %s label %u "
-                              "(CIFAR-100 %s labels are 0..%d)",
-                              f->path, i, at + (coarse_bad ? 0 : 1), coarse_bad ? "coarse" : "fine",
-                              coarse_bad ? r[0] : r[1], coarse_bad ? "coarse" : "fine",
-                              coarse_bad ? 19 : 99);
+            return ds_fail(error, TDM_ERROR_CORRUPT,
+                           "%s: record %" G_GINT64_FORMAT " at byte %zu has %s label %u "
+                           "(CIFAR-100 %s labels are 0..%d)",
+                           f->path, i, at + (coarse_bad ? 0 : 1), coarse_bad ? "coarse" : "fine",
+                           coarse_bad ? r[0] : r[1], coarse_bad ? "coarse" : "fine",
+                           coarse_bad ? 19 : 99);
         }
     }
     return TRUE;
@@ -152,8 +142,8 @@ static char **cifar_split_files(const char *dir, CifarFormat format, const char 
 {
     gboolean train = g_strcmp0(split, "train") == 0;
     if (!train && g_strcmp0(split, "test") != 0) {
-        cifar_fail(error, TDM_ERROR_INVALID_ARG,
-                   "cifar: unknown split '%s' (expected train or test)", split);
+        ds_fail(error, TDM_ERROR_INVALID_ARG, "cifar: unknown split '%s' (expected train or test)",
+                split);
         return NULL;
     }
     g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
@@ -169,9 +159,9 @@ static char **cifar_split_files(const char *dir, CifarFormat format, const char 
                 continue;
             }
             if (last != k - 1) {
-                cifar_fail(error, TDM_ERROR_IO,
-                           "%s: has %s but no data_batch_%d.bin (an incomplete download?)", dir,
-                           name, last + 1);
+                ds_fail(error, TDM_ERROR_IO,
+                        "%s: has %s but no data_batch_%d.bin (an incomplete download?)", dir, name,
+                        last + 1);
                 return NULL;
             }
             last = k;
@@ -183,9 +173,9 @@ static char **cifar_split_files(const char *dir, CifarFormat format, const char 
     }
     for (guint i = 0; i < names->len; i++) {
         if (!file_present(dir, names->pdata[i])) {
-            cifar_fail(error, TDM_ERROR_IO, "%s: no %s in this directory (the %s %s split)", dir,
-                       (char *)names->pdata[i],
-                       format == FORMAT_CIFAR100 ? "CIFAR-100" : "CIFAR-10", split);
+            ds_fail(error, TDM_ERROR_IO, "%s: no %s in this directory (the %s %s split)", dir,
+                    (char *)names->pdata[i], format == FORMAT_CIFAR100 ? "CIFAR-100" : "CIFAR-10",
+                    split);
             return NULL;
         }
     }
@@ -204,27 +194,27 @@ static gboolean cifar_open_files(TdmDataset *ds, const char *dir, const char *sp
         want = FORMAT_CIFAR100;
     }
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-        return cifar_fail(error, TDM_ERROR_IO,
-                          "%s: no such dataset directory (the cifar reader expects the binary "
-                          "version: data_batch_1..5.bin and test_batch.bin for CIFAR-10, "
-                          "train.bin and test.bin for CIFAR-100)",
-                          dir);
+        return ds_fail(error, TDM_ERROR_IO,
+                       "%s: no such dataset directory (the cifar reader expects the binary "
+                       "version: data_batch_1..5.bin and test_batch.bin for CIFAR-10, "
+                       "train.bin and test.bin for CIFAR-100)",
+                       dir);
     }
     CifarFormat format = cifar_detect(dir);
     if (format == FORMAT_DETECT) {
-        return cifar_fail(error, TDM_ERROR_IO,
-                          "%s: no CIFAR files here (expected data_batch_1..5.bin and "
-                          "test_batch.bin for CIFAR-10, or train.bin and test.bin for CIFAR-100)",
-                          dir);
+        return ds_fail(error, TDM_ERROR_IO,
+                       "%s: no CIFAR files here (expected data_batch_1..5.bin and "
+                       "test_batch.bin for CIFAR-10, or train.bin and test.bin for CIFAR-100)",
+                       dir);
     }
     if (want != FORMAT_DETECT && want != format) {
-        return cifar_fail(error, TDM_ERROR_IO, "%s: holds %s files, not %s (use cifar:%s)", dir,
-                          format == FORMAT_CIFAR10 ? "CIFAR-10" : "CIFAR-100",
-                          want == FORMAT_CIFAR10 ? "CIFAR-10" : "CIFAR-100", dir);
+        return ds_fail(error, TDM_ERROR_IO, "%s: holds %s files, not %s (use cifar:%s)", dir,
+                       format == FORMAT_CIFAR10 ? "CIFAR-10" : "CIFAR-100",
+                       want == FORMAT_CIFAR10 ? "CIFAR-10" : "CIFAR-100", dir);
     }
     if (coarse && format != FORMAT_CIFAR100) {
-        return cifar_fail(error, TDM_ERROR_INVALID_ARG,
-                          "%s: label=coarse applies to CIFAR-100 only", dir);
+        return ds_fail(error, TDM_ERROR_INVALID_ARG, "%s: label=coarse applies to CIFAR-100 only",
+                       dir);
     }
     g_auto(GStrv) names = cifar_split_files(dir, format, split, error);
     if (names == NULL) {
@@ -265,11 +255,8 @@ static gboolean cifar_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t
                            GError **error)
 {
     CifarDataset *d = ds->priv;
-    if (index < 0 || index >= ds->length) {
-        return cifar_fail(error, TDM_ERROR_INVALID_ARG,
-                          "cifar: sample %" G_GINT64_FORMAT " out of range (0..%" G_GINT64_FORMAT
-                          ")",
-                          index, ds->length - 1);
+    if (!ds_check_index(ds, index, "cifar", error)) {
+        return FALSE;
     }
     int i = 0;
     while (index >= d->files[i].first + d->files[i].count) {

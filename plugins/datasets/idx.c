@@ -34,6 +34,8 @@
 #include <tandem/data.h>
 #include <tandem/plugin.h>
 
+#include "datasets-util.h"
+
 #define IDX_MAGIC_U8_1D 0x00000801u
 #define IDX_MAGIC_U8_3D 0x00000803u
 #define READ_AHEAD_BYTES (256u << 10)
@@ -160,9 +162,8 @@ static gboolean corrupt(GError **error, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    ds_failv(error, TDM_ERROR_CORRUPT, fmt, ap);
     va_end(ap);
-    g_set_error_literal(error, TDM_ERROR, TDM_ERROR_CORRUPT, msg);
     return FALSE;
 }
 
@@ -355,10 +356,7 @@ static gboolean idx_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t *
                          GError **error)
 {
     IdxDataset *d = ds->priv;
-    if (index < 0 || index >= ds->length) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "idx: sample %" G_GINT64_FORMAT " out of range (0..%" G_GINT64_FORMAT ")",
-                    index, ds->length - 1);
+    if (!ds_check_index(ds, index, "idx", error)) {
         return FALSE;
     }
     size_t start = d->images.header_len + (size_t)index * d->sample_bytes;

@@ -22,23 +22,13 @@
 
 #include <tandem/transform.h>
 
+#include "datasets-util.h"
 #include "image-decode.h"
 
 #define MAX_SIDE 65535u
 /* A libpng error message, kept for the GError (libjpeg's have
  * JMSG_LENGTH_MAX). */
 #define PNG_MSG_LEN 256
-
-static gboolean decode_fail(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean decode_fail(GError **error, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, TDM_ERROR, code, msg);
-    return FALSE;
-}
 
 /* Where decoded pixels go: u8 CHW planes (g_malloc'ed here) or the float
  * CHW planes of a TdmImage (u8 scale), written a band of rows at a time
@@ -197,7 +187,7 @@ static gboolean decode_png(const guint8 *data, size_t len, const char *path, Ima
     png_infop info = png != NULL ? png_create_info_struct(png) : NULL;
     if (info == NULL) {
         png_destroy_read_struct(&png, NULL, NULL);
-        return decode_fail(error, TDM_ERROR_FAILED, "%s: cannot start libpng", path);
+        return ds_fail(error, TDM_ERROR_FAILED, "%s: cannot start libpng", path);
     }
     guint8 *volatile hwc = NULL;
     guint8 **volatile rows = NULL;
@@ -206,13 +196,12 @@ static gboolean decode_png(const guint8 *data, size_t len, const char *path, Ima
         g_free(rows);
         png_destroy_read_struct(&png, &info, NULL);
         if (src.truncated) {
-            return decode_fail(error, TDM_ERROR_CORRUPT, "%s: corrupt PNG image: %s", path,
-                               src.msg);
+            return ds_fail(error, TDM_ERROR_CORRUPT, "%s: corrupt PNG image: %s", path, src.msg);
         }
-        return decode_fail(error, TDM_ERROR_CORRUPT,
-                           "%s: corrupt PNG image: %s (in the data "
-                           "before byte %zu)",
-                           path, src.msg, src.pos);
+        return ds_fail(error, TDM_ERROR_CORRUPT,
+                       "%s: corrupt PNG image: %s (in the data "
+                       "before byte %zu)",
+                       path, src.msg, src.pos);
     }
     png_set_read_fn(png, &src, png_read_mem);
     png_set_user_limits(png, MAX_SIDE, MAX_SIDE);
@@ -292,7 +281,7 @@ static gboolean decode_jpeg(const guint8 *data, size_t len, const char *path, Im
     err.pub.emit_message = jpeg_on_message;
     if (setjmp(err.jump)) {
         jpeg_destroy_decompress(&cinfo);
-        return decode_fail(error, TDM_ERROR_CORRUPT, "%s: corrupt JPEG image: %s", path, err.msg);
+        return ds_fail(error, TDM_ERROR_CORRUPT, "%s: corrupt JPEG image: %s", path, err.msg);
     }
     jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, data, (unsigned long)len);
@@ -356,9 +345,9 @@ static gboolean decode_into(const guint8 *data, size_t len, const char *path, Im
     for (size_t i = 0; i < MIN(len, (size_t)4); i++) {
         g_string_append_printf(head, " %02x", data[i]);
     }
-    return decode_fail(error, TDM_ERROR_CORRUPT,
-                       "%s: not %s file: no PNG or JPEG signature at byte 0 (%zu bytes, %s)", path,
-                       claimed, len, head->str);
+    return ds_fail(error, TDM_ERROR_CORRUPT,
+                   "%s: not %s file: no PNG or JPEG signature at byte 0 (%zu bytes, %s)", path,
+                   claimed, len, head->str);
 }
 
 gboolean image_decode(const guint8 *data, size_t len, const char *path, int want_c, guint8 **pixels,

@@ -38,6 +38,7 @@
 #include <tandem/params.h>
 #include <tandem/plugin.h>
 
+#include "datasets-util.h"
 #include "image-decode.h"
 
 #define MAX_WALK_DEPTH 64
@@ -54,17 +55,6 @@ typedef struct {
     int channels; /* 0 = the first image's */
     gboolean size_first;
 } FolderOptions;
-
-static gboolean folder_fail(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean folder_fail(GError **error, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, TDM_ERROR, code, msg);
-    return FALSE;
-}
 
 /* The parameters tdm_dataset_open() bound to folder_params (none when a
  * caller runs open() itself: the defaults). */
@@ -110,15 +100,14 @@ static ExtKind classify_name(const char *name)
 static gboolean walk_folders(const char *dir, int depth, GPtrArray *roots, GError **error)
 {
     if (depth > MAX_WALK_DEPTH) {
-        return folder_fail(error, TDM_ERROR_IO,
-                           "%s: folders nested more than %d deep (a link loop?)", dir,
-                           MAX_WALK_DEPTH);
+        return ds_fail(error, TDM_ERROR_IO, "%s: folders nested more than %d deep (a link loop?)",
+                       dir, MAX_WALK_DEPTH);
     }
     g_ptr_array_add(roots, g_strdup(dir));
     GError *local = NULL;
     GDir *d = g_dir_open(dir, 0, &local);
     if (d == NULL) {
-        folder_fail(error, TDM_ERROR_IO, "%s", local->message);
+        ds_fail(error, TDM_ERROR_IO, "%s", local->message);
         g_error_free(local);
         return FALSE;
     }
@@ -148,7 +137,7 @@ static gboolean list_class(const char *class_dir, GPtrArray *files, GError **err
         GError *local = NULL;
         GDir *d = g_dir_open(root, 0, &local);
         if (d == NULL) {
-            folder_fail(error, TDM_ERROR_IO, "%s", local->message);
+            ds_fail(error, TDM_ERROR_IO, "%s", local->message);
             g_error_free(local);
             return FALSE;
         }
@@ -162,10 +151,10 @@ static gboolean list_class(const char *class_dir, GPtrArray *files, GError **err
             ExtKind kind = classify_name(name);
             if (kind == EXT_UNSUPPORTED_IMAGE) {
                 g_dir_close(d);
-                return folder_fail(error, TDM_ERROR_UNSUPPORTED,
-                                   "%s: image format not supported (the imagefolder reader "
-                                   "decodes PNG and JPEG; convert it or move it out)",
-                                   p);
+                return ds_fail(error, TDM_ERROR_UNSUPPORTED,
+                               "%s: image format not supported (the imagefolder reader "
+                               "decodes PNG and JPEG; convert it or move it out)",
+                               p);
             }
             if (kind == EXT_DECODABLE) {
                 g_ptr_array_add(names, g_strdup(name));
@@ -178,8 +167,8 @@ static gboolean list_class(const char *class_dir, GPtrArray *files, GError **err
         }
     }
     if (files->len == before) {
-        return folder_fail(error, TDM_ERROR_IO,
-                           "%s: class folder holds no .png, .jpg or .jpeg images", class_dir);
+        return ds_fail(error, TDM_ERROR_IO, "%s: class folder holds no .png, .jpg or .jpeg images",
+                       class_dir);
     }
     return TRUE;
 }
@@ -189,15 +178,15 @@ static char *split_root(const char *dir, const char *split, GError **error)
 {
     gboolean train = g_strcmp0(split, "train") == 0;
     if (!train && g_strcmp0(split, "test") != 0) {
-        folder_fail(error, TDM_ERROR_INVALID_ARG,
-                    "imagefolder: unknown split '%s' (expected train or test)", split);
+        ds_fail(error, TDM_ERROR_INVALID_ARG,
+                "imagefolder: unknown split '%s' (expected train or test)", split);
         return NULL;
     }
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-        folder_fail(error, TDM_ERROR_IO,
-                    "%s: no such dataset directory (the imagefolder reader expects a directory "
-                    "with one subdirectory of PNG/JPEG images per class)",
-                    dir);
+        ds_fail(error, TDM_ERROR_IO,
+                "%s: no such dataset directory (the imagefolder reader expects a directory "
+                "with one subdirectory of PNG/JPEG images per class)",
+                dir);
         return NULL;
     }
     g_autofree char *train_dir = g_build_filename(dir, "train", NULL);
@@ -215,8 +204,8 @@ static char *split_root(const char *dir, const char *split, GError **error)
         }
         g_free(p);
     }
-    folder_fail(error, TDM_ERROR_IO,
-                "%s: has a train/ folder but no val/ or test/ folder for the test split", dir);
+    ds_fail(error, TDM_ERROR_IO,
+            "%s: has a train/ folder but no val/ or test/ folder for the test split", dir);
     return NULL;
 }
 
@@ -253,14 +242,14 @@ static const guint8 *read_file(const char *path, size_t *len, GError **error)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        folder_fail(error, TDM_ERROR_IO, "%s: cannot open: %s", path, g_strerror(e));
+        ds_fail(error, TDM_ERROR_IO, "%s: cannot open: %s", path, g_strerror(e));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        folder_fail(error, TDM_ERROR_IO, "%s: cannot stat: %s", path, g_strerror(e));
+        ds_fail(error, TDM_ERROR_IO, "%s: cannot stat: %s", path, g_strerror(e));
         return NULL;
     }
     FileBuffer *fb = file_buffer_get();
@@ -280,8 +269,8 @@ static const guint8 *read_file(const char *path, size_t *len, GError **error)
         if (r < 0) {
             int e = errno;
             close(fd);
-            folder_fail(error, TDM_ERROR_IO, "%s: read failed at byte %zu: %s", path, got,
-                        g_strerror(e));
+            ds_fail(error, TDM_ERROR_IO, "%s: read failed at byte %zu: %s", path, got,
+                    g_strerror(e));
             return NULL;
         }
         if (r == 0) {
@@ -291,7 +280,7 @@ static const guint8 *read_file(const char *path, size_t *len, GError **error)
     }
     close(fd);
     if (got == fb->capacity) {
-        folder_fail(error, TDM_ERROR_IO, "%s: the file grew while it was read", path);
+        ds_fail(error, TDM_ERROR_IO, "%s: the file grew while it was read", path);
         return NULL;
     }
     *len = got;
@@ -341,7 +330,7 @@ static gboolean folder_open_dir(TdmDataset *ds, const char *dir, const char *spl
     GError *local = NULL;
     GDir *gd = g_dir_open(root, 0, &local);
     if (gd == NULL) {
-        folder_fail(error, TDM_ERROR_IO, "%s", local->message);
+        ds_fail(error, TDM_ERROR_IO, "%s", local->message);
         g_error_free(local);
         return FALSE;
     }
@@ -355,10 +344,10 @@ static gboolean folder_open_dir(TdmDataset *ds, const char *dir, const char *spl
     }
     g_dir_close(gd);
     if (classes->len == 0) {
-        return folder_fail(error, TDM_ERROR_IO,
-                           "%s: no class folders (the imagefolder reader expects one "
-                           "subdirectory of PNG/JPEG images per class)",
-                           root);
+        return ds_fail(error, TDM_ERROR_IO,
+                       "%s: no class folders (the imagefolder reader expects one "
+                       "subdirectory of PNG/JPEG images per class)",
+                       root);
     }
     g_ptr_array_sort(classes, compare_strings);
 
@@ -411,22 +400,11 @@ static gboolean folder_open(TdmDataset *ds, const char *path, const char *split,
     return TRUE;
 }
 
-static gboolean check_index(TdmDataset *ds, int64_t index, GError **error)
-{
-    if (index < 0 || index >= ds->length) {
-        return folder_fail(error, TDM_ERROR_INVALID_ARG,
-                           "imagefolder: sample %" G_GINT64_FORMAT
-                           " out of range (0..%" G_GINT64_FORMAT ")",
-                           index, ds->length - 1);
-    }
-    return TRUE;
-}
-
 static gboolean folder_read_image(TdmDataset *ds, int64_t index, TdmImage *img, int32_t *label,
                                   GError **error)
 {
     FolderDataset *d = ds->priv;
-    if (!check_index(ds, index, error)) {
+    if (!ds_check_index(ds, index, "imagefolder", error)) {
         return FALSE;
     }
     if (!decode_file_float(d->files[index], ds->channels, img, error)) {
@@ -442,16 +420,16 @@ static gboolean folder_read(TdmDataset *ds, int64_t index, guint8 *image, int32_
                             GError **error)
 {
     FolderDataset *d = ds->priv;
-    if (!check_index(ds, index, error)) {
+    if (!ds_check_index(ds, index, "imagefolder", error)) {
         return FALSE;
     }
     if (ds->height <= 0 || ds->width <= 0) {
-        return folder_fail(error, TDM_ERROR_INVALID_ARG,
-                           "%s: image-folder samples may differ in size, so they cannot be read "
-                           "at a fixed size; use transforms that make them one size (e.g. "
-                           "--transforms \"resize 64 | center-crop 64\"), or open the dataset "
-                           "with size=first if every image is %dx%d like the first",
-                           ds->path, d->first_w, d->first_h);
+        return ds_fail(error, TDM_ERROR_INVALID_ARG,
+                       "%s: image-folder samples may differ in size, so they cannot be read "
+                       "at a fixed size; use transforms that make them one size (e.g. "
+                       "--transforms \"resize 64 | center-crop 64\"), or open the dataset "
+                       "with size=first if every image is %dx%d like the first",
+                       ds->path, d->first_w, d->first_h);
     }
     g_autofree guint8 *px = NULL;
     int c, h, w;
@@ -459,11 +437,11 @@ static gboolean folder_read(TdmDataset *ds, int64_t index, guint8 *image, int32_
         return FALSE;
     }
     if (h != ds->height || w != ds->width) {
-        return folder_fail(error, TDM_ERROR_INVALID_ARG,
-                           "%s: image is %dx%d but the first image (%s) is %dx%d, and the dataset "
-                           "was opened with size=first; resize the images, or drop size=first "
-                           "and use a resize transform",
-                           d->files[index], w, h, d->files[0], ds->width, ds->height);
+        return ds_fail(error, TDM_ERROR_INVALID_ARG,
+                       "%s: image is %dx%d but the first image (%s) is %dx%d, and the dataset "
+                       "was opened with size=first; resize the images, or drop size=first "
+                       "and use a resize transform",
+                       d->files[index], w, h, d->files[0], ds->width, ds->height);
     }
     memcpy(image, px, (size_t)c * (size_t)h * (size_t)w);
     *label = d->labels[index];
