@@ -11,4 +11,4 @@ tests_test_datasets_LDADD = $(TDMTEST_LIBS)
 
 TESTS += tests/test-datasets tests/datasets-cli.sh tests/data-preview.sh
 EXTRA_DIST += tests/datasets-cli.sh tests/data-preview.sh tests/make-fixtures.py \
-	tests/fuzz/fuzz-cifar.c tests/fuzz/fuzz-png.c
+	tests/fuzz/fuzz-cifar.c tests/fuzz/fuzz-png.c tests/fuzz/fuzz-dataset.h

@@ -10,30 +10,19 @@
  * coarse labels); every sample of a dataset that opens is then read and its
  * label checked against the class count.
  */
-#include <glib/gstdio.h>
 #include <string.h>
 
-#include <tandem/tandem.h>
+#include "fuzz-dataset.h"
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 
-static char *dir;
 static const char *const names[] = {"data_batch_1.bin", "test_batch.bin", "train.bin"};
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 {
-    if (dir == NULL) {
-        dir = g_dir_make_tmp("fuzz-cifar-XXXXXX", NULL);
-        if (dir == NULL) {
-            return 0;
-        }
-    }
-    if (size < 1) {
+    const char *dir = fuzz_dir_emptied("fuzz-cifar-XXXXXX", names, G_N_ELEMENTS(names));
+    if (dir == NULL || size < 1) {
         return 0;
-    }
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        g_autofree char *p = g_build_filename(dir, names[i], NULL);
-        g_unlink(p);
     }
     unsigned which = data[0] % 4;
     const char *name = names[MIN(which, 2u)];
@@ -41,11 +30,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
     g_file_set_contents(p, (const char *)data + 1, (gssize)(size - 1), NULL);
 
     g_autofree char *spec = g_strconcat("cifar:", dir, which == 3 ? ",label=coarse" : "", NULL);
-    GError *error = NULL;
-    TdmDataset *ds = tdm_dataset_open(spec, which == 1 ? "test" : "train", &error);
+    TdmDataset *ds = fuzz_dataset_open(spec, which == 1 ? "test" : "train");
     if (ds == NULL) {
-        g_assert(error != NULL);
-        g_error_free(error);
         return 0;
     }
     guint8 img[3 * 32 * 32];

@@ -10,21 +10,19 @@
  * whether the dataset is told first that every sample comes (prepare: the
  * whole-file inflate); every sample of a dataset that opens is then read.
  */
-#include <glib/gstdio.h>
-#include <unistd.h>
 #include <string.h>
+#include <unistd.h>
 
-#include <tandem/tandem.h>
+#include "fuzz-dataset.h"
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 
-static char *dir;
 static const char *const names[] = {
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
     "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
 };
 
-static void write_valid(const char *name)
+static void write_valid(const char *dir, const char *name)
 {
     /* 3 images of 2x2 and their labels. */
     static const guint8 images[] = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2,
@@ -38,33 +36,22 @@ static void write_valid(const char *name)
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 {
-    if (dir == NULL) {
-        dir = g_dir_make_tmp("fuzz-idx-XXXXXX", NULL);
-        if (dir == NULL) {
-            return 0;
-        }
-    }
-    if (size < 1) {
+    const char *dir = fuzz_dir_emptied("fuzz-idx-XXXXXX", names, G_N_ELEMENTS(names));
+    if (dir == NULL || size < 1) {
         return 0;
-    }
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        g_autofree char *p = g_build_filename(dir, names[i], NULL);
-        g_unlink(p);
     }
     unsigned which = data[0] % 4;
     /* The other kind of file, raw and valid. */
-    write_valid(which % 2 == 0 ? names[1] : names[0]);
+    write_valid(dir, which % 2 == 0 ? names[1] : names[0]);
     g_autofree char *p = g_build_filename(dir, names[which], NULL);
     g_file_set_contents(p, (const char *)data + 1, (gssize)(size - 1), NULL);
 
     g_autofree char *spec = g_strconcat("idx:", dir, NULL);
-    GError *error = NULL;
-    TdmDataset *ds = tdm_dataset_open(spec, "train", &error);
+    TdmDataset *ds = fuzz_dataset_open(spec, "train");
     if (ds == NULL) {
-        g_assert(error != NULL);
-        g_error_free(error);
         return 0;
     }
+    GError *error = NULL;
     if ((data[0] & 4) && ds->klass->prepare != NULL) {
         ds->klass->prepare(ds, ds->length);
     }
