@@ -12,33 +12,8 @@ common="--device ref --quiet --limit 128 --batch-size 64"
 # expect_fail NAME PATTERN... -- COMMAND...: fails cleanly (1 or 2), with a
 # "tandem <cmd>: " line on stderr that contains every PATTERN.
 expect_fail() {
-    name=$1; shift
-    patterns=
-    while [ "$1" != "--" ]; do patterns="$patterns
-$1"; shift; done
-    shift
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    status=$?
-    if [ $status -ne 1 ] && [ $status -ne 2 ]; then
-        fail "$name" "exit status $status (expected 1 or 2); stderr: $(cat "$tmp/err")"
-        return
-    fi
-    if ! grep -q '^tandem [a-z]*: ' "$tmp/err"; then
-        fail "$name" "no 'tandem <command>:' error line; stderr: $(cat "$tmp/err")"
-        return
-    fi
-    missing=
-    old_ifs=$IFS; IFS='
-'
-    for p in $patterns; do
-        grep -qF -- "$p" "$tmp/err" || missing="$missing '$p'"
-    done
-    IFS=$old_ifs
-    if [ -n "$missing" ]; then
-        fail "$name" "stderr lacks$missing: $(cat "$tmp/err")"
-    else
-        ok "$name"
-    fi
+    n=$1; shift
+    expect_error "$n" '^tandem [a-z]*: ' "$@"
 }
 
 # --- datasets ---------------------------------------------------------------

@@ -15,43 +15,23 @@ images=yes
 [ -f "$TDM_PLUGIN_SYSTEM_PATH/libtdm-imagefolder.so" ] || images=no
 common="--model mlp --device ref --epochs 1 --batch-size 2 --quiet"
 
-# expect_fail NAME PATTERN... -- ARGS...: `tandem train ARGS` fails (1 or 2)
-# with a "tandem train: " line containing every PATTERN.
+# tandem_train ARGS...: `tandem train` with the options every case shares.
+tandem_train() {
+    "$TANDEM" train $common "$@"
+}
+
+# expect_fail NAME PATTERN... -- tandem_train ARGS...: fails (1 or 2) with a
+# "tandem train: " line containing every PATTERN.
 expect_fail() {
-    name=$1; shift
-    patterns=
-    while [ "$1" != "--" ]; do patterns="$patterns
-$1"; shift; done
-    shift
-    "$TANDEM" train $common "$@" >"$tmp/out" 2>"$tmp/err"
-    status=$?
-    if [ $status -ne 1 ] && [ $status -ne 2 ]; then
-        fail "$name" "exit status $status (expected 1 or 2); stderr: $(cat "$tmp/err")"
-        return
-    fi
-    if ! grep -q '^tandem train: ' "$tmp/err"; then
-        fail "$name" "no 'tandem train:' error line; stderr: $(cat "$tmp/err")"
-        return
-    fi
-    missing=
-    old_ifs=$IFS; IFS='
-'
-    for p in $patterns; do
-        grep -qF -- "$p" "$tmp/err" || missing="$missing '$p'"
-    done
-    IFS=$old_ifs
-    if [ -n "$missing" ]; then
-        fail "$name" "stderr lacks$missing: $(cat "$tmp/err")"
-    else
-        ok "$name"
-    fi
+    n=$1; shift
+    expect_error "$n" '^tandem train: ' "$@"
 }
 
 # expect_train NAME PATTERN ARGS...: `tandem train ARGS` succeeds and its
 # stdout has a line matching PATTERN (a grep regular expression).
 expect_train() {
     name=$1; pattern=$2; shift 2
-    if "$TANDEM" train $common "$@" >"$tmp/out" 2>"$tmp/err" && grep -q "$pattern" "$tmp/out"; then
+    if tandem_train "$@" >"$tmp/out" 2>"$tmp/err" && grep -q "$pattern" "$tmp/out"; then
         ok "$name"
     else
         fail "$name" "$(cat "$tmp/out" "$tmp/err")"
@@ -69,15 +49,16 @@ expect_train "train on --dataset \"cifar10 path=DIR\"" '^summary: model mlp, 1 e
 expect_train "train on --dataset \"cifar100 DIR label=coarse\"" \
     '^summary: model mlp, 1 epoch, 4 images' --dataset "cifar100 $tmp/cifar100 label=coarse"
 expect_fail "a dataset parameter out of its choices" \
-    "cifar100: label=medium: expected one of fine, coarse" -- \
+    "cifar100: label=medium: expected one of fine, coarse" -- tandem_train \
     --dataset "cifar100 path=$tmp/cifar100 label=medium"
 mkdir "$tmp/trunc"
 cp "$tmp/cifar10/"*.bin "$tmp/trunc/"
 head -c 5000 "$tmp/cifar10/data_batch_1.bin" >"$tmp/trunc/data_batch_1.bin"
 expect_fail "truncated CIFAR record" "$tmp/trunc/data_batch_1.bin" "truncated record 1" \
-    "byte 3073" -- --dataset "cifar10:$tmp/trunc"
-expect_fail "CIFAR directory missing" "$tmp/nowhere" -- --dataset "cifar10:$tmp/nowhere"
-expect_fail "CIFAR-100 files named as CIFAR-10" "$tmp/cifar100" "CIFAR-100" -- \
+    "byte 3073" -- tandem_train --dataset "cifar10:$tmp/trunc"
+expect_fail "CIFAR directory missing" "$tmp/nowhere" -- \
+    tandem_train --dataset "cifar10:$tmp/nowhere"
+expect_fail "CIFAR-100 files named as CIFAR-10" "$tmp/cifar100" "CIFAR-100" -- tandem_train \
     --dataset "cifar10:$tmp/cifar100"
 
 # --- image folders -----------------------------------------------------------
@@ -87,9 +68,9 @@ if [ $images = yes ]; then
     expect_train "train on --dataset \"imagefolder path=DIR size=first\"" \
         '^summary: model mlp, 1 epoch, 3 images' --dataset "imagefolder path=$tmp/splits size=first"
     expect_fail "imagefolder size= out of its choices" \
-        "imagefolder: size=same: expected one of first, varying" -- \
+        "imagefolder: size=same: expected one of first, varying" -- tandem_train \
         --dataset "imagefolder $tmp/splits size=same"
-    expect_fail "images of different sizes need a resize" "$tmp/good" "resize" -- \
+    expect_fail "images of different sizes need a resize" "$tmp/good" "resize" -- tandem_train \
         --dataset "imagefolder:$tmp/good"
     # Mixed sizes with a pipeline that fixes the size: training runs, and the
     # evaluation split gets "resize | center-crop" sized like the pipeline.
@@ -97,15 +78,15 @@ if [ $images = yes ]; then
         '^summary: model mlp, 1 epoch,.*test accuracy' --dataset "imagefolder:$tmp/good" \
         --workers 2 \
         --transforms "random-resized-crop 8 | hflip | normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25"
-    expect_fail "corrupt PNG" "$tmp/bad-png/a/zz-broken.png" "PNG" -- \
+    expect_fail "corrupt PNG" "$tmp/bad-png/a/zz-broken.png" "PNG" -- tandem_train \
         --dataset "imagefolder:$tmp/bad-png"
     expect_fail "a .jpg that is not a JPEG" "$tmp/bad-jpg/b/photo.jpg" "not a JPEG" -- \
-        --dataset "imagefolder:$tmp/bad-jpg"
-    expect_fail "empty class folder" "$tmp/empty-class/empty" -- \
+        tandem_train --dataset "imagefolder:$tmp/bad-jpg"
+    expect_fail "empty class folder" "$tmp/empty-class/empty" -- tandem_train \
         --dataset "imagefolder:$tmp/empty-class"
-    expect_fail "no class folders" "$tmp/no-classes" "no class folders" -- \
+    expect_fail "no class folders" "$tmp/no-classes" "no class folders" -- tandem_train \
         --dataset "imagefolder:$tmp/no-classes"
-    expect_fail "image folder missing" "$tmp/nowhere" "no such dataset directory" -- \
+    expect_fail "image folder missing" "$tmp/nowhere" "no such dataset directory" -- tandem_train \
         --dataset "imagefolder:$tmp/nowhere"
 else
     echo "# image-folder cases skipped (no PIL or no imagefolder plugin)"

@@ -1,7 +1,7 @@
 # tests/tap.sh - tiny TAP helpers for shell tests (source it).
 #   plan N; ok "name"; fail "name" "why"; skip "name" "why"; check "name" cmd args...;
 #   skip_all "why"; have_test_hooks (configure --enable-test-hooks; TDM_TEST_HOOKS
-#   comes from tests/Makefile.inc)
+#   comes from tests/Makefile.inc); expect_error "name" LINE PATTERN... -- cmd args...
 tap_n=0
 tap_failed=0
 plan() { echo "1..$1"; }
@@ -18,3 +18,37 @@ skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; }
 have_test_hooks() { [ "${TDM_TEST_HOOKS:-no}" = yes ]; }
 TEST_HOOKS_WHY="built without the test hooks (configure --enable-test-hooks)"
+
+# expect_error NAME LINE PATTERN... -- COMMAND...: COMMAND fails cleanly
+# (status 1 or 2, not a crash), its stderr has a line matching the grep
+# regular expression LINE and contains every PATTERN (a fixed string).
+# The caller's $tmp holds the command's output (out, err).
+expect_error() {
+    name=$1; line=$2; shift 2
+    patterns=
+    while [ "$1" != "--" ]; do patterns="$patterns
+$1"; shift; done
+    shift
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    if [ $status -ne 1 ] && [ $status -ne 2 ]; then
+        fail "$name" "exit status $status (expected 1 or 2); stderr: $(cat "$tmp/err")"
+        return
+    fi
+    if ! grep -q "$line" "$tmp/err"; then
+        fail "$name" "no error line matching '$line'; stderr: $(cat "$tmp/err")"
+        return
+    fi
+    missing=
+    old_ifs=$IFS; IFS='
+'
+    for p in $patterns; do
+        grep -qF -- "$p" "$tmp/err" || missing="$missing '$p'"
+    done
+    IFS=$old_ifs
+    if [ -n "$missing" ]; then
+        fail "$name" "stderr lacks$missing: $(cat "$tmp/err")"
+    else
+        ok "$name"
+    fi
+}
