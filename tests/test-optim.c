@@ -101,6 +101,50 @@ static gboolean in_subset(GPtrArray *subset, TdmParam *p)
     return FALSE;
 }
 
+/* What run_sgd and run_adamw share: the model, its shadows, the
+ * parameters the optimizer gets (NULL = all) and a host array per parameter
+ * for the gradients of a step. */
+typedef struct {
+    TdmModel *model;
+    Shadow *sh;
+    guint n;
+    GPtrArray *subset;
+    double **grads;
+} OptimRun;
+
+/* With `subset` a NULL-terminated list of parameter names, or NULL for
+ * every parameter. */
+static void optim_run_init(OptimRun *r, const char *const *subset)
+{
+    r->model = small_model();
+    r->n = 0;
+    r->sh = make_shadows(r->model, &r->n);
+    r->subset = NULL;
+    if (subset != NULL) {
+        r->subset = g_ptr_array_new();
+        for (const char *const *name = subset; *name != NULL; name++) {
+            g_ptr_array_add(r->subset, tdm_model_find_param(r->model, *name));
+        }
+    }
+    r->grads = g_new(double *, r->n);
+    for (guint i = 0; i < r->n; i++) {
+        r->grads[i] = g_new(double, r->sh[i].n);
+    }
+}
+
+static void optim_run_clear(OptimRun *r)
+{
+    for (guint i = 0; i < r->n; i++) {
+        g_free(r->grads[i]);
+    }
+    g_free(r->grads);
+    if (r->subset != NULL) {
+        g_ptr_array_unref(r->subset);
+    }
+    free_shadows(r->sh, r->n);
+    tdm_model_free(r->model);
+}
+
 typedef struct {
     const char *name;
     float momentum, dampening, weight_decay;
@@ -111,16 +155,10 @@ typedef struct {
 static void run_sgd(gconstpointer data)
 {
     const SgdCase *c = data;
+    static const char *const weights[] = {"fc1.weight", "fc2.weight", NULL};
     GError *error = NULL;
-    TdmModel *model = small_model();
-    guint n = 0;
-    Shadow *sh = make_shadows(model, &n);
-    GPtrArray *subset = NULL;
-    if (c->subset) {
-        subset = g_ptr_array_new();
-        g_ptr_array_add(subset, tdm_model_find_param(model, "fc1.weight"));
-        g_ptr_array_add(subset, tdm_model_find_param(model, "fc2.weight"));
-    }
+    OptimRun r;
+    optim_run_init(&r, c->subset ? weights : NULL);
     TdmOptimizerOptions o;
     tdm_optimizer_options_init(&o);
     o.lr = 0.1f;
@@ -128,70 +166,52 @@ static void run_sgd(gconstpointer data)
     o.dampening = c->dampening;
     o.weight_decay = c->weight_decay;
     o.nesterov = c->nesterov;
-    TdmOptimizer *opt = tdm_optimizer_new("sgd", model, subset, &o, &error);
+    TdmOptimizer *opt = tdm_optimizer_new("sgd", r.model, r.subset, &o, &error);
     g_assert_no_error(error);
-    g_assert_cmpuint(opt->params->len, ==, c->subset ? 2 : n);
-    double **grads = g_new(double *, n);
-    for (guint i = 0; i < n; i++) {
-        grads[i] = g_new(double, sh[i].n);
-    }
+    g_assert_cmpuint(opt->params->len, ==, c->subset ? 2 : r.n);
     for (int step = 0; step < 3; step++) {
-        write_grads(model, sh, n, 100 + 10 * step, grads);
+        write_grads(r.model, r.sh, r.n, 100 + 10 * step, r.grads);
         g_assert_true(tdm_optimizer_step(opt, &error));
         g_assert_no_error(error);
-        for (guint i = 0; i < n; i++) {
-            if (!in_subset(subset, sh[i].p)) {
+        for (guint i = 0; i < r.n; i++) {
+            if (!in_subset(r.subset, r.sh[i].p)) {
                 continue;
             }
-            for (int64_t k = 0; k < sh[i].n; k++) {
-                double g = grads[i][k] + c->weight_decay * sh[i].value[k];
+            for (int64_t k = 0; k < r.sh[i].n; k++) {
+                double g = r.grads[i][k] + c->weight_decay * r.sh[i].value[k];
                 double d = g;
                 if (c->momentum != 0.0f) {
-                    sh[i].buf[k] = step == 0 ? g
-                                             : c->momentum * sh[i].buf[k] + (1.0 - c->dampening) * g;
-                    d = c->nesterov ? g + c->momentum * sh[i].buf[k] : sh[i].buf[k];
+                    r.sh[i].buf[k] =
+                        step == 0 ? g : c->momentum * r.sh[i].buf[k] + (1.0 - c->dampening) * g;
+                    d = c->nesterov ? g + c->momentum * r.sh[i].buf[k] : r.sh[i].buf[k];
                 }
-                sh[i].value[k] -= 0.1 * d;
+                r.sh[i].value[k] -= 0.1 * d;
             }
         }
-        for (guint i = 0; i < n; i++) {
-            assert_close(sh[i].value, sh[i].p->value, sh[i].p->full_name);
-            g_autofree char *key = g_strdup_printf("%s.momentum_buffer", sh[i].p->full_name);
+        for (guint i = 0; i < r.n; i++) {
+            assert_close(r.sh[i].value, r.sh[i].p->value, r.sh[i].p->full_name);
+            g_autofree char *key = g_strdup_printf("%s.momentum_buffer", r.sh[i].p->full_name);
             TdmTensor *buf = g_hash_table_lookup(opt->state, key);
-            if (c->momentum != 0.0f && in_subset(subset, sh[i].p)) {
+            if (c->momentum != 0.0f && in_subset(r.subset, r.sh[i].p)) {
                 g_assert_nonnull(buf);
-                assert_close(sh[i].buf, buf, key);
+                assert_close(r.sh[i].buf, buf, key);
             } else {
                 g_assert_null(buf);
             }
         }
     }
     g_assert_cmpint(opt->step_count, ==, 3);
-    for (guint i = 0; i < n; i++) {
-        g_free(grads[i]);
-    }
-    g_free(grads);
     tdm_optimizer_free(opt);
-    if (subset != NULL) {
-        g_ptr_array_unref(subset);
-    }
-    free_shadows(sh, n);
-    tdm_model_free(model);
+    optim_run_clear(&r);
 }
 
 static void run_adamw(gconstpointer data)
 {
     const gboolean use_subset = GPOINTER_TO_INT(data);
+    static const char *const biases[] = {"fc1.bias", "fc2.bias", NULL};
     GError *error = NULL;
-    TdmModel *model = small_model();
-    guint n = 0;
-    Shadow *sh = make_shadows(model, &n);
-    GPtrArray *subset = NULL;
-    if (use_subset) {
-        subset = g_ptr_array_new();
-        g_ptr_array_add(subset, tdm_model_find_param(model, "fc1.bias"));
-        g_ptr_array_add(subset, tdm_model_find_param(model, "fc2.bias"));
-    }
+    OptimRun r;
+    optim_run_init(&r, use_subset ? biases : NULL);
     TdmOptimizerOptions o;
     tdm_optimizer_options_init(&o);
     o.lr = 0.01f;
@@ -199,53 +219,40 @@ static void run_adamw(gconstpointer data)
     o.beta2 = 0.99f;
     o.eps = 1e-6f;
     o.weight_decay = 0.1f;
-    TdmOptimizer *opt = tdm_optimizer_new("adamw", model, subset, &o, &error);
+    TdmOptimizer *opt = tdm_optimizer_new("adamw", r.model, r.subset, &o, &error);
     g_assert_no_error(error);
-    double **grads = g_new(double *, n);
-    for (guint i = 0; i < n; i++) {
-        grads[i] = g_new(double, sh[i].n);
-    }
     for (int step = 1; step <= 3; step++) {
-        write_grads(model, sh, n, 300 + 10 * step, grads);
+        write_grads(r.model, r.sh, r.n, 300 + 10 * step, r.grads);
         g_assert_true(tdm_optimizer_step(opt, &error));
         g_assert_no_error(error);
         double bc1 = 1.0 - pow(0.8, step), bc2 = 1.0 - pow(0.99, step);
-        for (guint i = 0; i < n; i++) {
-            if (!in_subset(subset, sh[i].p)) {
+        for (guint i = 0; i < r.n; i++) {
+            if (!in_subset(r.subset, r.sh[i].p)) {
                 continue;
             }
-            for (int64_t k = 0; k < sh[i].n; k++) {
-                double g = grads[i][k];
-                sh[i].m[k] = 0.8 * sh[i].m[k] + 0.2 * g;
-                sh[i].v[k] = 0.99 * sh[i].v[k] + 0.01 * g * g;
-                sh[i].value[k] *= 1.0 - 0.01 * 0.1;
-                sh[i].value[k] -=
-                    0.01 * (sh[i].m[k] / bc1) / (sqrt(sh[i].v[k] / bc2) + 1e-6);
+            for (int64_t k = 0; k < r.sh[i].n; k++) {
+                double g = r.grads[i][k];
+                r.sh[i].m[k] = 0.8 * r.sh[i].m[k] + 0.2 * g;
+                r.sh[i].v[k] = 0.99 * r.sh[i].v[k] + 0.01 * g * g;
+                r.sh[i].value[k] *= 1.0 - 0.01 * 0.1;
+                r.sh[i].value[k] -= 0.01 * (r.sh[i].m[k] / bc1) / (sqrt(r.sh[i].v[k] / bc2) + 1e-6);
             }
         }
-        for (guint i = 0; i < n; i++) {
-            assert_close(sh[i].value, sh[i].p->value, sh[i].p->full_name);
-            if (!in_subset(subset, sh[i].p)) {
+        for (guint i = 0; i < r.n; i++) {
+            assert_close(r.sh[i].value, r.sh[i].p->value, r.sh[i].p->full_name);
+            if (!in_subset(r.subset, r.sh[i].p)) {
                 continue;
             }
-            g_autofree char *km = g_strdup_printf("%s.exp_avg", sh[i].p->full_name);
-            g_autofree char *kv = g_strdup_printf("%s.exp_avg_sq", sh[i].p->full_name);
-            assert_close(sh[i].m, g_hash_table_lookup(opt->state, km), km);
-            assert_close(sh[i].v, g_hash_table_lookup(opt->state, kv), kv);
-            g_assert_true(tdm_optimizer_state(opt, sh[i].p, "exp_avg", NULL) ==
+            g_autofree char *km = g_strdup_printf("%s.exp_avg", r.sh[i].p->full_name);
+            g_autofree char *kv = g_strdup_printf("%s.exp_avg_sq", r.sh[i].p->full_name);
+            assert_close(r.sh[i].m, g_hash_table_lookup(opt->state, km), km);
+            assert_close(r.sh[i].v, g_hash_table_lookup(opt->state, kv), kv);
+            g_assert_true(tdm_optimizer_state(opt, r.sh[i].p, "exp_avg", NULL) ==
                           g_hash_table_lookup(opt->state, km));
         }
     }
-    for (guint i = 0; i < n; i++) {
-        g_free(grads[i]);
-    }
-    g_free(grads);
     tdm_optimizer_free(opt);
-    if (subset != NULL) {
-        g_ptr_array_unref(subset);
-    }
-    free_shadows(sh, n);
-    tdm_model_free(model);
+    optim_run_clear(&r);
 }
 
 /* Freezing after creation: the frozen parameter is neither decayed nor
