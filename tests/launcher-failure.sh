@@ -11,11 +11,10 @@ t0=$(now)
     >"$work/out" 2>"$work/err"
 rc=$?
 dt=$(elapsed "$t0")
-if [ $rc -ne 0 ]; then ok "exit 3 of a worker: tandem run fails"; else fail "exit 3 of a worker: tandem run fails" "exit 0"; fi
+exits_nonzero "exit 3 of a worker: tandem run fails" $rc
 has "the message names the rank and the status" "tandem run: rank 1 (pid $(cat "$work/pid.1")) exited with status 3" "$work/err"
-if lt "$dt" 10; then ok "the job ended within 10 s ($dt s)"; else fail "the job ended within 10 s" "$dt s"; fi
-left=$(alive_in_sessions)
-if [ -z "$left" ]; then ok "no worker process left"; else fail "no worker process left" "alive: $left"; fi
+ended_within "the job ended within 10 s" 10 "$dt"
+none_left "no worker process left"
 
 # workers that ignore SIGTERM get SIGKILL after the grace period
 rm -f "$work"/pid.*
@@ -25,11 +24,10 @@ t0=$(now)
     >"$work/out" 2>"$work/err"
 rc=$?
 dt=$(elapsed "$t0")
-if [ $rc -ne 0 ]; then ok "a worker killed by a signal: tandem run fails"; else fail "a worker killed by a signal: tandem run fails" "exit 0"; fi
+exits_nonzero "a worker killed by a signal: tandem run fails" $rc
 has "the message names the signal" "rank 0 (pid $(cat "$work/pid.0")) was killed by signal SIGSEGV" "$work/err"
-if lt "$dt" 10; then ok "SIGTERM-deaf workers end within 10 s ($dt s)"; else fail "SIGTERM-deaf workers end within 10 s" "$dt s"; fi
-left=$(alive_in_sessions)
-if [ -z "$left" ]; then ok "no worker process left"; else fail "no worker process left" "alive: $left"; fi
+ended_within "SIGTERM-deaf workers end within 10 s" 10 "$dt"
+none_left "no worker process left"
 
 # success: every worker exits 0, so does tandem run
 "$TANDEM" run --nproc-per-node 2 -- sh -c 'exit 0' >"$work/out" 2>"$work/err"

@@ -14,11 +14,10 @@ if wait_files 3 'pid.*'; then
     wait $launcher
     rc=$?
     dt=$(elapsed "$t0")
-    if [ $rc -ne 0 ]; then ok "kill -9 of a worker: tandem run fails"; else fail "kill -9 of a worker: tandem run fails" "exit 0"; fi
+    exits_nonzero "kill -9 of a worker: tandem run fails" $rc
     has "the message names the rank" "tandem run: rank 2 (pid $victim) was killed by signal SIGKILL" "$work/err"
-    if lt "$dt" 10; then ok "the job ended within 10 s ($dt s)"; else fail "the job ended within 10 s" "$dt s"; fi
-    left=$(alive_in_sessions)
-    if [ -z "$left" ]; then ok "every worker process is gone"; else fail "every worker process is gone" "alive: $left"; fi
+    ended_within "the job ended within 10 s" 10 "$dt"
+    none_left "every worker process is gone"
 else
     fail "workers started" "$(cat "$work/err")"
     kill $launcher
@@ -36,9 +35,8 @@ rc=$?
 dt=$(elapsed "$t0")
 if [ $rc -eq 143 ]; then ok "SIGTERM to tandem run: exit 143"; else fail "SIGTERM to tandem run: exit 143" "exit $rc"; fi
 has "it says why" "received SIGTERM" "$work/err"
-if lt "$dt" 10; then ok "within 10 s ($dt s)"; else fail "within 10 s" "$dt s"; fi
-left=$(alive_in_sessions)
-if [ -z "$left" ]; then ok "its workers are gone"; else fail "its workers are gone" "alive: $left"; fi
+ended_within "within 10 s" 10 "$dt"
+none_left "its workers are gone"
 
 # SIGKILL to the launcher: the workers die with it (PR_SET_PDEATHSIG)
 rm -f "$work"/pid.*

@@ -11,11 +11,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() { date +%s.%N; }
-# elapsed START: seconds since START, as a decimal
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
-# lt A B: is A < B (decimals)?
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 # has NAME PATTERN FILE: a TAP result for a fixed-string match
 has() {
     if grep -qF -- "$2" "$3"; then ok "$1"; else fail "$1" "'$2' not in: $(cat "$3")"; fi
@@ -36,6 +31,11 @@ alive_in_sessions() {
         [ -f "$f" ] || continue
         ps -eo pid=,sid=,stat=,args= | awk -v s="$(cat "$f")" '($1 == s || $2 == s) && $3 !~ /^Z/'
     done
+}
+# none_left NAME: a TAP result for "alive_in_sessions finds nothing"
+none_left() {
+    left=$(alive_in_sessions)
+    if [ -z "$left" ]; then ok "$1"; else fail "$1" "alive: $left"; fi
 }
 # a port for a multi-node test: free at the time of the call
 free_port() {

@@ -49,8 +49,7 @@ dt=$(elapsed "$t0")
 if [ $rc0 -ne 0 ] && [ $rc1 -ne 0 ]; then ok "both launchers fail"; else fail "both launchers fail" "node 0: $rc0, node 1: $rc1"; fi
 has "node 1 names its rank" "rank 3 (pid" "$work/err1"
 has "node 0 names the failed rank and node" "exited with status 4 on node 1" "$work/err0"
-if lt "$dt" 10; then ok "the job ended within 10 s ($dt s)"; else fail "the job ended within 10 s" "$dt s"; fi
-left=$(alive_in_sessions)
-if [ -z "$left" ]; then ok "no worker left on either node"; else fail "no worker left on either node" "alive: $left"; fi
+ended_within "the job ended within 10 s" 10 "$dt"
+none_left "no worker left on either node"
 
 done_testing

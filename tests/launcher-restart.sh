@@ -26,7 +26,7 @@ rm -f "$work"/starts.*
     'echo x >> "$W/starts.$TDM_RANK"; [ $TDM_RANK = 0 ] && exit 2; sleep 30' \
     >"$work/out" 2>"$work/err"
 rc=$?
-if [ $rc -ne 0 ]; then ok "a job that keeps failing exits non-zero"; else fail "a job that keeps failing exits non-zero" "exit 0"; fi
+exits_nonzero "a job that keeps failing exits non-zero" $rc
 has "it says it gave up" "the job failed after 1 restart" "$work/err"
 n0=$(wc -l < "$work/starts.0")
 if [ "$n0" -eq 2 ]; then ok "one restart only"; else fail "one restart only" "rank 0 started $n0 times"; fi

@@ -51,7 +51,7 @@ if [ -n "$victim" ] && grep -q "step 1/" "$work/kill.err"; then
     else
         fail "the message names the rank" "$(tail -3 "$work/kill.err")"
     fi
-    if lt "$dt" 10; then ok "the job ended within 10 s ($dt s)"; else fail "the job ended within 10 s" "$dt s"; fi
+    ended_within "the job ended within 10 s" 10 "$dt"
     left=
     for p in $all; do
         ps -o stat= -p "$p" 2>/dev/null | grep -q '^[^Z]' && left="$left $p"
@@ -76,13 +76,13 @@ if have_test_hooks; then
         --strategy ddp --timeout 20 >"$work/skip.out" 2>"$work/skip.err"
     rc=$?
     dt=$(elapsed "$t0")
-    if [ $rc -ne 0 ]; then ok "skipped collective: the job fails"; else fail "skipped collective: the job fails" "exit 0"; fi
+    exits_nonzero "skipped collective: the job fails" $rc
     if grep -q "collective mismatch at #[0-9]*: rank 0 called allreduce(134410 x f32, avg), rank 1 called allreduce(401408 x f32, avg)" "$work/skip.err"; then
         ok "the message names rank 1 and both calls"
     else
         fail "the message names rank 1 and both calls" "$(cat "$work/skip.err")"
     fi
-    if lt "$dt" 20; then ok "it stopped before the timeout ($dt s)"; else fail "it stopped before the timeout" "$dt s"; fi
+    ended_within "it stopped before the timeout" 20 "$dt"
 
     # ---- the bucket size from --strategy "ddp bucket-mb=..." ----
     # At 0.1 MiB a bucket holds 26,214 floats: fc3 and fc2.bias (2,826) make the

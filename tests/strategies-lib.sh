@@ -18,10 +18,6 @@ trap cleanup EXIT
 # 0.05, ReLUs that flip sign turn 1e-7 differences into 1e-5).
 common="--limit 1280 --no-eval --seed 7 --threads 1 --quiet --lr 0.01 --timeout 60"
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
-
 # has_feature KIND NAME: does `tandem inspect` list this feature as available?
 has_feature() {
     "$TANDEM" inspect 2>/dev/null | grep -Eq "^ +$1 +$2 +priority +-?[0-9]+ +available"

@@ -2,6 +2,8 @@
 #   plan N; ok "name"; fail "name" "why"; skip "name" "why"; check "name" cmd args...;
 #   skip_all "why"; have_test_hooks (configure --enable-test-hooks; TDM_TEST_HOOKS
 #   comes from tests/Makefile.inc); expect_error "name" LINE PATTERN... -- cmd args...
+#   timing: now; elapsed START; lt A B; ended_within "name" LIMIT DT;
+#   exits_nonzero "name" STATUS
 tap_n=0
 tap_failed=0
 plan() { echo "1..$1"; }
@@ -51,4 +53,18 @@ $1"; shift; done
     else
         ok "$name"
     fi
+}
+
+# now: a time stamp; elapsed START: seconds since START, as a decimal;
+# lt A B: is A < B (decimals)?
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+# ended_within NAME LIMIT DT: a TAP result for "DT seconds < LIMIT"
+ended_within() {
+    if lt "$3" "$2"; then ok "$1 ($3 s)"; else fail "$1" "$3 s"; fi
+}
+# exits_nonzero NAME STATUS: a TAP result for "the command failed"
+exits_nonzero() {
+    if [ "$2" -ne 0 ]; then ok "$1"; else fail "$1" "exit 0"; fi
 }
