@@ -30,12 +30,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "oracle"))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from torch.utils.data.distributed import DistributedSampler  # noqa: E402
 
 import make_reference  # noqa: E402
-from peer_train import MEAN, STD, read_idx, set_blas_threads  # noqa: E402
+from peer_train import load_train, set_blas_threads, train_epoch  # noqa: E402
 
 
 def main():
@@ -55,10 +54,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
 
-    images = read_idx(os.path.join(args.data, "train-images-idx3-ubyte.gz"), args.limit)
-    labels = read_idx(os.path.join(args.data, "train-labels-idx1-ubyte.gz"), args.limit)
-    x_all = ((images.float() / 255.0 - MEAN) / STD).unsqueeze(1).contiguous()
-    y_all = labels.long()
+    x_all, y_all = load_train(args.data, args.limit)
     n = x_all.shape[0]
 
     model = DistributedDataParallel(make_reference.build(args.model))
@@ -75,17 +71,10 @@ def main():
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         order = torch.tensor(list(iter(sampler)), dtype=torch.long)
-        for start in range(0, order.shape[0], args.batch_size):
-            idx = order[start:start + args.batch_size]
-            xb = x_all[idx]
-            yb = y_all[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
-            loss_sum += loss.item()
-            steps += 1
-            seen += xb.shape[0]
+        e_steps, e_seen, e_loss = train_epoch(model, opt, x_all, y_all, order, args.batch_size)
+        steps += e_steps
+        seen += e_seen
+        loss_sum += e_loss
     seconds = time.perf_counter() - t0
 
     totals = torch.tensor([float(seen), seconds], dtype=torch.float64)

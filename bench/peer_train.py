@@ -61,6 +61,35 @@ def read_idx(path, limit):
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).reshape([n] + dims[1:])
 
 
+
+def load_train(data, limit):
+    """The first `limit` Fashion-MNIST training images, normalised as Tandem
+    does, [N, 1, 28, 28] f32, and their labels (int64)."""
+    images = read_idx(os.path.join(data, "train-images-idx3-ubyte.gz"), limit)
+    labels = read_idx(os.path.join(data, "train-labels-idx1-ubyte.gz"), limit)
+    x_all = ((images.float() / 255.0 - MEAN) / STD).unsqueeze(1).contiguous()
+    return x_all, labels.long()
+
+
+def train_epoch(model, opt, x_all, y_all, order, batch_size):
+    """One epoch of SGD steps over the samples in `order`, `batch_size` at a
+    time: (steps, images, loss sum)."""
+    steps = 0
+    seen = 0
+    loss_sum = 0.0
+    for start in range(0, order.shape[0], batch_size):
+        idx = order[start:start + batch_size]
+        xb = x_all[idx]
+        yb = y_all[idx]
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        loss_sum += loss.item()
+        steps += 1
+        seen += xb.shape[0]
+    return steps, seen, loss_sum
+
 def loaded_blas():
     """Path of the BLAS library mapped into this process (torch loads it)."""
     with open("/proc/self/maps") as maps:
@@ -106,10 +135,7 @@ def main():
     blas = set_blas_threads(args.blas_threads)
     torch.manual_seed(args.seed)
 
-    images = read_idx(os.path.join(args.data, "train-images-idx3-ubyte.gz"), args.limit)
-    labels = read_idx(os.path.join(args.data, "train-labels-idx1-ubyte.gz"), args.limit)
-    x_all = ((images.float() / 255.0 - MEAN) / STD).unsqueeze(1).contiguous()
-    y_all = labels.long()
+    x_all, y_all = load_train(args.data, args.limit)
     n = x_all.shape[0]
 
     model = make_reference.build(args.model)
@@ -121,18 +147,11 @@ def main():
     loss_sum = 0.0
     t0 = time.perf_counter()
     for _ in range(args.epochs):
-        perm = torch.randperm(n)
-        for start in range(0, n, args.batch_size):
-            idx = perm[start:start + args.batch_size]
-            xb = x_all[idx]
-            yb = y_all[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
-            loss_sum += loss.item()
-            steps += 1
-            seen += xb.shape[0]
+        e_steps, e_seen, e_loss = train_epoch(model, opt, x_all, y_all, torch.randperm(n),
+                                              args.batch_size)
+        steps += e_steps
+        seen += e_seen
+        loss_sum += e_loss
     seconds = time.perf_counter() - t0
 
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
