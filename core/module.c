@@ -217,6 +217,16 @@ void tdm_module_slot_clear(TdmTensor **slot)
     }
 }
 
+void tdm_module_release(TdmModule *m, TdmOpCache **const *caches, TdmTensor **const *slots)
+{
+    for (; m->device != NULL && *caches != NULL; caches++) {
+        tdm_op_cache_clear(m->device, *caches);
+    }
+    for (; *slots != NULL; slots++) {
+        tdm_module_slot_clear(*slots);
+    }
+}
+
 void tdm_module_keep(TdmTensor **keep, TdmTensor *t)
 {
     if (*keep == t) {

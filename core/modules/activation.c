@@ -99,12 +99,9 @@ static void relu_finalize(TdmModule *m)
     if (rp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &rp->cache_fwd);
-        tdm_op_cache_clear(m->device, &rp->cache_bwd);
-    }
-    tdm_module_slot_clear(&rp->y);
-    tdm_module_slot_clear(&rp->dx);
+    TdmOpCache **caches[] = {&rp->cache_fwd, &rp->cache_bwd, NULL};
+    TdmTensor **slots[] = {&rp->y, &rp->dx, NULL};
+    tdm_module_release(m, caches, slots);
     tdm_module_keep(&rp->rectified, NULL);
     g_free(rp);
 }
@@ -202,13 +199,9 @@ static void dropout_finalize(TdmModule *m)
     if (dp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &dp->cache_fwd);
-        tdm_op_cache_clear(m->device, &dp->cache_bwd);
-    }
-    tdm_module_slot_clear(&dp->y);
-    tdm_module_slot_clear(&dp->dx);
-    tdm_module_slot_clear(&dp->mask);
+    TdmOpCache **caches[] = {&dp->cache_fwd, &dp->cache_bwd, NULL};
+    TdmTensor **slots[] = {&dp->y, &dp->dx, &dp->mask, NULL};
+    tdm_module_release(m, caches, slots);
     g_free(dp);
 }
 

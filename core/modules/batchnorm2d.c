@@ -160,18 +160,17 @@ static void batchnorm_finalize(TdmModule *m)
     if (bp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &bp->cache_fwd);
-        tdm_op_cache_clear(m->device, &bp->cache_bwd);
-    }
-    tdm_module_slot_clear(&bp->y);
-    tdm_module_slot_clear(&bp->dx);
-    tdm_module_slot_clear(&bp->save_mean);
-    tdm_module_slot_clear(&bp->save_var);
-    tdm_module_slot_clear(&bp->scratch_dgamma);
-    tdm_module_slot_clear(&bp->scratch_dbeta);
-    tdm_module_slot_clear(&bp->x);
-    tdm_module_slot_clear(&bp->ws);
+    TdmOpCache **caches[] = {&bp->cache_fwd, &bp->cache_bwd, NULL};
+    TdmTensor **slots[] = {&bp->y,
+                           &bp->dx,
+                           &bp->save_mean,
+                           &bp->save_var,
+                           &bp->scratch_dgamma,
+                           &bp->scratch_dbeta,
+                           &bp->x,
+                           &bp->ws,
+                           NULL};
+    tdm_module_release(m, caches, slots);
     g_free(bp);
 }
 

@@ -304,16 +304,9 @@ static void residual_finalize(TdmModule *m)
     if (rp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &rp->cache_add);
-        tdm_op_cache_clear(m->device, &rp->cache_relu_bwd);
-        tdm_op_cache_clear(m->device, &rp->cache_add_bwd);
-    }
-    tdm_module_slot_clear(&rp->sum);
-    tdm_module_slot_clear(&rp->out);
-    tdm_module_slot_clear(&rp->drelu);
-    tdm_module_slot_clear(&rp->dx);
-    tdm_module_slot_clear(&rp->y);
+    TdmOpCache **caches[] = {&rp->cache_add, &rp->cache_relu_bwd, &rp->cache_add_bwd, NULL};
+    TdmTensor **slots[] = {&rp->sum, &rp->out, &rp->drelu, &rp->dx, &rp->y, NULL};
+    tdm_module_release(m, caches, slots);
     g_free(rp);
 }
 
@@ -418,17 +411,10 @@ static void flatten_finalize(TdmModule *m)
     if (fp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &fp->cache_fwd);
-        tdm_op_cache_clear(m->device, &fp->cache_bwd);
-        tdm_op_cache_clear(m->device, &fp->cache_rdy);
-    }
-    tdm_module_slot_clear(&fp->y_view);
-    tdm_module_slot_clear(&fp->x_plain);
-    tdm_module_slot_clear(&fp->dy_view);
-    tdm_module_slot_clear(&fp->dy_plain);
-    tdm_module_slot_clear(&fp->dx);
-    tdm_module_slot_clear(&fp->x);
+    TdmOpCache **caches[] = {&fp->cache_fwd, &fp->cache_bwd, &fp->cache_rdy, NULL};
+    TdmTensor **slots[] = {&fp->y_view, &fp->x_plain, &fp->dy_view, &fp->dy_plain,
+                           &fp->dx,     &fp->x,       NULL};
+    tdm_module_release(m, caches, slots);
     g_free(fp);
 }
 

@@ -122,15 +122,10 @@ static void conv2d_finalize(TdmModule *m)
     if (cp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &cp->cache_fwd);
-        tdm_op_cache_clear(m->device, &cp->cache_bwd_data);
-        tdm_op_cache_clear(m->device, &cp->cache_bwd_filter);
-        tdm_op_cache_clear(m->device, &cp->cache_db);
-    }
-    tdm_module_slot_clear(&cp->y);
-    tdm_module_slot_clear(&cp->dx);
-    tdm_module_slot_clear(&cp->x);
+    TdmOpCache **caches[] = {&cp->cache_fwd, &cp->cache_bwd_data, &cp->cache_bwd_filter,
+                             &cp->cache_db, NULL};
+    TdmTensor **slots[] = {&cp->y, &cp->dx, &cp->x, NULL};
+    tdm_module_release(m, caches, slots);
     g_free(cp);
 }
 

@@ -119,19 +119,10 @@ static void linear_finalize(TdmModule *m)
     if (lp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &lp->cache_fwd);
-        tdm_op_cache_clear(m->device, &lp->cache_dw);
-        tdm_op_cache_clear(m->device, &lp->cache_db);
-        tdm_op_cache_clear(m->device, &lp->cache_dx);
-        tdm_op_cache_clear(m->device, &lp->cache_rx);
-        tdm_op_cache_clear(m->device, &lp->cache_rdy);
-    }
-    tdm_module_slot_clear(&lp->y);
-    tdm_module_slot_clear(&lp->dx);
-    tdm_module_slot_clear(&lp->x_plain);
-    tdm_module_slot_clear(&lp->dy_plain);
-    tdm_module_slot_clear(&lp->x);
+    TdmOpCache **caches[] = {&lp->cache_fwd, &lp->cache_dw,  &lp->cache_db, &lp->cache_dx,
+                             &lp->cache_rx,  &lp->cache_rdy, NULL};
+    TdmTensor **slots[] = {&lp->y, &lp->dx, &lp->x_plain, &lp->dy_plain, &lp->x, NULL};
+    tdm_module_release(m, caches, slots);
     g_free(lp);
 }
 

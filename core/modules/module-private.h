@@ -22,6 +22,10 @@ gboolean tdm_module_check_placed(const TdmModule *m, GError **error);
 TdmTensor *tdm_module_slot(TdmModule *m, TdmTensor **slot, TdmDType dtype);
 /* Free a slot and reset it to NULL (NULL-safe). */
 void tdm_module_slot_clear(TdmTensor **slot);
+/* A layer's finalize: clears the op caches in `caches` (kept on m's
+ * device; none exist before it is placed) and the slots in `slots`, both
+ * NULL-terminated. The layer still frees its priv. */
+void tdm_module_release(TdmModule *m, TdmOpCache **const *caches, TdmTensor **const *slots);
 
 /* `t` itself when plain contiguous, else `t` reordered to plain into *slot
  * (created on demand). Transfer none. */

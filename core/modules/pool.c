@@ -167,18 +167,10 @@ static void pool_finalize(TdmModule *m)
     if (pp == NULL) {
         return;
     }
-    if (m->device != NULL) {
-        tdm_op_cache_clear(m->device, &pp->cache_fwd);
-        tdm_op_cache_clear(m->device, &pp->cache_bwd);
-        tdm_op_cache_clear(m->device, &pp->cache_rdy);
-    }
-    tdm_module_slot_clear(&pp->y4);
-    tdm_module_slot_clear(&pp->dy2);
-    tdm_module_slot_clear(&pp->dy_plain);
-    tdm_module_slot_clear(&pp->y);
-    tdm_module_slot_clear(&pp->dx);
-    tdm_module_slot_clear(&pp->workspace);
-    tdm_module_slot_clear(&pp->x);
+    TdmOpCache **caches[] = {&pp->cache_fwd, &pp->cache_bwd, &pp->cache_rdy, NULL};
+    TdmTensor **slots[] = {&pp->y4, &pp->dy2,       &pp->dy_plain, &pp->y,
+                           &pp->dx, &pp->workspace, &pp->x,        NULL};
+    tdm_module_release(m, caches, slots);
     g_free(pp);
 }
 
