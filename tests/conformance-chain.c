@@ -18,21 +18,11 @@
 
 #include "conformance-util.h"
 
-/* Registers /conformance/GROUP/NAME+suffix, which gets dev and tcase. */
-static void conf_add_case(const char *group, const char *name, const char *suffix, TdmDevice *dev,
-                          gconstpointer tcase, GTestDataFunc fn)
+/* conf_add for a test without a case. */
+static void chain_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
+                      GTestDataFunc fn)
 {
-    g_autofree char *path = g_strdup_printf("/conformance/%s/%s%s", group, name, suffix);
-    ConfData *d = g_new0(ConfData, 1);
-    d->dev = dev;
-    d->tcase = tcase;
-    g_test_add_data_func_full(path, d, fn, g_free);
-}
-
-static void conf_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
-                     GTestDataFunc fn)
-{
-    conf_add_case(group, name, suffix, dev, NULL, fn);
+    conf_add(group, name, suffix, dev, NULL, fn);
 }
 
 /* An intermediate a chain test compares: its index in the test's Pair
@@ -824,25 +814,25 @@ out:
 
 void conf_add_chain_tests(TdmDevice *dev, const char *suffix)
 {
-    conf_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
-    conf_add("chain", "lenet_forward_backward", suffix, dev, test_chain_lenet);
+    chain_add("chain", "convnet_forward_backward", suffix, dev, test_chain_convnet);
+    chain_add("chain", "lenet_forward_backward", suffix, dev, test_chain_lenet);
     for (size_t i = 0; i < G_N_ELEMENTS(bwf_cases); i++) {
-        conf_add_case("conv2d_backward_filter_layout", bwf_cases[i].name, suffix, dev,
-                      &bwf_cases[i], test_chain_conv_bwf);
+        conf_add("conv2d_backward_filter_layout", bwf_cases[i].name, suffix, dev, &bwf_cases[i],
+                 test_chain_conv_bwf);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(fwd_cases); i++) {
-        conf_add_case("conv2d_layout", fwd_cases[i].name, suffix, dev, &fwd_cases[i],
-                      test_chain_conv_fwd);
+        conf_add("conv2d_layout", fwd_cases[i].name, suffix, dev, &fwd_cases[i],
+                 test_chain_conv_fwd);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(bn_layout_cases); i++) {
-        conf_add_case("batchnorm_layout", bn_layout_cases[i].name, suffix, dev,
-                      &bn_layout_cases[i], test_chain_bn_layout);
+        conf_add("batchnorm_layout", bn_layout_cases[i].name, suffix, dev, &bn_layout_cases[i],
+                 test_chain_bn_layout);
     }
-    conf_add("chain", "residual_add", suffix, dev, test_chain_residual);
-    conf_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);
-    conf_add("reorder", "to_plain", suffix, dev, test_reorder_to_plain);
-    conf_add("reorder", "to_layout_of_like", suffix, dev, test_reorder_to_layout);
-    conf_add("read_write", "produced_layout", suffix, dev, test_write_read_produced);
-    conf_add("read_write", "plain_dtypes", suffix, dev, test_write_read_plain);
-    conf_add("read_write", "narrow_view", suffix, dev, test_write_read_narrow);
+    chain_add("chain", "residual_add", suffix, dev, test_chain_residual);
+    chain_add("chain", "fused_basic_block", suffix, dev, test_chain_fused_block);
+    chain_add("reorder", "to_plain", suffix, dev, test_reorder_to_plain);
+    chain_add("reorder", "to_layout_of_like", suffix, dev, test_reorder_to_layout);
+    chain_add("read_write", "produced_layout", suffix, dev, test_write_read_produced);
+    chain_add("read_write", "plain_dtypes", suffix, dev, test_write_read_plain);
+    chain_add("read_write", "narrow_view", suffix, dev, test_write_read_narrow);
 }

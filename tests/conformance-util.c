@@ -213,3 +213,13 @@ void conf_redrawing(gboolean (*once)(gconstpointer data, gboolean last), gconstp
         }
     }
 }
+
+void conf_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
+              gconstpointer tcase, GTestDataFunc fn)
+{
+    g_autofree char *path = g_strdup_printf("/conformance/%s/%s%s", group, name, suffix);
+    ConfData *d = g_new0(ConfData, 1);
+    d->dev = dev;
+    d->tcase = tcase;
+    g_test_add_data_func_full(path, d, fn, g_free);
+}

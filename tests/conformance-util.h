@@ -78,8 +78,15 @@ gboolean conf_check_ok(gboolean ok, GError *err, const char *expr);
         }                                                                                          \
     } while (0)
 
+/* Registers the test /conformance/GROUP/NAME+suffix, which gets a
+ * ConfData with dev and tcase. */
+void conf_add(const char *group, const char *name, const char *suffix, TdmDevice *dev,
+              gconstpointer tcase, GTestDataFunc fn);
+
 /* conformance-chain.c: chains of ops without host round trips, reorder,
- * read and write. `suffix` is appended to each path ("" or "/cpu"). */
+ * read and write; conformance-vector.c: vector ops, loss and optimizer
+ * updates. `suffix` is appended to each path ("" or "/cpu"). */
 void conf_add_chain_tests(TdmDevice *dev, const char *suffix);
+void conf_add_vector_tests(TdmDevice *dev, const char *suffix);
 
 #endif /* TDM_CONFORMANCE_UTIL_H */

@@ -9,18 +9,6 @@
 
 #include "conformance-util.h"
 
-void conf_add_vector_tests(TdmDevice *dev, const char *suffix);
-
-static void conf_add(const char *op, const char *name, const char *suffix, TdmDevice *dev,
-                     gconstpointer tcase, GTestDataFunc fn)
-{
-    g_autofree char *path = g_strdup_printf("/conformance/%s/%s%s", op, name, suffix);
-    ConfData *d = g_new0(ConfData, 1);
-    d->dev = dev;
-    d->tcase = tcase;
-    g_test_add_data_func_full(path, d, fn, g_free);
-}
-
 static gboolean conf_compare_scalar(const char *what, double ref, double got, double tol)
 {
     double rel = fabs(got - ref) / MAX(fabs(ref), 1e-30);

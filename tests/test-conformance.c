@@ -23,18 +23,6 @@
 
 #include "conformance-util.h"
 
-void conf_add_vector_tests(TdmDevice *dev, const char *suffix);
-
-static void conf_add(const char *op, const char *name, const char *suffix, TdmDevice *dev,
-                     gconstpointer tcase, GTestDataFunc fn)
-{
-    g_autofree char *path = g_strdup_printf("/conformance/%s/%s%s", op, name, suffix);
-    ConfData *d = g_new0(ConfData, 1);
-    d->dev = dev;
-    d->tcase = tcase;
-    g_test_add_data_func_full(path, d, fn, g_free);
-}
-
 /* ---- gemm, bias_grad ---- */
 
 typedef struct {
