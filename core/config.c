@@ -141,23 +141,6 @@ static void range_bounds(const char *range, double lo, double hi, double *min, d
     *max = g_ascii_strtod(end + 1, NULL); /* past the comma */
 }
 
-static gboolean parse_bool(const char *s, gboolean *out)
-{
-    static const char *const yes[] = {"1", "true", "yes", "on"};
-    static const char *const no[] = {"0", "false", "no", "off"};
-    for (size_t i = 0; i < G_N_ELEMENTS(yes); i++) {
-        if (g_ascii_strcasecmp(s, yes[i]) == 0) {
-            *out = TRUE;
-            return TRUE;
-        }
-        if (g_ascii_strcasecmp(s, no[i]) == 0) {
-            *out = FALSE;
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
 static gboolean invalid(GError **error, const char *key, const char *value, const char *why)
 {
     g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "invalid value '%s' for %s: %s", value,
@@ -215,7 +198,7 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
     }
     case KEY_BOOL: {
         gboolean b;
-        if (!parse_bool(v, &b)) {
+        if (!tdm_parse_bool_word(v, &b)) {
             return invalid(error, key, value, "expected true or false");
         }
         *(gboolean *)field = b;

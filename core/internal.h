@@ -19,6 +19,10 @@ void tdm_device_count_bytes(TdmDevice *dev, gint64 delta);
  * the library constructor). */
 double tdm_time_since_start(void);
 
+/* "true", "yes", "on", "1" and "false", "no", "off", "0" (any case): the one
+ * spelling of a boolean in configs and feature parameters. */
+gboolean tdm_parse_bool_word(const char *s, gboolean *out);
+
 /* safetensors.c: whether a save to `path` can be made (its directory takes
  * a new file, and `path` is not a directory or device), checked before a
  * long run rather than after it. */

@@ -197,7 +197,7 @@ static gboolean in_range(const TdmParamSpec *s, double v)
     return !(v > s->max || ((s->flags & TDM_PARAM_MAX_EXCLUSIVE) && v == s->max));
 }
 
-static gboolean parse_bool_word(const char *s, gboolean *out)
+gboolean tdm_parse_bool_word(const char *s, gboolean *out)
 {
     static const char *const yes[] = {"true", "yes", "on", "1"};
     static const char *const no[] = {"false", "no", "off", "0"};
@@ -311,7 +311,7 @@ gboolean tdm_param_value_parse(const TdmParamSpec *spec, const char *text, TdmPa
     }
     case TDM_PARAM_BOOL: {
         gboolean b;
-        if (!parse_bool_word(text, &b)) {
+        if (!tdm_parse_bool_word(text, &b)) {
             *why = g_strdup_printf("expected %s", expected);
             return FALSE;
         }
