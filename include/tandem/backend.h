@@ -26,8 +26,8 @@
 
 G_BEGIN_DECLS
 
-/* 1.1 gave three reserved slots a meaning (see `since 1.1` in the class). */
-#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
+/* 1.1 and 1.2 gave reserved slots a meaning (see `since 1.x` in the class). */
+#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 2)
 #define TDM_STREAM_OPS_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 typedef struct {
@@ -43,6 +43,14 @@ typedef struct {
     int pad_h, pad_w;
     gboolean count_include_pad; /* avg pool only; PyTorch's default is TRUE */
 } TdmPool2dParams;
+
+/* What GEMM and convolution compute in. Tensors stay f32 whatever the
+ * precision: master weights, batch-norm statistics and the loss are f32. */
+typedef enum {
+    TDM_PRECISION_FP32 = 0, /* strict IEEE f32 (the default, every backend) */
+    TDM_PRECISION_TF32,     /* f32 with TF32 tensor-core products */
+    TDM_PRECISION_BF16,     /* inputs rounded to bf16, f32 accumulation */
+} TdmPrecision;
 
 typedef struct {
     float lr, momentum, dampening, weight_decay;
@@ -331,7 +339,19 @@ struct _TdmBackendClass {
                                    TdmTensor *labels, float label_smoothing,
                                    TdmTensor *dlogits, TdmTensor *stats, GError **error);
 
-    gpointer reserved[7];
+    /* since 1.2: set_precision, copy_peer */
+    /* Make GEMM and convolution on `dev` compute in `precision` from now on
+     * (optional: NULL means FP32 only: the core refuses any other). FALSE
+     * with TDM_ERROR_UNSUPPORTED when the device cannot. */
+    gboolean (*set_precision)(TdmDevice *dev, TdmPrecision precision, GError **error);
+    /* Copy n bytes from src on src_dev to dst on dst_dev, two devices of
+     * this backend: after the work queued so far on src_dev's compute
+     * stream, and before the work queued later on dst_dev's (neither host
+     * waits). (optional: NULL means the core stages through host memory) */
+    gboolean (*copy_peer)(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const void *src,
+                          size_t n, GError **error);
+
+    gpointer reserved[5];
 };
 
 /* Free an op cache slot (no-op on NULL) and reset it to NULL. */

@@ -360,12 +360,12 @@ static const TdmBackendClass ref_backend_class = {
     .softmax_xent_stats = ref_softmax_xent_stats,
 };
 
-/* The fused ops took six of the reserved slots and the 1.1 slots three
- * more: the class keeps its size. */
+/* The fused ops took six of the reserved slots, the 1.1 slots three and
+ * the 1.2 slots two more: the class keeps its size. */
 G_STATIC_ASSERT(sizeof(TdmBackendClass) ==
                 offsetof(TdmBackendClass, adamw_update) + 17 * sizeof(gpointer));
 G_STATIC_ASSERT(offsetof(TdmBackendClass, reserved) ==
-                offsetof(TdmBackendClass, conv2d_relu_forward) + 4 * sizeof(gpointer));
+                offsetof(TdmBackendClass, conv2d_relu_forward) + 6 * sizeof(gpointer));
 
 static gboolean ref_plugin_init(TdmPlugin *plugin, GError **error)
 {
