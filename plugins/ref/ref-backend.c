@@ -299,6 +299,26 @@ static void ref_cache_free(TdmDevice *dev, TdmOpCache *cache)
     /* The ref backend never fills an op cache: there is nothing to free. */
 }
 
+/* The oracle computes in strict f32 only: a lower precision is refused so
+ * that a run asking for it on ref never silently differs from the request. */
+static gboolean ref_set_precision(TdmDevice *dev, TdmPrecision precision, GError **error)
+{
+    if (precision != TDM_PRECISION_FP32) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "%s: the ref backend computes in strict fp32 only", dev->name);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Virtual devices share the host's memory, and ref ops have finished when
+ * they return, so a peer copy is a memcpy already in stream order. */
+static gboolean ref_copy_peer(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const void *src,
+                              size_t n, GError **error)
+{
+    return ref_copy_bytes(dst, src, n, error);
+}
+
 /* ---- the class and the plugin ---- */
 
 static const TdmBackendClass ref_backend_class = {
@@ -358,6 +378,8 @@ static const TdmBackendClass ref_backend_class = {
     .stream_ops = &ref_stream_ops,
     .device_info = ref_device_info,
     .softmax_xent_stats = ref_softmax_xent_stats,
+    .set_precision = ref_set_precision,
+    .copy_peer = ref_copy_peer,
 };
 
 /* The fused ops took six of the reserved slots, the 1.1 slots three and
