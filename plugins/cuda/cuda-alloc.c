@@ -32,7 +32,9 @@
  *   allocator synchronises, releases every wholly free segment of both
  *   pools and tries once more, and if that fails too the error names the
  *   request and the allocated, reserved and peak bytes (the figures a user
- *   needs to tell fragmentation from a model that is simply too big).
+ *   needs to tell fragmentation from a model that is simply too big), then
+ *   the raw allocator's own reason ("out of memory", or a sticky device
+ *   error, which is why the message does not claim "out of memory" itself).
  *
  * Free blocks sit in one GSequence per pool, sorted by (size, address): a
  * best-fit search is one O(log n) lookup. Handed-out blocks sit in a hash
@@ -242,7 +244,7 @@ static Block *take_best_fit(CudaAlloc *a, Pool pool, size_t rounded)
 {
     /* A key of this size at address NULL sorts before every real block of
      * the same size: the search lands on the first block >= the request. */
-    Block key = { .ptr = NULL, .size = rounded };
+    Block key = {.ptr = NULL, .size = rounded};
     GSequenceIter *s = g_sequence_search(a->free_blocks[pool], &key, block_cmp, NULL);
     if (g_sequence_iter_is_end(s)) {
         return NULL;
@@ -283,22 +285,21 @@ static void set_oom_error(CudaAlloc *a, GError **error, size_t nbytes, size_t se
                           const char *stage, GError *cause)
 {
     g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                "%s: out of memory: cannot allocate %zu bytes (%.2f MiB; a new %.2f MiB "
+                "%s: cannot allocate %zu bytes (%.2f MiB; a new %.2f MiB "
                 "segment) with %" G_GINT64_FORMAT " bytes (%.2f MiB) allocated, %" G_GINT64_FORMAT
                 " bytes (%.2f MiB) reserved, %" G_GINT64_FORMAT " bytes (%.2f MiB) peak; "
                 "%s: %s",
                 a->name, nbytes, MIB(nbytes), MIB(seg_size), a->stats.allocated_bytes,
                 MIB(a->stats.allocated_bytes), a->stats.reserved_bytes,
-                MIB(a->stats.reserved_bytes), a->stats.peak_bytes, MIB(a->stats.peak_bytes),
-                stage, cause != NULL ? cause->message : "no reason given");
+                MIB(a->stats.reserved_bytes), a->stats.peak_bytes, MIB(a->stats.peak_bytes), stage,
+                cause != NULL ? cause->message : "no reason given");
     g_clear_error(&cause);
 }
 
 /* A new segment for a request of `rounded` bytes, as one block taken out of
  * its pool; on a raw failure, releases the cache and retries once. Called
  * with the lock held. */
-static Block *new_segment(CudaAlloc *a, Pool pool, size_t rounded, size_t nbytes,
-                          GError **error)
+static Block *new_segment(CudaAlloc *a, Pool pool, size_t rounded, size_t nbytes, GError **error)
 {
     size_t seg_size = cuda_alloc_segment_size(rounded);
     GError *raw_error = NULL;
@@ -341,9 +342,8 @@ void *cuda_alloc_get(CudaAlloc *a, size_t nbytes, GError **error)
     g_return_val_if_fail(error == NULL || *error == NULL, NULL);
     if (nbytes > MAX_REQUEST) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                    "%s: out of memory: cannot allocate %zu bytes (%.2f MiB): larger than "
-                    "any device",
-                    a->name, nbytes, MIB(nbytes));
+                    "%s: cannot allocate %zu bytes (%.2f MiB): larger than any device", a->name,
+                    nbytes, MIB(nbytes));
         return NULL;
     }
     size_t rounded = cuda_alloc_round_size(nbytes);

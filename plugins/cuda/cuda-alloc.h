@@ -36,7 +36,8 @@ typedef struct {
     void *(*raw_alloc)(gpointer ctx, size_t nbytes, GError **error);
     void (*raw_free)(gpointer ctx, void *ptr, size_t nbytes);
     /* Wait for the device before cached segments are released (optional:
-     * NULL means nothing to wait for). */
+     * NULL means nothing to wait for). All three are called with the
+     * allocator's lock held: they must not call back into it. */
     gboolean (*synchronize)(gpointer ctx, GError **error);
     gpointer ctx;
 } CudaAllocBacking;
@@ -57,9 +58,11 @@ typedef struct {
 CudaAlloc *cuda_alloc_new(const CudaAllocBacking *backing, const char *name);
 void cuda_alloc_destroy(CudaAlloc *a);
 
-/* A block of at least `nbytes` (a unique pointer even for 0 bytes),
- * aligned to 512 bytes. Its content is undefined. NULL with an error
- * (TDM_ERROR_BACKEND) naming the request and the allocator's figures. */
+/* A block of at least `nbytes` (a unique pointer even for 0 bytes), at a
+ * multiple of 512 bytes from the start of its raw segment (so as aligned
+ * as raw_alloc's pointers, up to 512: cudaMalloc gives at least 256). Its
+ * content is undefined. NULL with an error (TDM_ERROR_BACKEND) naming the
+ * request and the allocator's figures. */
 void *cuda_alloc_get(CudaAlloc *a, size_t nbytes, GError **error);
 /* Give a block back (NULL is ignored). A pointer the allocator never
  * handed out is a programming error (g_critical, ignored). */
