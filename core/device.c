@@ -31,8 +31,9 @@ static GHashTable *devices;   /* "name:index" -> TdmDevice * */
 
 /* dev->core of every device opened here. */
 typedef struct {
-    gint64 allocated; /* bytes of live tensor storage (atomic) */
-    gint64 peak;      /* highest `allocated` since open or reset (atomic) */
+    gint64 allocated;       /* bytes of live tensor storage (atomic) */
+    gint64 peak;            /* highest `allocated` since open or reset (atomic) */
+    TdmPrecision precision; /* last set by tdm_device_set_precision */
 } DeviceCore;
 
 static int backend_device_count(const TdmBackendClass *backend)
@@ -129,16 +130,24 @@ static TdmDevice *device_of(TdmFeature *feature, int index, GError **error)
     return dev;
 }
 
+/* The spec tdm_device_get resolves: TDM_BACKEND, else "auto", for an
+ * empty or automatic one. */
+static const char *effective_spec(const char *spec)
+{
+    if (spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0) {
+        const char *env = g_getenv("TDM_BACKEND");
+        return env != NULL && env[0] != '\0' ? env : "auto";
+    }
+    return spec;
+}
+
 TdmDevice *tdm_device_get(const char *spec, GError **error)
 {
     g_return_val_if_fail(error == NULL || *error == NULL, NULL);
     if (!tdm_registry_init(error)) {
         return NULL;
     }
-    if (spec == NULL || spec[0] == '\0' || strcmp(spec, "auto") == 0) {
-        const char *env = g_getenv("TDM_BACKEND");
-        spec = env != NULL && env[0] != '\0' ? env : "auto";
-    }
+    spec = effective_spec(spec);
 
     char *type = NULL;
     int index = 0;
@@ -160,6 +169,31 @@ TdmDevice *tdm_device_get(const char *spec, GError **error)
     }
     g_free(type);
     return dev;
+}
+
+TdmDevice *tdm_device_get_local(const char *spec, int local_rank, GError **error)
+{
+    g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+    spec = effective_spec(spec);
+    if (local_rank <= 0 || strchr(spec, ':') != NULL) {
+        return tdm_device_get(spec, error);
+    }
+    if (!tdm_registry_init(error)) {
+        return NULL;
+    }
+    /* The backend first, then only this rank's device: opening device 0
+     * in every process would put a context of each on the first GPU. */
+    TdmFeature *feature = select_backend(spec, spec, error);
+    if (feature == NULL) {
+        return NULL;
+    }
+    int count = backend_device_count(tdm_feature_get_class(feature));
+    if (count <= 0) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "device '%s': backend '%s' has no device", spec, tdm_feature_get_name(feature));
+        return NULL;
+    }
+    return device_of(feature, local_rank % count, error);
 }
 
 int tdm_device_count(const TdmDevice *dev)
@@ -305,6 +339,182 @@ gboolean tdm_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
         return FALSE;
     }
     return TRUE;
+}
+
+/* ---- precision ---- */
+
+static const char *const precision_names[] = {
+    [TDM_PRECISION_FP32] = "fp32",
+    [TDM_PRECISION_TF32] = "tf32",
+    [TDM_PRECISION_BF16] = "bf16",
+};
+
+const char *tdm_precision_name(TdmPrecision precision)
+{
+    return (guint)precision < G_N_ELEMENTS(precision_names) ? precision_names[precision]
+                                                            : "unknown";
+}
+
+gboolean tdm_precision_from_name(const char *name, TdmPrecision *precision, GError **error)
+{
+    g_return_val_if_fail(precision != NULL, FALSE);
+    for (guint i = 0; name != NULL && i < G_N_ELEMENTS(precision_names); i++) {
+        if (g_ascii_strcasecmp(name, precision_names[i]) == 0) {
+            *precision = (TdmPrecision)i;
+            return TRUE;
+        }
+    }
+    g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                "unknown precision '%s' (expected fp32, tf32 or bf16)", name != NULL ? name : "");
+    return FALSE;
+}
+
+gboolean tdm_device_set_precision(TdmDevice *dev, TdmPrecision precision, GError **error)
+{
+    g_return_val_if_fail(dev != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    const char *name = tdm_precision_name(precision);
+    if ((guint)precision >= G_N_ELEMENTS(precision_names)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "device '%s': precision %d: %s",
+                    dev->name, (int)precision, "not a TdmPrecision");
+        return FALSE;
+    }
+    /* Pointing elsewhere is what a user on a host backend needs, not on
+     * cuda itself (an older GPU refusing bf16, say). */
+    const char *type = tdm_device_type(dev);
+    const char *hint = g_strcmp0(type, "cuda") != 0 ? "; use --device cuda" : "";
+    const char *backend = dev->feature != NULL ? tdm_feature_get_name(dev->feature) : type;
+    if (dev->backend->set_precision == NULL) {
+        if (precision != TDM_PRECISION_FP32) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                        "backend '%s' (%s) does not offer %s precision%s", backend, dev->name, name,
+                        hint);
+            return FALSE;
+        }
+    } else {
+        GError *local = NULL;
+        if (!dev->backend->set_precision(dev, precision, &local)) {
+            if (local == NULL) {
+                g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                            "backend '%s' (%s) does not offer %s precision%s", backend, dev->name,
+                            name, hint);
+            } else if (g_error_matches(local, TDM_ERROR, TDM_ERROR_UNSUPPORTED)) {
+                /* the backend's reason, in the same sentence as above */
+                g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                            "backend '%s' (%s) does not offer %s precision (%s)%s", backend,
+                            dev->name, name, local->message, hint);
+                g_error_free(local);
+            } else {
+                g_propagate_prefixed_error(error, local,
+                                           "device '%s': setting %s precision: ", dev->name, name);
+            }
+            return FALSE;
+        }
+    }
+    DeviceCore *c = dev->core;
+    if (c != NULL) {
+        c->precision = precision;
+    }
+    return TRUE;
+}
+
+TdmPrecision tdm_device_get_precision(const TdmDevice *dev)
+{
+    g_return_val_if_fail(dev != NULL, TDM_PRECISION_FP32);
+    const DeviceCore *c = dev->core;
+    return c != NULL ? c->precision : TDM_PRECISION_FP32;
+}
+
+/* ---- copies between devices ---- */
+
+gboolean tdm_device_can_copy_peer(const TdmDevice *src, const TdmDevice *dst)
+{
+    g_return_val_if_fail(src != NULL && dst != NULL, FALSE);
+    return src != dst && src->backend == dst->backend && src->backend->copy_peer != NULL;
+}
+
+/* Both devices idle before the clock starts (TDM_PROFILE). */
+static gboolean copy_profile_begin(TdmDevice *src, TdmDevice *dst, double *t0, GError **error)
+{
+    if (dst != src && !tdm_device_synchronize(dst, error)) {
+        g_prefix_error(error, "TDM_PROFILE: waiting for %s before a copy: ", dst->name);
+        return FALSE;
+    }
+    return tdm_ops_profile_begin(src, t0, error);
+}
+
+/* And both again after it, whichever stream the backend ran it on; the
+ * row is the source backend's. */
+static gboolean copy_profile_end(TdmOpId id, TdmDevice *src, TdmDevice *dst, double t0, gboolean ok,
+                                 GError **error)
+{
+    if (ok && dst != src && !tdm_device_synchronize(dst, error)) {
+        g_prefix_error(error, "TDM_PROFILE: waiting for %s after a copy: ", dst->name);
+        ok = FALSE;
+    }
+    return tdm_ops_profile_end(id, src, t0, ok, error);
+}
+
+static gboolean copy_run(TdmTensor *src, TdmTensor *dst, size_t bytes, void *staging,
+                         GError **error)
+{
+    TdmDevice *sdev = src->device, *ddev = dst->device;
+    if (tdm_device_can_copy_peer(sdev, ddev)) {
+        return sdev->backend->copy_peer(ddev, tdm_tensor_data(dst), sdev, tdm_tensor_data(src),
+                                        bytes, error);
+    }
+    /* The backends' own read and write, not the profiled tdm_device_read:
+     * the row copy_staged holds the whole copy, counted once. */
+    void *host = staging != NULL ? staging : g_malloc(bytes);
+    gboolean ok =
+        sdev->backend->read(sdev, src, host, error) && ddev->backend->write(ddev, dst, host, error);
+    if (host != staging) {
+        g_free(host);
+    }
+    return ok;
+}
+
+gboolean tdm_tensor_copy_across(TdmTensor *src, TdmTensor *dst, void *staging, GError **error)
+{
+    g_return_val_if_fail(src != NULL && dst != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    if (!tdm_tensor_is_contiguous(src)) {
+        g_autofree char *shape = tdm_tensor_shape_string(src);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "copy from %s to %s: the source %s %s is not plain and contiguous",
+                    src->device->name, dst->device->name, tdm_dtype_name(src->dtype), shape);
+        return FALSE;
+    }
+    if (!tdm_tensor_ensure(dst, src->dtype, src->ndim, src->shape, NULL, 0, error)) {
+        g_prefix_error(error, "copy from %s to %s: ", src->device->name, dst->device->name);
+        return FALSE;
+    }
+    const size_t bytes = (size_t)tdm_tensor_numel(src) * tdm_dtype_size(src->dtype);
+    if (bytes == 0) {
+        return TRUE;
+    }
+    if (src->storage == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "copy from %s to %s: the source has no storage", src->device->name,
+                    dst->device->name);
+        return FALSE;
+    }
+    const TdmOpId id = tdm_device_can_copy_peer(src->device, dst->device) ? TDM_OPID_COPY_PEER
+                                                                          : TDM_OPID_COPY_STAGED;
+    gboolean ok;
+    if (G_UNLIKELY(tdm_ops_profiling)) {
+        double t0 = 0.0;
+        ok = copy_profile_begin(src->device, dst->device, &t0, error) &&
+             copy_profile_end(id, src->device, dst->device, t0,
+                              copy_run(src, dst, bytes, staging, error), error);
+    } else {
+        ok = copy_run(src, dst, bytes, staging, error);
+    }
+    if (!ok) {
+        g_prefix_error(error, "copy of %zu bytes from %s to %s (%s): ", bytes, src->device->name,
+                       dst->device->name, id == TDM_OPID_COPY_PEER ? "peer" : "through the host");
+    }
+    return ok;
 }
 
 void tdm_op_cache_clear(TdmDevice *dev, TdmOpCache **cache)

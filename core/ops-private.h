@@ -46,7 +46,9 @@ typedef enum {
     TDM_OPID_SGD_UPDATE_ZERO_GRAD,
     TDM_OPID_ADAMW_UPDATE_ZERO_GRAD,
     TDM_OPID_REORDER,
-    TDM_OPID_READ, /* tdm_tensor_read: device to host */
+    TDM_OPID_READ,        /* tdm_tensor_read: device to host */
+    TDM_OPID_COPY_PEER,   /* tdm_tensor_copy_across, device to device */
+    TDM_OPID_COPY_STAGED, /* tdm_tensor_copy_across, through host memory */
     TDM_OPID_N
 } TdmOpId;
 

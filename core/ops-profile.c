@@ -1,8 +1,9 @@
 /* core/ops-profile.c - TDM_PROFILE: the time spent in each op front end.
  *
  * With TDM_PROFILE set (to anything but "" or "0") when the library loads,
- * every tdm_op_* call (and tdm_tensor_reorder, and tdm_tensor_read: the
- * row "read" counts the run's waits for a device) synchronizes its device
+ * every tdm_op_* call (and tdm_tensor_reorder, tdm_tensor_read: the row
+ * "read" counts the run's waits for a device, and tdm_tensor_copy_across:
+ * "copy_peer" or "copy_staged") synchronizes its device
  * before and after the backend runs, so that an asynchronous backend is
  * charged for the op itself rather than for whatever was queued before it,
  * and adds the elapsed time to a row per (backend, op). The table goes to
@@ -62,6 +63,8 @@ static const char *const op_names[TDM_OPID_N] = {
     [TDM_OPID_ADAMW_UPDATE_ZERO_GRAD] = "adamw_update_zero_grad",
     [TDM_OPID_REORDER] = "reorder",
     [TDM_OPID_READ] = "read",
+    [TDM_OPID_COPY_PEER] = "copy_peer",
+    [TDM_OPID_COPY_STAGED] = "copy_staged",
 };
 
 typedef struct {

@@ -28,3 +28,12 @@ TESTS += tests/test-device
 tests_test_device_SOURCES = tests/test-device.c
 tests_test_device_CFLAGS = $(TDMTEST_CFLAGS)
 tests_test_device_LDADD = $(TDMTEST_LIBS)
+
+# test-device-run: what a run asks of its devices: precision (refused on
+# ref and cpu), copies between devices (peer on ref, staged otherwise),
+# the local rank's device.
+check_PROGRAMS += tests/test-device-run
+TESTS += tests/test-device-run
+tests_test_device_run_SOURCES = tests/test-device-run.c
+tests_test_device_run_CFLAGS = $(TDMTEST_CFLAGS)
+tests_test_device_run_LDADD = $(TDMTEST_LIBS)

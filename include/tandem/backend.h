@@ -44,13 +44,8 @@ typedef struct {
     gboolean count_include_pad; /* avg pool only; PyTorch's default is TRUE */
 } TdmPool2dParams;
 
-/* What GEMM and convolution compute in. Tensors stay f32 whatever the
- * precision: master weights, batch-norm statistics and the loss are f32. */
-typedef enum {
-    TDM_PRECISION_FP32 = 0, /* strict IEEE f32 (the default, every backend) */
-    TDM_PRECISION_TF32,     /* f32 with TF32 tensor-core products */
-    TDM_PRECISION_BF16,     /* inputs rounded to bf16, f32 accumulation */
-} TdmPrecision;
+/* TdmPrecision (what GEMM and convolution compute in) is in
+ * tandem/device.h, with tdm_device_set_precision. */
 
 typedef struct {
     float lr, momentum, dampening, weight_decay;
@@ -347,7 +342,12 @@ struct _TdmBackendClass {
     /* Copy n bytes from src on src_dev to dst on dst_dev, two devices of
      * this backend: after the work queued so far on src_dev's compute
      * stream, and before the work queued later on dst_dev's (neither host
-     * waits). (optional: NULL means the core stages through host memory) */
+     * waits). Callers (dp) also reuse both buffers right after the call
+     * without a wait: the copy must come after the work queued so far on
+     * dst_dev too and before the work queued later on src_dev (a copy
+     * issued on src_dev's compute stream after it waited an event of
+     * dst_dev's, which then waits an event recorded after the copy).
+     * (optional: NULL means the core stages through host memory) */
     gboolean (*copy_peer)(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const void *src,
                           size_t n, GError **error);
 

@@ -74,6 +74,50 @@ TDM_API GPtrArray *tdm_device_list(GError **error);
  * physical pages). FALSE when neither can be read. For host backends. */
 TDM_API gboolean tdm_host_memory(gint64 *total_bytes, gint64 *available_bytes);
 
+/* ---- precision ---- */
+
+/* What GEMM and convolution compute in. Tensors stay f32 whatever the
+ * precision: master weights, batch-norm statistics and the loss are f32. */
+typedef enum {
+    TDM_PRECISION_FP32 = 0, /* strict IEEE f32 (the default, every backend) */
+    TDM_PRECISION_TF32,     /* f32 with TF32 tensor-core products */
+    TDM_PRECISION_BF16,     /* inputs rounded to bf16, f32 accumulation */
+} TdmPrecision;
+
+/* "fp32", "tf32" or "bf16" (transfer none); "unknown" out of range. */
+TDM_API const char *tdm_precision_name(TdmPrecision precision);
+/* The inverse of tdm_precision_name (case-insensitive); anything else is
+ * TDM_ERROR_INVALID_ARG naming the word and the three names. */
+TDM_API gboolean tdm_precision_from_name(const char *name, TdmPrecision *precision, GError **error);
+/* GEMM and convolution on `dev` compute in `precision` from now on (until
+ * the next call; a device starts in FP32). FP32 is accepted everywhere; a
+ * backend that offers nothing else, or refuses this one, fails with
+ * TDM_ERROR_UNSUPPORTED naming the backend, the device and the precision
+ * ("backend 'cpu' (cpu:0) does not offer bf16 precision; use --device
+ * cuda"), and the device keeps its precision. */
+TDM_API gboolean tdm_device_set_precision(TdmDevice *dev, TdmPrecision precision, GError **error);
+/* The precision last set on `dev` (FP32 when never set). */
+TDM_API TdmPrecision tdm_device_get_precision(const TdmDevice *dev);
+
+/* ---- copies between devices ---- */
+
+/* Whether tdm_tensor_copy_across from `src` to `dst` goes device to device
+ * (two devices of one backend that offers copy_peer) rather than through
+ * host memory: a caller keeps a staging buffer only when this is FALSE. */
+TDM_API gboolean tdm_device_can_copy_peer(const TdmDevice *src, const TdmDevice *dst);
+/* Copy the plain contiguous tensor `src` into `dst`, an output slot on any
+ * device (shaped like src, plain, in src's dtype; it keeps its storage when
+ * large enough). Between two devices for which tdm_device_can_copy_peer
+ * holds, the backend copies peer to peer, ordered after the work queued so
+ * far on both devices and before the work queued on either later, and no
+ * host waits; otherwise the bytes go through host memory (`staging`, at
+ * least src's bytes, or a buffer allocated for the call when NULL) with a
+ * read of src, which waits for its device, and a write of dst. Timed under
+ * TDM_PROFILE as the row "copy_peer" or "copy_staged" of the source's
+ * backend. */
+TDM_API gboolean tdm_tensor_copy_across(TdmTensor *src, TdmTensor *dst, void *staging,
+                                        GError **error);
+
 /* ---- streams and events ---- */
 
 typedef enum {

@@ -33,6 +33,12 @@ struct _TdmDevice {
 /* Resolve a device spec: NULL, "" or "auto" (best available backend, index 0),
  * "cpu", "cpu:1", "ref:0"... Loads the registry if needed. Transfer none. */
 TDM_API TdmDevice *tdm_device_get(const char *spec, GError **error);
+/* tdm_device_get for process `local_rank` of several on one node (the
+ * launcher's LOCAL_RANK): a spec without an index ("cuda", "auto") names
+ * device local_rank % count of its backend, opening no other device of it,
+ * so that each process of a node drives its own GPU; a spec with an index
+ * ("cuda:1") is that device whatever the rank. Transfer none. */
+TDM_API TdmDevice *tdm_device_get_local(const char *spec, int local_rank, GError **error);
 /* Number of devices the backend of `dev` exposes. */
 TDM_API int tdm_device_count(const TdmDevice *dev);
 /* Block until all work queued on the device is done. */
