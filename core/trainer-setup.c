@@ -2,11 +2,11 @@
  *
  * tdm_trainer_run (core/trainer.c) calls these in order, each filling its
  * part of the TrainRun: the process (who it is in the job, its device or
- * devices and compute threads), the data (the training pipeline, then this
- * rank's share of the training split and, on rank 0, the test split's
- * evaluation loader), the model (from the zoo, sized by the data, with
- * weights to start from and frozen layers), the optimizer and its
- * learning-rate schedule, and the strategy that runs a step (with the
+ * devices, their compute threads and precision), the data (the training
+ * pipeline, then this rank's share of the training split and, on rank 0,
+ * the test split's evaluation loader), the model (from the zoo, sized by
+ * the data, with weights to start from and frozen layers), the optimizer
+ * and its learning-rate schedule, and the strategy that runs a step (with the
  * job's store and a communicator when it is distributed). Every check that
  * can fail before training fails here, so that a typo costs no training
  * time; the order of the steps is the order of those errors.
@@ -40,24 +40,6 @@ static gboolean strategy_is_distributed(const char *spec)
 {
     g_autofree char *name = spec != NULL ? tdm_params_split_name(spec, NULL) : NULL;
     return name != NULL && strcmp(name, "single") != 0 && strcmp(name, "dp") != 0;
-}
-
-/* This rank's device: with several processes on a node and a spec without
- * an index ("auto", "cuda"), the local rank picks one of the backend's
- * devices. */
-static TdmDevice *rank_device(const char *spec, const TdmDistEnv *env, GError **error)
-{
-    TdmDevice *dev = tdm_device_get(spec, error);
-    if (dev == NULL || env->local_world_size <= 1 || (spec != NULL && strchr(spec, ':'))) {
-        return dev;
-    }
-    int count = tdm_device_count(dev);
-    if (count <= 1) {
-        return dev;
-    }
-    g_autofree char *name =
-        g_strdup_printf("%s:%d", tdm_device_type(dev), env->local_rank % count);
-    return tdm_device_get(name, error);
 }
 
 /* The devices of a dp run: "ref:0,ref:1" (transfer container). */
@@ -135,6 +117,27 @@ static void set_threads(TrainRun *run)
     }
 }
 
+/* train.precision on every device the run uses (each of dp's), before
+ * anything is allocated: a backend that cannot fails here, not at the
+ * first step. fp32 is set too, so that a device keeps no precision of an
+ * earlier run in this process. */
+static gboolean set_precision(TrainRun *run, GError **error)
+{
+    TdmPrecision precision = TDM_PRECISION_FP32;
+    if (!tdm_precision_from_name(run->cfg->precision, &precision, error)) {
+        g_prefix_error(error, "train.precision: ");
+        return FALSE;
+    }
+    for (guint i = 0; i < (run->devices != NULL ? run->devices->len : 1); i++) {
+        TdmDevice *d = run->devices != NULL ? g_ptr_array_index(run->devices, i) : run->dev;
+        if (!tdm_device_set_precision(d, precision, error)) {
+            g_prefix_error(error, "train.precision: ");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 gboolean tdm_train_setup_process(TrainRun *run, GError **error)
 {
     const TdmTrainConfig *cfg = run->cfg;
@@ -164,11 +167,14 @@ gboolean tdm_train_setup_process(TrainRun *run, GError **error)
             return FALSE;
         }
         run->dev = g_ptr_array_index(run->devices, 0);
-    } else if ((run->dev = rank_device(cfg->device, &run->env, error)) == NULL) {
+    } else if ((run->dev = tdm_device_get_local(cfg->device, run->env.local_rank, error)) == NULL) {
+        /* with several processes on a node and a spec without an index
+         * ("auto", "cuda"), the local rank picked one of the backend's
+         * devices */
         return FALSE;
     }
     set_threads(run);
-    return TRUE;
+    return set_precision(run, error);
 }
 
 gboolean tdm_train_loader_options(const TdmTrainConfig *cfg, TdmDataset *norm_ds,

@@ -488,8 +488,11 @@ static void test_config_set(void)
     g_assert_cmpfloat_with_epsilon(cfg.weight_decay, 5e-4, 1e-9);
     g_assert_cmpint(cfg.epochs, ==, 1);
     g_assert_true(cfg.eval);
+    g_assert_cmpstr(cfg.precision, ==, "fp32");
 
     g_autoptr(GError) error = NULL;
+    g_assert_true(tdm_train_config_set(&cfg, "train.precision", "bf16", &error));
+    g_assert_cmpstr(cfg.precision, ==, "bf16");
     g_assert_true(tdm_train_config_set(&cfg, "optim.lr", "0.1", &error));
     g_assert_cmpfloat_with_epsilon(cfg.lr, 0.1, 1e-6);
     g_assert_true(tdm_train_config_set(&cfg, "data.batch_size", " 128 ", &error));
@@ -511,6 +514,7 @@ static void test_config_set(void)
         {"data.batch_size", "-5"},    {"data.batch_size", "0"},   {"data.batch_size", "1.5"},
         {"optim.nesterov", "maybe"},  {"optim.schedule", "linear"}, {"train.seed", "-1"},
         {"model.name", ""},           {"optim.momentum", "2"},    {"train.epochs", "0"},
+        {"train.precision", "fp16"},  {"train.precision", ""},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_assert_false(tdm_train_config_set(&cfg, bad[i][0], bad[i][1], &error));
@@ -525,6 +529,7 @@ static void test_config_set(void)
     /* Failed sets leave the old values. */
     g_assert_cmpint(cfg.batch_size, ==, 128);
     g_assert_cmpstr(cfg.schedule, ==, "cosine");
+    g_assert_cmpstr(cfg.precision, ==, "bf16");
 
     g_assert_false(tdm_train_config_set(&cfg, "optim.learning_rate", "0.1", &error));
     g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
@@ -543,7 +548,8 @@ static void test_config_load(Fixture *f, gconstpointer data)
 {
     g_autofree char *path = g_build_filename(f->dir, "c.ini", NULL);
     const char *ini = "# comment\n[model]\nname = lenet\n[data]\nbatch_size = 32\nlimit = 1000\n"
-                      "[optim]\nlr = 0.01\nschedule = step\n[train]\nepochs = 3\neval = false\n";
+                      "[optim]\nlr = 0.01\nschedule = step\n[train]\nepochs = 3\neval = false\n"
+                      "precision = tf32\n";
     g_assert_true(g_file_set_contents(path, ini, -1, NULL));
     TdmTrainConfig cfg;
     tdm_train_config_init(&cfg);
@@ -557,6 +563,7 @@ static void test_config_load(Fixture *f, gconstpointer data)
     g_assert_cmpstr(cfg.schedule, ==, "step");
     g_assert_cmpint(cfg.epochs, ==, 3);
     g_assert_false(cfg.eval);
+    g_assert_cmpstr(cfg.precision, ==, "tf32");
 
     g_assert_true(g_file_set_contents(path, "[optim]\nlr = 0.1\nspeed = 3\n", -1, NULL));
     g_assert_false(tdm_train_config_load(&cfg, path, &error));

@@ -13,8 +13,8 @@ tests_test_data_CFLAGS = $(TDMTEST_CFLAGS)
 tests_test_data_LDADD = $(TDMTEST_LIBS)
 
 TESTS += tests/test-io tests/test-data tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh \
-	tests/ops-profile.sh tests/train-stats.sh
+	tests/ops-profile.sh tests/train-stats.sh tests/train-precision.sh
 EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh tests/ops-profile.sh \
-	tests/train-stats.sh \
+	tests/train-stats.sh tests/train-precision.sh \
 	tests/fuzz/fuzz-idx.c tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz-config.c \
 	examples/fashion-mlp.ini

@@ -218,6 +218,12 @@ static gboolean run_eval(const TdmTrainConfig *cfg, GError **error)
         return FALSE;
     }
     tdm_device_set_num_threads(dev, cfg->threads);
+    TdmPrecision precision = TDM_PRECISION_FP32;
+    if (!tdm_precision_from_name(cfg->precision, &precision, error) ||
+        !tdm_device_set_precision(dev, precision, error)) {
+        g_prefix_error(error, "train.precision: ");
+        return FALSE;
+    }
     gboolean ok = FALSE;
     TdmLoader *loader = NULL;
     TdmModel *model = NULL;

@@ -144,6 +144,10 @@ G_BEGIN_DECLS
         "log-every", 0, "N", TRAIN,                                                          \
         "A step event in the log every N steps, their figures added up (N > 1: fewer "       \
         "waits for an accelerator)")                                                         \
+    KEY(precision, NAME, "train.precision", "fp32", "fp32|tf32|bf16",                        \
+        "precision", 0, "NAME", TRAIN_EVAL,                                                  \
+        "What GEMM and convolution compute in: fp32 (strict, every backend), tf32 or bf16 "  \
+        "(cuda); weights, batch-norm statistics and the loss stay fp32")                     \
     ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */
@@ -164,7 +168,7 @@ G_BEGIN_DECLS
  * optimizer, model.name model). */
 typedef struct {
     TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
-    gpointer reserved[2];
+    gpointer reserved[1];
 } TdmTrainConfig;
 
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);
