@@ -4,6 +4,8 @@
 #                          as one process with the global batch
 #   strategies-faults.sh   a killed rank, a skipped collective, a misconfigured job
 #   strategies-mpirun.sh   mpirun -np 2 tandem train --strategy ddp
+#   dp-copies.sh           dp copies peer to peer on ref, through the host
+#                          between backends (TDM_PROFILE's counts)
 check_PROGRAMS += tests/test-ddp
 tests_test_ddp_SOURCES = tests/test-ddp.c tests/core-test-util.h
 tests_test_ddp_CFLAGS = $(TDMTEST_CFLAGS)
@@ -13,6 +15,7 @@ TDM_STRATEGY_TESTS = \
 	tests/equivalence.sh \
 	tests/strategies-faults.sh \
 	tests/strategies-mpirun.sh \
-	tests/netns-two-hosts.sh
+	tests/netns-two-hosts.sh \
+	tests/dp-copies.sh
 TESTS += tests/test-ddp $(TDM_STRATEGY_TESTS)
 EXTRA_DIST += $(TDM_STRATEGY_TESTS) tests/strategies-lib.sh tests/compare-weights.py

@@ -19,9 +19,11 @@
  * Between updates (gradient accumulation) each replica keeps accumulating
  * its own gradients.
  *
- * Copies between devices go through host memory with tdm_tensor_read /
- * tdm_tensor_write, which every backend implements; the host buffers are
- * allocated once.
+ * Every copy between devices (the batch shares, the gradients to the
+ * master, the parameters back) is tdm_tensor_copy_across: peer to peer,
+ * with no host wait, between devices of a backend that offers it (cuda,
+ * ref), else through host memory, for which the host buffers are allocated
+ * once, and only when some replica's device needs them.
  */
 #include <string.h>
 
@@ -53,8 +55,8 @@ struct _DpPriv {
     guint running;      /* workers not done with this generation */
     gboolean quit;
     TdmTensor *staging; /* n_grads floats on the master device */
-    float *host;        /* MAX(n_values, n_grads) floats */
-    guint8 *input_host; /* a share of images or labels */
+    float *host;        /* MAX(n_values, n_grads) floats; NULL when every copy is peer */
+    guint8 *input_host; /* a share of images or labels, for staged copies */
     size_t input_host_bytes;
 };
 
@@ -91,30 +93,32 @@ static gpointer worker_main(gpointer data)
     }
 }
 
-/* Copy `src` (any device) into the slot `dst` (shaped like src) through
- * host memory. */
-static gboolean copy_across(DpPriv *priv, TdmTensor *src, TdmTensor *dst, GError **error)
+/* Copy a share of the batch (on the master's device) into the slot `dst`
+ * of a replica; a staged copy goes through input_host, grown as needed. */
+static gboolean copy_input(DpPriv *priv, TdmTensor *src, TdmTensor *dst, GError **error)
 {
-    size_t bytes = (size_t)tdm_tensor_numel(src) * tdm_dtype_size(src->dtype);
-    if (bytes > priv->input_host_bytes) {
-        priv->input_host = g_realloc(priv->input_host, bytes);
-        priv->input_host_bytes = bytes;
+    void *staging = NULL;
+    if (!tdm_device_can_copy_peer(src->device, dst->device)) {
+        size_t bytes = (size_t)tdm_tensor_numel(src) * tdm_dtype_size(src->dtype);
+        if (bytes > priv->input_host_bytes) {
+            priv->input_host = g_realloc(priv->input_host, bytes);
+            priv->input_host_bytes = bytes;
+        }
+        staging = priv->input_host;
     }
-    return tdm_tensor_ensure(dst, src->dtype, src->ndim, src->shape, NULL, 0, error) &&
-           tdm_tensor_read(src, priv->input_host, error) &&
-           tdm_tensor_write(dst, priv->input_host, error);
+    return tdm_tensor_copy_across(src, dst, staging, error);
 }
 
 /* The master's value arena into every replica's. */
 static gboolean push_values(DpPriv *priv, GError **error)
 {
     TdmModel *master = priv->reps[0].model;
-    if (priv->n < 2 || master->n_values == 0 ||
-        !tdm_tensor_read(master->value_arena, priv->host, error)) {
-        return priv->n < 2 || master->n_values == 0;
+    if (master->n_values == 0) {
+        return TRUE;
     }
     for (guint i = 1; i < priv->n; i++) {
-        if (!tdm_tensor_write(priv->reps[i].model->value_arena, priv->host, error)) {
+        if (!tdm_tensor_copy_across(master->value_arena, priv->reps[i].model->value_arena,
+                                    priv->host, error)) {
             g_prefix_error(error,
                            "dp: copying the parameters to %s: ", priv->reps[i].model->device->name);
             return FALSE;
@@ -133,8 +137,7 @@ static gboolean reduce_grads(DpPriv *priv, GError **error)
     }
     for (guint i = 1; i < priv->n; i++) {
         TdmModel *m = priv->reps[i].model;
-        if (!tdm_tensor_read(m->grad_arena, priv->host, error) ||
-            !tdm_tensor_write(priv->staging, priv->host, error) ||
+        if (!tdm_tensor_copy_across(m->grad_arena, priv->staging, priv->host, error) ||
             !tdm_op_axpy(dev, 1.0f, priv->staging, master->grad_arena, error) ||
             !tdm_model_zero_grad(m, error)) {
             g_prefix_error(error, "dp: adding the gradients of %s: ", m->device->name);
@@ -142,6 +145,19 @@ static gboolean reduce_grads(DpPriv *priv, GError **error)
         }
     }
     return TRUE;
+}
+
+/* Whether a copy between the master's device and some replica's goes
+ * through host memory, so that the host buffers are needed. */
+static gboolean needs_host(TdmDevice *master, GPtrArray *devices)
+{
+    for (guint i = 1; devices != NULL && i < devices->len; i++) {
+        TdmDevice *d = g_ptr_array_index(devices, i);
+        if (!tdm_device_can_copy_peer(master, d) || !tdm_device_can_copy_peer(d, master)) {
+            return TRUE;
+        }
+    }
+    return FALSE;
 }
 
 static void dp_teardown(TdmStrategy *s);
@@ -180,7 +196,9 @@ static gboolean dp_setup(TdmStrategy *s, GError **error)
     priv->grad_scale = 1.0f / (float)s->opts.accumulate;
     priv->has_buffers = su_first_buffer(model) < model->n_values;
     priv->reps = g_new0(DpReplica, n);
-    priv->host = g_new(float, MAX(MAX(model->n_values, model->n_grads), 1));
+    if (needs_host(model->device, devices)) {
+        priv->host = g_new(float, MAX(MAX(model->n_values, model->n_grads), 1));
+    }
     if (model->n_grads > 0) {
         int64_t shape[1] = {(int64_t)model->n_grads};
         priv->staging = tdm_tensor_new(model->device, TDM_DTYPE_F32, 1, shape, error);
@@ -244,8 +262,8 @@ static gboolean dp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_updat
             TdmTensor *img = tdm_tensor_narrow(batch->images, start, len, error);
             TdmTensor *lab =
                 img != NULL ? tdm_tensor_narrow(batch->labels, start, len, error) : NULL;
-            ok = lab != NULL && copy_across(priv, img, r->images, error) &&
-                 copy_across(priv, lab, r->labels, error);
+            ok = lab != NULL && copy_input(priv, img, r->images, error) &&
+                 copy_input(priv, lab, r->labels, error);
             if (img != NULL) {
                 tdm_tensor_unref(img);
             }
