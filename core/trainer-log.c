@@ -11,7 +11,10 @@
  * each epoch and two warnings (a non-finite loss, once; a loader that
  * holds the steps up, once per epoch); stdout gets the one-line summary,
  * which ends with the run's peak memory (peak_memory_read: the process's
- * peak RSS and each training device's allocator peak).
+ * peak RSS and each training device's allocator peak, with its hardware
+ * name, reserved bytes and utilisation). The epoch and summary events
+ * carry the same device figures; tdm_device_info is asked for them once
+ * per epoch and at the end, never per step.
  *
  * The loss and the right predictions stay on the device until the trainer
  * reads them, which it does only for a report that shows them
@@ -136,38 +139,55 @@ static void event_end(TrainLog *log, gboolean flush)
     }
 }
 
-/* ---- peak memory ------------------------------------------------------ */
+/* ---- devices and peak memory ------------------------------------------ */
 
-/* The run's peak memory so far: what the summary reports. */
+/* What a report says of one training device: tdm_device_info's figures,
+ * read once per epoch and at the summary (never per step). */
 typedef struct {
-    const char *name; /* the device's, e.g. "cpu:0" */
-    gint64 bytes;     /* its allocator's peak (TdmDeviceInfo.peak_bytes) */
-} PeakDevice;
+    const char *name;                       /* the device's, e.g. "cuda:0" */
+    char hw_name[TDM_DEVICE_INFO_NAME_LEN]; /* the hardware's, "NVIDIA H200" */
+    gint64 peak;                            /* its allocator's peak */
+    gint64 reserved;                        /* held by its allocator (-1 unknown) */
+    int util;                               /* percent busy lately (-1 unknown) */
+} DeviceFigures;
 
+/* The run's memory so far. */
 typedef struct {
-    guint64 rss_bytes;   /* the process's peak resident set */
-    PeakDevice *devices; /* the training devices whose peak is known */
+    guint64 rss_bytes;      /* the process's peak resident set */
+    DeviceFigures *devices; /* the training devices whose peak is known */
     guint n_devices;
-    gint64 device_bytes; /* the largest of them */
+    gint64 device_bytes;   /* the largest peak of them */
+    gint64 reserved_bytes; /* the largest reserved (-1 unknown) */
+    int util;              /* the highest utilisation (-1 unknown) */
 } PeakMemory;
 
 static void peak_memory_read(const TrainRun *run, PeakMemory *out)
 {
     struct rusage ru;
     memset(out, 0, sizeof(*out));
+    out->reserved_bytes = -1;
+    out->util = -1;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         out->rss_bytes = (guint64)ru.ru_maxrss * 1024; /* Linux counts KiB */
     }
     const guint n = run->devices != NULL ? run->devices->len : 1;
-    out->devices = g_new0(PeakDevice, n);
+    out->devices = g_new0(DeviceFigures, n);
     for (guint i = 0; i < n; i++) {
         TdmDevice *dev = run->devices != NULL ? g_ptr_array_index(run->devices, i) : run->dev;
         TdmDeviceInfo info;
-        /* a device that cannot say is left out of the summary, not fatal */
-        if (tdm_device_info(dev, &info, NULL) && info.peak_bytes >= 0) {
-            out->devices[out->n_devices++] = (PeakDevice){dev->name, info.peak_bytes};
-            out->device_bytes = MAX(out->device_bytes, info.peak_bytes);
+        /* a device that cannot say is left out of the report, not fatal */
+        if (!tdm_device_info(dev, &info, NULL) || info.peak_bytes < 0) {
+            continue;
         }
+        DeviceFigures *d = &out->devices[out->n_devices++];
+        d->name = dev->name;
+        g_strlcpy(d->hw_name, info.name, sizeof(d->hw_name));
+        d->peak = info.peak_bytes;
+        d->reserved = info.reserved_bytes;
+        d->util = info.utilization;
+        out->device_bytes = MAX(out->device_bytes, d->peak);
+        out->reserved_bytes = MAX(out->reserved_bytes, d->reserved);
+        out->util = MAX(out->util, d->util);
     }
 }
 
@@ -177,35 +197,77 @@ static void peak_memory_clear(PeakMemory *m)
     m->n_devices = 0;
 }
 
-/* Its fields of the summary event: peak_rss_bytes, peak_device_bytes (the
- * largest device's) and, with several devices, each one's in
- * peak_device_bytes_per_device {"ref:0": N, ...}. */
-static void peak_memory_add(TrainLog *log, const PeakMemory *m)
+/* One device's figures as JSON members: device_name (the hardware's),
+ * peak_device_bytes, reserved_device_bytes and device_util (-1 unknown). */
+static void device_figures_add(TrainLog *log, const char *hw_name, gint64 peak, gint64 reserved,
+                               int util)
 {
-    add_int(log, "peak_rss_bytes", (gint64)m->rss_bytes);
+    add_string(log, "device_name", hw_name);
+    add_int(log, "peak_device_bytes", peak);
+    add_int(log, "reserved_device_bytes", reserved);
+    add_int(log, "device_util", util);
+}
+
+/* The devices' fields of the epoch and summary events: the figures above,
+ * the largest over the training devices (device_name: the first's), and
+ * with several devices each one's in per_device {"ref:0": {...}, ...};
+ * the summary event keeps peak_device_bytes_per_device {"ref:0": N}. */
+static void devices_add(TrainLog *log, const PeakMemory *m, gboolean summary)
+{
     if (m->n_devices == 0) {
         return;
     }
-    add_int(log, "peak_device_bytes", m->device_bytes);
-    if (m->n_devices > 1) {
+    device_figures_add(log, m->devices[0].hw_name, m->device_bytes, m->reserved_bytes, m->util);
+    if (m->n_devices < 2) {
+        return;
+    }
+    json_builder_set_member_name(log->builder, "per_device");
+    json_builder_begin_object(log->builder);
+    for (guint i = 0; i < m->n_devices; i++) {
+        const DeviceFigures *d = &m->devices[i];
+        json_builder_set_member_name(log->builder, d->name);
+        json_builder_begin_object(log->builder);
+        device_figures_add(log, d->hw_name, d->peak, d->reserved, d->util);
+        json_builder_end_object(log->builder);
+    }
+    json_builder_end_object(log->builder);
+    if (summary) {
         json_builder_set_member_name(log->builder, "peak_device_bytes_per_device");
         json_builder_begin_object(log->builder);
         for (guint i = 0; i < m->n_devices; i++) {
-            add_int(log, m->devices[i].name, m->devices[i].bytes);
+            add_int(log, m->devices[i].name, m->devices[i].peak);
         }
         json_builder_end_object(log->builder);
     }
 }
 
-/* Its words on the summary line: "peak RSS 46 MiB, peak cpu:0 12 MiB" or
- * "..., peak ref:0 12 MiB, ref:1 12 MiB" (transfer full). */
+static void append_mib(GString *text, gint64 bytes)
+{
+    if (bytes >= 0) {
+        g_string_append_printf(text, "%.0f MiB", (double)bytes / (1 << 20));
+    } else {
+        g_string_append(text, "-");
+    }
+}
+
+/* Its words on the summary line: "peak RSS 46 MiB, peak cpu:0 12 MiB
+ * (Intel Xeon, reserved 12 MiB, util -)", with ", ref:1 12 MiB (...)" for
+ * each further device (transfer full). */
 static char *peak_memory_text(const PeakMemory *m)
 {
     GString *text = g_string_new(NULL);
     g_string_printf(text, "peak RSS %.0f MiB", (double)m->rss_bytes / (1 << 20));
     for (guint i = 0; i < m->n_devices; i++) {
-        g_string_append_printf(text, "%s %s %.0f MiB", i == 0 ? ", peak" : ",", m->devices[i].name,
-                               (double)m->devices[i].bytes / (1 << 20));
+        const DeviceFigures *d = &m->devices[i];
+        g_string_append_printf(text, "%s %s ", i == 0 ? ", peak" : ",", d->name);
+        append_mib(text, d->peak);
+        g_string_append_printf(text, " (%s, reserved ", d->hw_name);
+        append_mib(text, d->reserved);
+        if (d->util >= 0) {
+            g_string_append_printf(text, ", util %d%%)", d->util);
+        } else {
+            g_string_append(text, ", util -)");
+        }
     }
     return g_string_free(text, FALSE);
 }
@@ -243,6 +305,7 @@ void tdm_train_log_start(TrainLog *log, const TrainRun *run)
         add_int(log, "world_size", run->env.world_size);
         add_int(log, "devices", run->devices != NULL ? run->devices->len : 1);
         add_int(log, "accumulate", run->accumulate);
+        add_string(log, "precision", tdm_precision_name(tdm_device_get_precision(run->dev)));
         event_end(log, TRUE);
     }
     if (log->progress > 0) {
@@ -399,6 +462,10 @@ void tdm_train_log_epoch(TrainLog *log, const TrainRun *run, const EpochStats *e
     add_number(log, "step_s", es->step_s);
     add_number(log, "comm_wait_s", es->comm_s);
     add_number(log, "comm_wait_frac", es->step_s > 0 ? es->comm_s / es->step_s : 0.0);
+    PeakMemory mem;
+    peak_memory_read(run, &mem);
+    devices_add(log, &mem, FALSE);
+    peak_memory_clear(&mem);
     event_end(log, TRUE);
 }
 
@@ -438,7 +505,8 @@ void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *
         add_int(log, "world_size", run->env.world_size);
         add_number(log, "comm_wait_s", log->comm_s);
         add_number(log, "comm_wait_frac", log->step_s > 0 ? log->comm_s / log->step_s : 0.0);
-        peak_memory_add(log, &peak);
+        add_int(log, "peak_rss_bytes", (gint64)peak.rss_bytes);
+        devices_add(log, &peak, TRUE);
         event_end(log, TRUE);
     }
     g_autofree char *memory = peak_memory_text(&peak);

@@ -200,6 +200,7 @@ has "the fixture devices are listed" "  fixture-backend:1" "$out"
 hasnt "a refused backend has no devices" "fixture-streams" "$out"
 has "a device without device_info shows unknowns" "memory:      unknown total, unknown free" "$out"
 has "allocator figures are shown" "allocator:   0 B allocated, 0 B reserved, 0 B peak" "$out"
+has "an unknown utilisation is a dash" "utilization: -" "$out"
 # The lines of one device: from its name to the next device's name.
 device_block() { awk -v d="  $1" '$0 == d {on = 1; next} /^  [^ ]/ {on = 0} on' "$out"; }
 skip() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $1 # SKIP $2"; }

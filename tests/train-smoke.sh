@@ -6,7 +6,8 @@
 # saved by train give the same accuracy and loss under `tandem eval`; a
 # batch size above the number of images trains in one step; the summary
 # line and the log's summary event give the peak RSS and the device's
-# allocator peak.
+# allocator peak, with its hardware name, reserved bytes and utilisation
+# ("-" and -1 when unknown), as the epoch events do.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-train-smoke-XXXXXX")
@@ -49,7 +50,8 @@ fi
 # peak_device_bytes: more than the model's 2 MiB of parameters, and on a
 # host device no more than the process's peak RSS.
 dev=$(sed -n 's/^{"event":"start",.*"device":"\([^"]*\)".*/\1/p' "$tmp/log.json")
-dev_mib=$(printf '%s\n' "$summary" | sed -n "s/.*, peak RSS [0-9]* MiB, peak $dev \([0-9]*\) MiB\$/\1/p")
+dev_mib=$(printf '%s\n' "$summary" |
+    sed -n "s/.*, peak RSS [0-9]* MiB, peak $dev \([0-9]*\) MiB (.*, reserved [0-9]* MiB, util [-0-9%]*)\$/\1/p")
 dev_bytes=$(sed -n 's/^{"event":"summary",.*"peak_device_bytes":\([0-9]*\)[,}].*/\1/p' "$tmp/log.json")
 if [ -n "$dev" ] && [ -n "$dev_mib" ] && [ -n "$dev_bytes" ] &&
    awk -v m="$dev_mib" -v b="$dev_bytes" -v r="$rss_bytes" \
@@ -59,18 +61,50 @@ else
     fail "peak device memory in the summary line and the log" \
         "$summary; $(grep '"summary"' "$tmp/log.json")"
 fi
+# The device's figures in the epoch and summary events: its hardware name
+# (the line's too), peak and reserved bytes (reserved >= peak's live part,
+# here all of it: the core's own counts), utilisation -1 (unknown on a
+# host device).
+if ${TORCH_PYTHON:-python3} - "$tmp/log.json" "$summary" <<'PY'
+import json, re, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+epoch = [e for e in events if e["event"] == "epoch"][0]
+summary = [e for e in events if e["event"] == "summary"][0]
+for e in (epoch, summary):
+    assert e["device_name"] and e["device_name"] in sys.argv[2], e
+    assert 2 * 1048576 < e["peak_device_bytes"] <= summary["peak_rss_bytes"], e
+    assert e["reserved_device_bytes"] >= 0, e
+    assert e["device_util"] == -1, e
+    assert "per_device" not in e, e
+assert epoch["peak_device_bytes"] <= summary["peak_device_bytes"], (epoch, summary)
+assert re.search(r", util -\)$", sys.argv[2]), sys.argv[2]
+PY
+then
+    ok "device name, peak, reserved and utilisation in the epoch and summary events"
+else
+    fail "device figures in the epoch and summary events" "$summary; $(grep -v '"step"' "$tmp/log.json")"
+fi
 # dp: one figure per device, and the largest as peak_device_bytes.
 if TDM_REF_DEVICES=2 "$TANDEM" train --device ref --strategy dp --devices ref:0,ref:1 \
         --model mlp --limit 256 --no-eval --quiet --log-file "$tmp/dp.json" >"$tmp/dp-out" \
         2>"$tmp/dp-err" &&
-   grep -q '^summary: .*, peak RSS [0-9]* MiB, peak ref:0 [0-9]* MiB, ref:1 [0-9]* MiB$' "$tmp/dp-out" &&
+   grep -q '^summary: .*, peak RSS [0-9]* MiB, peak ref:0 [0-9]* MiB (ref virtual device 0, reserved [0-9]* MiB, util -), ref:1 [0-9]* MiB (ref virtual device 1, reserved [0-9]* MiB, util -)$' "$tmp/dp-out" &&
    ${TORCH_PYTHON:-python3} - "$tmp/dp.json" <<'PY'
 import json, sys
-s = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][0]
+events = [json.loads(l) for l in open(sys.argv[1])]
+s = [e for e in events if e["event"] == "summary"][0]
 each = s["peak_device_bytes_per_device"]
 assert sorted(each) == ["ref:0", "ref:1"], each
 assert all(0 < b <= s["peak_rss_bytes"] for b in each.values()), s
 assert s["peak_device_bytes"] == max(each.values()), s
+for e in (s, [e for e in events if e["event"] == "epoch"][0]):
+    per = e["per_device"]
+    assert sorted(per) == ["ref:0", "ref:1"], per
+    assert per["ref:1"]["device_name"] == "ref virtual device 1", per
+    assert e["device_name"] == "ref virtual device 0", e
+    assert e["peak_device_bytes"] == max(d["peak_device_bytes"] for d in per.values()), e
+    assert e["reserved_device_bytes"] == max(d["reserved_device_bytes"] for d in per.values()), e
+    assert all(d["device_util"] == -1 for d in per.values()), per
 PY
 then
     ok "dp: each device's peak in the summary line and the log"

@@ -1,7 +1,10 @@
 /* tools/cmd-inspect-devices.c - `tandem inspect devices`: every device of
  * every available backend, with what tdm_device_info() knows of it, then
  * the backends that are not available and why. Same "key: value" layout as
- * the rest of `tandem inspect`.
+ * the rest of `tandem inspect`: name, kind, capability, compute units,
+ * memory total and free, the allocator's allocated, reserved and peak
+ * bytes, and the utilisation ("-" when the backend cannot tell: NVML
+ * missing, a host backend).
  */
 #include "config.h"
 
@@ -58,7 +61,7 @@ static void print_device(TdmDevice *dev)
     if (info.utilization >= 0) {
         printf("    utilization: %d%%\n", info.utilization);
     } else {
-        printf("    utilization: unknown\n");
+        printf("    utilization: -\n"); /* the backend cannot tell */
     }
 }
 
