@@ -344,9 +344,9 @@ struct _TdmBackendClass {
      * stream, and before the work queued later on dst_dev's (neither host
      * waits). Callers (dp) also reuse both buffers right after the call
      * without a wait: the copy must come after the work queued so far on
-     * dst_dev too and before the work queued later on src_dev (a copy
-     * issued on src_dev's compute stream after it waited an event of
-     * dst_dev's, which then waits an event recorded after the copy).
+     * dst_dev too and before the work queued later on src_dev (say, dst's
+     * compute stream waits an event of src's, the copy runs on it, and
+     * src's compute stream waits an event recorded after the copy).
      * (optional: NULL means the core stages through host memory) */
     gboolean (*copy_peer)(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const void *src,
                           size_t n, GError **error);
