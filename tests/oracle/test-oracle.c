@@ -13,12 +13,22 @@
  * against the looser UPDATE_TOLERANCE. It prints TAP: one line per (backend,
  * model, stage), with the worst tensors as diagnostics.
  *
- * Usage: test-oracle DIR MODEL...
+ * Usage: test-oracle [--backends LIST] [--step-tolerance T] DIR MODEL...
+ * --backends (comma-separated, e.g. cuda) tests those backends instead of
+ * ref and cpu, each required (not skipped when unavailable): the GPU check
+ * (tests/gpu/run) runs it on cuda. The number of SGD steps comes from the
+ * reference's metadata ("steps", else 3), so does the learning rate ("lr",
+ * else 0.05); step K uses the batch "input.K" /
+ * "labels.K" when the data file has it (consecutive batches of a data set),
+ * else "input" / "labels". --step-tolerance T replaces both tolerances of
+ * the stages after the steps (parameters, updates): over 20 steps on
+ * changing batches float rounding grows past 1e-4.
  */
 #include <tandem/tandem.h>
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TOLERANCE 1e-4
@@ -26,12 +36,14 @@
  * relative error is larger: PyTorch's float32 run reaches 6.5e-5 on resnet8's
  * BN biases. A forgotten weight decay shows as 1e-2 or more. */
 #define UPDATE_TOLERANCE 1e-3
-#define SGD_STEPS 3
+#define SGD_STEPS 3 /* when the reference's metadata does not say */
+#define MAX_STEPS 1000
 #define STAGES_PER_MODEL 5 /* logits, loss, gradients, parameters, updates */
 #define WORST_SHOWN 3
 
 static int tap_count;
 static int tap_failures;
+static double step_tolerance; /* 0: TOLERANCE and UPDATE_TOLERANCE */
 
 static void tap_result(gboolean ok, const char *name, const char *diag)
 {
@@ -135,8 +147,12 @@ static void stage_finish(Stage *s, const char *label)
                                    c->rel, good ? "" : " (over tolerance)");
         }
     }
-    char *name = g_strdup_printf("%s: %u tensors, rel error < %.0e%s", label, s->cmp->len,
-                                 s->tolerance, bad ? " (some over)" : "");
+    double worst = 0.0;
+    if (s->cmp->len > 0) {
+        worst = ((const Comparison *)g_ptr_array_index(s->cmp, 0))->rel;
+    }
+    char *name = g_strdup_printf("%s: %u tensors, rel error < %.0e (worst %.2e)%s", label,
+                                 s->cmp->len, s->tolerance, worst, bad ? " (some over)" : "");
     tap_result(ok, name, diag->str);
     g_free(name);
     g_string_free(diag, TRUE);
@@ -258,7 +274,11 @@ static void check_model(TdmDevice *dev, const char *dir, const char *model_name)
     TdmSafeTensors *data = NULL, *expected = NULL, *init = NULL;
     TdmModel *model = NULL;
     TdmOptimizer *opt = NULL;
-    TdmTensor *x = NULL, *labels = NULL, *dlogits = NULL, *logits = NULL;
+    TdmTensor *dlogits = NULL, *logits = NULL;
+    /* Step k's batch; [k] NULL (k > 0): the batch of step 0 again. */
+    TdmTensor *xs[MAX_STEPS] = {NULL}, *ls[MAX_STEPS] = {NULL};
+    int steps = SGD_STEPS;
+    float lr = 0.05f;
     TdmOpCache *xent_cache = NULL;
     GError *error = NULL;
     const char *failed_at = NULL;
@@ -275,6 +295,19 @@ static void check_model(TdmDevice *dev, const char *dir, const char *model_name)
         (init = tdm_safetensors_load(init_path, &error)) == NULL) {
         goto out;
     }
+    const char *meta_steps = tdm_safetensors_metadata(expected, "steps");
+    if (meta_steps != NULL) {
+        steps = atoi(meta_steps);
+        if (steps < 1 || steps > MAX_STEPS) {
+            g_set_error(&error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "metadata steps=%s is not in 1..%d", meta_steps, MAX_STEPS);
+            goto out;
+        }
+    }
+    const char *meta_lr = tdm_safetensors_metadata(expected, "lr");
+    if (meta_lr != NULL) {
+        lr = (float)g_ascii_strtod(meta_lr, NULL);
+    }
     failed_at = "creating the model";
     TdmModule *root = tdm_model_zoo_create(model_name, &cfg, &error);
     if (root == NULL || (model = tdm_model_new(root, dev, 0, &error)) == NULL) {
@@ -284,16 +317,26 @@ static void check_model(TdmDevice *dev, const char *dir, const char *model_name)
     if (!tdm_model_load(model, init_path, TRUE, &error)) {
         goto out;
     }
-    failed_at = "uploading the batch";
-    if ((x = upload(dev, data, "input", &error)) == NULL ||
-        (labels = upload(dev, data, "labels", &error)) == NULL) {
-        goto out;
+    failed_at = "uploading the batches";
+    for (int k = 0; k < steps; k++) {
+        char *xkey = k == 0 ? g_strdup("input") : g_strdup_printf("input.%d", k);
+        char *lkey = k == 0 ? g_strdup("labels") : g_strdup_printf("labels.%d", k);
+        if (k == 0 || tdm_safetensors_get(data, xkey) != NULL) {
+            xs[k] = upload(dev, data, xkey, &error);
+            ls[k] = xs[k] != NULL ? upload(dev, data, lkey, &error) : NULL;
+        }
+        g_free(xkey);
+        g_free(lkey);
+        if (error != NULL) {
+            goto out;
+        }
     }
     dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
     tdm_model_set_training(model, TRUE);
 
     failed_at = "the first forward/backward";
-    if (!train_forward_backward(model, &xent_cache, x, labels, dlogits, &logits, &loss, &error)) {
+    if (!train_forward_backward(model, &xent_cache, xs[0], ls[0], dlogits, &logits, &loss,
+                                &error)) {
         goto out;
     }
 
@@ -343,14 +386,16 @@ static void check_model(TdmDevice *dev, const char *dir, const char *model_name)
     failed_at = "the SGD steps";
     TdmOptimizerOptions opts;
     tdm_optimizer_options_init(&opts);
-    opts.lr = 0.05f;
+    opts.lr = lr;
     opts.momentum = 0.9f;
     opts.weight_decay = 5e-4f;
     opt = tdm_optimizer_new("sgd", model, NULL, &opts, &error);
     if (opt == NULL || !tdm_optimizer_step(opt, &error)) {
         goto out;
     }
-    for (int step = 1; step < SGD_STEPS; step++) {
+    for (int step = 1; step < steps; step++) {
+        TdmTensor *x = xs[step] != NULL ? xs[step] : xs[0];
+        TdmTensor *labels = ls[step] != NULL ? ls[step] : ls[0];
         if (!train_forward_backward(model, &xent_cache, x, labels, dlogits, &logits, &loss,
                                     &error) ||
             !tdm_optimizer_step(opt, &error)) {
@@ -358,15 +403,15 @@ static void check_model(TdmDevice *dev, const char *dir, const char *model_name)
         }
     }
 
-    label = g_strdup_printf("%s parameters and buffers after %d SGD steps", label_base, SGD_STEPS);
-    stage_init(&st, TOLERANCE);
+    label = g_strdup_printf("%s parameters and buffers after %d SGD steps", label_base, steps);
+    stage_init(&st, step_tolerance > 0 ? step_tolerance : TOLERANCE);
     for (guint i = 0; i < model->params->len; i++) {
         TdmParam *p = g_ptr_array_index(model->params, i);
-        char *key = g_strdup_printf("step%d.%s", SGD_STEPS, p->full_name);
+        char *key = g_strdup_printf("step%d.%s", steps, p->full_name);
         stage_compare(&st, expected, key, p->value);
         g_free(key);
     }
-    char *prefix = g_strdup_printf("step%d.", SGD_STEPS);
+    char *prefix = g_strdup_printf("step%d.", steps);
     for (guint i = 0; i < tdm_safetensors_count(expected); i++) {
         const TdmSafeTensor *e = tdm_safetensors_index(expected, i);
         if (g_str_has_prefix(e->name, prefix) &&
@@ -383,15 +428,15 @@ static void check_model(TdmDevice *dev, const char *dir, const char *model_name)
     /* The same parameters as updates from their initial values: far more
      * sensitive to the optimizer's details (weight decay, momentum) than the
      * values themselves, which move little in 3 steps. */
-    label = g_strdup_printf("%s parameter updates over %d SGD steps", label_base, SGD_STEPS);
-    stage_init(&st, UPDATE_TOLERANCE);
+    label = g_strdup_printf("%s parameter updates over %d SGD steps", label_base, steps);
+    stage_init(&st, step_tolerance > 0 ? step_tolerance : UPDATE_TOLERANCE);
     for (guint i = 0; i < model->params->len; i++) {
         TdmParam *p = g_ptr_array_index(model->params, i);
         if (p->is_buffer) {
             continue;
         }
         const TdmSafeTensor *p0 = tdm_safetensors_get(init, p->full_name);
-        char *key = g_strdup_printf("step%d.%s", SGD_STEPS, p->full_name);
+        char *key = g_strdup_printf("step%d.%s", steps, p->full_name);
         if (p0 == NULL) {
             g_string_append_printf(st.problems, "no initial value for %s\n", p->full_name);
         } else {
@@ -421,8 +466,10 @@ out:
     }
     tdm_op_cache_clear(dev, &xent_cache);
     g_clear_pointer(&dlogits, tdm_tensor_unref);
-    g_clear_pointer(&labels, tdm_tensor_unref);
-    g_clear_pointer(&x, tdm_tensor_unref);
+    for (int k = 0; k < MAX_STEPS; k++) {
+        g_clear_pointer(&ls[k], tdm_tensor_unref);
+        g_clear_pointer(&xs[k], tdm_tensor_unref);
+    }
     g_clear_pointer(&model, tdm_model_free);
     g_clear_pointer(&expected, tdm_safetensors_free);
     g_clear_pointer(&init, tdm_safetensors_free);
@@ -435,36 +482,57 @@ out:
 
 int main(int argc, char **argv)
 {
-    static const char *const backends[] = {"ref", "cpu"};
+    static const char *const default_backends[] = {"ref", "cpu", NULL};
+    const char *const *backends = default_backends;
+    char **wanted = NULL;
     GError *error = NULL;
-    int first_model = 2;
 
     /* Automake's TAP setup passes --tap to programs; this one always prints TAP. */
-    if (argc > 1 && strcmp(argv[1], "--tap") == 0) {
-        argv++;
-        argc--;
+    int a = 1;
+    for (; a < argc && g_str_has_prefix(argv[a], "--"); a++) {
+        if (strcmp(argv[a], "--tap") == 0) {
+            continue;
+        }
+        if (a + 1 >= argc) {
+            fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[a]);
+            return 2;
+        }
+        if (strcmp(argv[a], "--backends") == 0) {
+            g_strfreev(wanted);
+            wanted = g_strsplit(argv[++a], ",", -1);
+            backends = (const char *const *)wanted;
+        } else if (strcmp(argv[a], "--step-tolerance") == 0) {
+            step_tolerance = g_ascii_strtod(argv[++a], NULL);
+        } else {
+            fprintf(stderr, "%s: unknown option %s\n", argv[0], argv[a]);
+            return 2;
+        }
     }
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s DIR MODEL...\n", argv[0]);
+    if (argc - a < 2) {
+        fprintf(stderr, "usage: %s [--backends LIST] [--step-tolerance T] DIR MODEL...\n",
+                argv[0]);
         return 2;
     }
-    int n_models = argc - first_model;
-    printf("1..%d\n", (int)G_N_ELEMENTS(backends) * n_models * STAGES_PER_MODEL);
+    const char *dir = argv[a];
+    char **models = argv + a + 1;
+    int n_models = argc - a - 1;
+    int n_backends = (int)g_strv_length((char **)backends);
+    printf("1..%d\n", n_backends * n_models * STAGES_PER_MODEL);
 
     if (!tdm_registry_init(&error)) {
         printf("Bail out! registry: %s\n", error->message);
         return 1;
     }
-    for (guint b = 0; b < G_N_ELEMENTS(backends); b++) {
+    for (int b = 0; b < n_backends; b++) {
         TdmDevice *dev = tdm_device_get(backends[b], &error);
         if (dev == NULL) {
-            /* ref is the oracle's own backend: it must be there. */
-            gboolean required = b == 0;
+            /* ref is the oracle's own backend, and backends asked for by
+             * name are what the caller wants tested: they must be there. */
+            gboolean required = b == 0 || wanted != NULL;
             char *why = g_strdup_printf("%s backend unavailable: %s", backends[b], error->message);
             for (int m = 0; m < n_models; m++) {
                 for (int s = 0; s < STAGES_PER_MODEL; s++) {
-                    char *label = g_strdup_printf("%s %s stage %d", backends[b],
-                                                  argv[first_model + m], s + 1);
+                    char *label = g_strdup_printf("%s %s stage %d", backends[b], models[m], s + 1);
                     if (required) {
                         tap_result(FALSE, label, why);
                     } else {
@@ -478,8 +546,9 @@ int main(int argc, char **argv)
             continue;
         }
         for (int m = 0; m < n_models; m++) {
-            check_model(dev, argv[1], argv[first_model + m]);
+            check_model(dev, dir, models[m]);
         }
     }
+    g_strfreev(wanted);
     return tap_failures == 0 ? 0 : 1;
 }
