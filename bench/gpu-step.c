@@ -16,9 +16,9 @@
  * gives images/s. Only the public API is used, so the program builds and
  * runs on every backend (the dry run of tests/gpu/run uses cpu or ref).
  *
- * --precision asks the backend's set_precision slot (backend 1.2) for TF32
- * or bf16 GEMM and convolution; a backend without it refuses anything but
- * fp32. --check-steady fails (exit 1) when the allocator's reserved bytes
+ * --precision sets the device's precision (tdm_device_set_precision: TF32
+ * or bf16 GEMM and convolution, fp32 master weights) before the model is
+ * built; a backend that cannot refuses with a clear error. --check-steady fails (exit 1) when the allocator's reserved bytes
  * or the peak of allocated bytes grow after the warm-up: a steady step
  * must reuse what the first steps allocated.
  *
@@ -106,31 +106,6 @@ static gboolean parse_options(int argc, char **argv, Options *o)
     return TRUE;
 }
 
-/* fp32 needs nothing from the backend; TF32 and bf16 need its
- * set_precision slot (backend 1.2), and the backend may still refuse. */
-static gboolean apply_precision(TdmDevice *dev, const char *name, GError **error)
-{
-    TdmPrecision p;
-    if (strcmp(name, "fp32") == 0) {
-        return TRUE;
-    } else if (strcmp(name, "tf32") == 0) {
-        p = TDM_PRECISION_TF32;
-    } else if (strcmp(name, "bf16") == 0) {
-        p = TDM_PRECISION_BF16;
-    } else {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "unknown precision '%s' (fp32, tf32 or bf16)", name);
-        return FALSE;
-    }
-    if (dev->backend->set_precision == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
-                    "device %s computes in fp32 only (its backend has no set_precision)",
-                    dev->name);
-        return FALSE;
-    }
-    return dev->backend->set_precision(dev, p, error);
-}
-
 /* One synthetic batch, written to the device once: inputs uniform in
  * [-1, 1), labels uniform over the classes (i64, as PyTorch's). */
 static gboolean make_batch(TdmDevice *dev, const Options *o, TdmTensor **x, TdmTensor **labels,
@@ -160,8 +135,10 @@ static double mib(gint64 bytes)
 
 static int run(const Options *o, GError **error)
 {
+    TdmPrecision precision;
     TdmDevice *dev = tdm_device_get(o->device, error);
-    if (dev == NULL || !apply_precision(dev, o->precision, error)) {
+    if (dev == NULL || !tdm_precision_from_name(o->precision, &precision, error) ||
+        !tdm_device_set_precision(dev, precision, error)) {
         return 1;
     }
     TdmModelConfig cfg = {
