@@ -46,7 +46,7 @@ n=$(ls "$tmp/out" | wc -l)
 
 # every row of the benchmark table has images/s for both and a ratio
 rows=$(sed -n '/^model  *batch/,$p' "$summary" | tail -n +2)
-nrows=$(echo "$rows" | grep -c .)
+nrows=$(echo "$rows" | grep -c "^[a-z]")
 full=$(echo "$rows" | awk 'NF >= 9 && $5 + 0 > 0 && $6 + 0 > 0 && $7 + 0 > 0' | wc -l)
 if [ "$nrows" -eq 3 ] && [ "$full" -eq 3 ]; then
     ok "the benchmark table has 3 rows with Tandem, PyTorch and the ratio"
