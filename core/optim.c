@@ -265,8 +265,7 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
 }
 
 const TdmOptimizerClass tdm_sgd_class = {
-    .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
-    .struct_size = sizeof(TdmOptimizerClass),
+    TDM_CLASS_HEADER(TDM_OPTIMIZER_IFACE_VERSION, TdmOptimizerClass),
     .init = sgd_init,
     .step = sgd_step,
     .finalize = optim_finalize,
@@ -329,8 +328,7 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
 }
 
 const TdmOptimizerClass tdm_adamw_class = {
-    .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
-    .struct_size = sizeof(TdmOptimizerClass),
+    TDM_CLASS_HEADER(TDM_OPTIMIZER_IFACE_VERSION, TdmOptimizerClass),
     .init = adamw_init,
     .step = adamw_step,
     .finalize = optim_finalize,

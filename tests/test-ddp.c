@@ -42,8 +42,7 @@ static gboolean idle_backward(TdmModule *self, TdmTensor *dy, gboolean need_dx, 
 }
 
 static const TdmModuleClass idle_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Idle",
     .forward = idle_forward,
     .backward = idle_backward,

@@ -86,8 +86,7 @@ static gboolean fake_read_image(TdmDataset *ds, int64_t index, TdmImage *img, in
 }
 
 static const TdmDatasetClass fake_class = {
-    .iface_version = TDM_DATASET_IFACE_VERSION,
-    .struct_size = sizeof(TdmDatasetClass),
+    TDM_CLASS_HEADER(TDM_DATASET_IFACE_VERSION, TdmDatasetClass),
     .read = fake_read,
     .read_image = fake_read_image,
 };

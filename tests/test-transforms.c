@@ -458,8 +458,7 @@ static gboolean tiny_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t 
 }
 
 static const TdmDatasetClass tiny_class = {
-    .iface_version = TDM_DATASET_IFACE_VERSION,
-    .struct_size = sizeof(TdmDatasetClass),
+    TDM_CLASS_HEADER(TDM_DATASET_IFACE_VERSION, TdmDatasetClass),
     .read = tiny_read,
 };
 

@@ -107,8 +107,7 @@ static void relu_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_relu_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "ReLU",
     .forward = relu_forward,
     .backward = relu_backward,
@@ -206,8 +205,7 @@ static void dropout_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_dropout_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Dropout",
     .forward = dropout_forward,
     .backward = dropout_backward,

@@ -175,8 +175,7 @@ static void batchnorm_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_batchnorm2d_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "BatchNorm2d",
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,

@@ -133,8 +133,7 @@ static TdmModule *sequential_clone(const TdmModule *self, GError **error)
 }
 
 const TdmModuleClass tdm_sequential_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Sequential",
     .forward = sequential_forward,
     .backward = sequential_backward,
@@ -311,8 +310,7 @@ static void residual_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_residual_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Residual",
     .forward = residual_forward,
     .backward = residual_backward,
@@ -419,8 +417,7 @@ static void flatten_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_flatten_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Flatten",
     .forward = flatten_forward,
     .backward = flatten_backward,

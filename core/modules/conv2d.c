@@ -130,8 +130,7 @@ static void conv2d_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_conv2d_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Conv2d",
     .forward = conv2d_forward,
     .backward = conv2d_backward,

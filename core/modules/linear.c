@@ -127,8 +127,7 @@ static void linear_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_linear_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "Linear",
     .forward = linear_forward,
     .backward = linear_backward,

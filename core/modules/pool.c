@@ -175,8 +175,7 @@ static void pool_finalize(TdmModule *m)
 }
 
 const TdmModuleClass tdm_maxpool2d_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "MaxPool2d",
     .forward = pool_forward,
     .backward = pool_backward,
@@ -185,8 +184,7 @@ const TdmModuleClass tdm_maxpool2d_class = {
 };
 
 const TdmModuleClass tdm_avgpool2d_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "AvgPool2d",
     .forward = pool_forward,
     .backward = pool_backward,
@@ -195,8 +193,7 @@ const TdmModuleClass tdm_avgpool2d_class = {
 };
 
 const TdmModuleClass tdm_adaptive_avgpool2d_class = {
-    .iface_version = TDM_MODULE_IFACE_VERSION,
-    .struct_size = sizeof(TdmModuleClass),
+    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
     .type_name = "AdaptiveAvgPool2d",
     .forward = pool_forward,
     .backward = pool_backward,

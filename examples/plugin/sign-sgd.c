@@ -118,8 +118,7 @@ static void sign_sgd_finalize(TdmOptimizer *opt)
 }
 
 static const TdmOptimizerClass sign_sgd_class = {
-    .iface_version = TDM_OPTIMIZER_IFACE_VERSION,
-    .struct_size = sizeof(TdmOptimizerClass),
+    TDM_CLASS_HEADER(TDM_OPTIMIZER_IFACE_VERSION, TdmOptimizerClass),
     .init = sign_sgd_init,
     .step = sign_sgd_step,
     .finalize = sign_sgd_finalize,

@@ -51,6 +51,16 @@ G_BEGIN_DECLS
 #define TDM_IFACE_VERSION_MAJOR(version) (((guint32)(version) >> 16) & 0xffffu)
 #define TDM_IFACE_VERSION_MINOR(version) ((guint32)(version) & 0xffffu)
 
+/* Those two fields in a class table's designated initializer:
+ *     static const TdmOptimizerClass my_class = {
+ *         TDM_CLASS_HEADER(TDM_OPTIMIZER_IFACE_VERSION, TdmOptimizerClass),
+ *         .step = my_step,
+ *     };
+ * ClassType is the struct's type name, so that struct_size is its size as
+ * this plugin was built. */
+#define TDM_CLASS_HEADER(version, ClassType)                                                       \
+    .iface_version = (version), .struct_size = sizeof(ClassType)
+
 typedef struct _TdmPlugin TdmPlugin;
 typedef struct _TdmFeature TdmFeature;
 typedef struct _TdmDevice TdmDevice;

@@ -523,8 +523,7 @@ static gboolean op_adamw_zero(TdmDevice *dev, const TdmAdamWParams *hp, TdmTenso
 }
 
 static const TdmBackendClass cpu_backend_class = {
-    .iface_version = TDM_BACKEND_IFACE_VERSION,
-    .struct_size = sizeof(TdmBackendClass),
+    TDM_CLASS_HEADER(TDM_BACKEND_IFACE_VERSION, TdmBackendClass),
     .device_type = "cpu",
     .device_count = cpu_device_count,
     .device_open = cpu_device_open,

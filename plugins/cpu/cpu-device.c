@@ -80,8 +80,7 @@ static gpointer cpu_native_stream(TdmDevice *dev, TdmStream stream)
 }
 
 const TdmStreamOps cpu_stream_ops = {
-    .iface_version = TDM_STREAM_OPS_IFACE_VERSION,
-    .struct_size = sizeof(TdmStreamOps),
+    TDM_CLASS_HEADER(TDM_STREAM_OPS_IFACE_VERSION, TdmStreamOps),
     .event_new = cpu_event_new,
     .event_free = cpu_event_free,
     .event_record = cpu_event_record,

@@ -269,8 +269,7 @@ static gboolean cifar_read(TdmDataset *ds, int64_t index, guint8 *image, int32_t
 }
 
 static const TdmDatasetClass cifar_class = {
-    .iface_version = TDM_DATASET_IFACE_VERSION,
-    .struct_size = sizeof(TdmDatasetClass),
+    TDM_CLASS_HEADER(TDM_DATASET_IFACE_VERSION, TdmDatasetClass),
     .open = cifar_open,
     .read = cifar_read,
     .close = cifar_close,

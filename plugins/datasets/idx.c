@@ -424,8 +424,7 @@ static gboolean idx_open(TdmDataset *ds, const char *path, const char *split, GE
 }
 
 static const TdmDatasetClass idx_class = {
-    .iface_version = TDM_DATASET_IFACE_VERSION,
-    .struct_size = sizeof(TdmDatasetClass),
+    TDM_CLASS_HEADER(TDM_DATASET_IFACE_VERSION, TdmDatasetClass),
     .open = idx_open,
     .read = idx_read,
     .close = idx_close,

@@ -449,8 +449,7 @@ static gboolean folder_read(TdmDataset *ds, int64_t index, guint8 *image, int32_
 }
 
 static const TdmDatasetClass folder_class = {
-    .iface_version = TDM_DATASET_IFACE_VERSION,
-    .struct_size = sizeof(TdmDatasetClass),
+    TDM_CLASS_HEADER(TDM_DATASET_IFACE_VERSION, TdmDatasetClass),
     .open = folder_open,
     .read = folder_read,
     .close = folder_close,

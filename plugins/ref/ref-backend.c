@@ -322,8 +322,7 @@ static gboolean ref_copy_peer(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev,
 /* ---- the class and the plugin ---- */
 
 static const TdmBackendClass ref_backend_class = {
-    .iface_version = TDM_BACKEND_IFACE_VERSION,
-    .struct_size = sizeof(TdmBackendClass),
+    TDM_CLASS_HEADER(TDM_BACKEND_IFACE_VERSION, TdmBackendClass),
     .device_type = "ref",
     .device_count = ref_device_count,
     .device_open = ref_device_open,

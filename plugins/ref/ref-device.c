@@ -275,8 +275,7 @@ static gpointer ref_native_stream(TdmDevice *dev, TdmStream stream)
 }
 
 const TdmStreamOps ref_stream_ops = {
-    .iface_version = TDM_STREAM_OPS_IFACE_VERSION,
-    .struct_size = sizeof(TdmStreamOps),
+    TDM_CLASS_HEADER(TDM_STREAM_OPS_IFACE_VERSION, TdmStreamOps),
     .event_new = ref_event_new,
     .event_free = ref_event_free,
     .event_record = ref_event_record,

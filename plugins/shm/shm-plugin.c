@@ -577,8 +577,7 @@ static void shm_work_free(TdmComm *comm, TdmWork *w)
 }
 
 static const TdmCommClass shm_class = {
-    .iface_version = TDM_COMM_IFACE_VERSION,
-    .struct_size = sizeof(TdmCommClass),
+    TDM_CLASS_HEADER(TDM_COMM_IFACE_VERSION, TdmCommClass),
     .supports_device = shm_supports_device,
     .supports_job = shm_supports_job,
     .init = shm_init,

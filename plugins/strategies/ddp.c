@@ -362,8 +362,7 @@ static void ddp_teardown(TdmStrategy *s)
 }
 
 static const TdmStrategyClass ddp_class = {
-    .iface_version = TDM_STRATEGY_IFACE_VERSION,
-    .struct_size = sizeof(TdmStrategyClass),
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
     .setup = ddp_setup,
     .train_step = ddp_train_step,
     .teardown = ddp_teardown,

@@ -374,8 +374,7 @@ static void dp_teardown(TdmStrategy *s)
 }
 
 static const TdmStrategyClass dp_class = {
-    .iface_version = TDM_STRATEGY_IFACE_VERSION,
-    .struct_size = sizeof(TdmStrategyClass),
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
     .setup = dp_setup,
     .train_step = dp_train_step,
     .teardown = dp_teardown,

@@ -63,8 +63,7 @@ static void single_teardown(TdmStrategy *s)
 }
 
 static const TdmStrategyClass single_class = {
-    .iface_version = TDM_STRATEGY_IFACE_VERSION,
-    .struct_size = sizeof(TdmStrategyClass),
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
     .setup = single_setup,
     .train_step = single_train_step,
     .teardown = single_teardown,

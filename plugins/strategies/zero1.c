@@ -281,8 +281,7 @@ static void zero1_teardown(TdmStrategy *s)
 }
 
 static const TdmStrategyClass zero1_class = {
-    .iface_version = TDM_STRATEGY_IFACE_VERSION,
-    .struct_size = sizeof(TdmStrategyClass),
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
     .setup = zero1_setup,
     .train_step = zero1_train_step,
     .teardown = zero1_teardown,
