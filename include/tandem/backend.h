@@ -99,6 +99,102 @@ typedef struct {
 #define TDM_XENT_STATS_CORRECT 1  /* rows whose argmax is the label */
 #define TDM_XENT_STATS_LEN 2
 
+/* The function types of the class's memory and op slots, so that a
+ * backend's header and the op front ends (tandem/ops.h) declare their
+ * functions without writing each prototype again (`TdmGemmFn my_gemm;`);
+ * definitions still spell the parameters out. Each slot of TdmBackendClass
+ * below has exactly its type, so `.gemm = my_gemm` in a class table checks
+ * the match. What each op does is said at its slot. */
+typedef void *TdmAllocFn(TdmDevice *dev, size_t nbytes, GError **error);
+typedef void TdmFreeFn(TdmDevice *dev, void *ptr, size_t nbytes);
+typedef gboolean TdmReadFn(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
+typedef gboolean TdmWriteFn(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
+typedef gboolean TdmReorderFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src,
+                              const TdmTensor *like, TdmTensor *dst, GError **error);
+typedef const char *TdmLayoutNameFn(TdmDevice *dev, gconstpointer layout);
+typedef gboolean TdmGemmFn(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
+                           float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
+                           TdmTensor *bias, GError **error);
+typedef gboolean TdmBiasGradFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
+                               TdmTensor *bias_grad, GError **error);
+/* conv2d_forward and conv2d_relu_forward */
+typedef gboolean TdmConv2dForwardFn(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
+                                    TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
+                                    GError **error);
+typedef gboolean TdmConv2dBackwardDataFn(TdmDevice *dev, TdmOpCache **cache,
+                                         const TdmConv2dParams *p, TdmTensor *dy, TdmTensor *w,
+                                         const TdmTensor *x_like, TdmTensor *dx, GError **error);
+typedef gboolean TdmConv2dBackwardFilterFn(TdmDevice *dev, TdmOpCache **cache,
+                                           const TdmConv2dParams *p, TdmTensor *x, TdmTensor *dy,
+                                           TdmTensor *dw, TdmTensor *db, GError **error);
+typedef gboolean TdmBatchnormForwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                       TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
+                                       TdmTensor *running_var, float momentum, float eps,
+                                       gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                       TdmTensor *y, GError **error);
+typedef gboolean TdmBatchnormBackwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                        TdmTensor *dy, TdmTensor *gamma, TdmTensor *save_mean,
+                                        TdmTensor *save_var, float eps, TdmTensor *dx,
+                                        TdmTensor *dgamma, TdmTensor *dbeta, GError **error);
+typedef gboolean TdmBatchnormReluForwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                           TdmTensor *gamma, TdmTensor *beta,
+                                           TdmTensor *running_mean, TdmTensor *running_var,
+                                           float momentum, float eps, gboolean training,
+                                           TdmTensor *save_mean, TdmTensor *save_var,
+                                           TdmTensor *workspace, TdmTensor *y, GError **error);
+typedef gboolean TdmBatchnormReluBackwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                            TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
+                                            TdmTensor *gamma, TdmTensor *save_mean,
+                                            TdmTensor *save_var, float eps, TdmTensor *dx,
+                                            TdmTensor *dgamma, TdmTensor *dbeta, GError **error);
+typedef gboolean TdmReluForwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                                  GError **error);
+typedef gboolean TdmReluBackwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
+                                   TdmTensor *dx, GError **error);
+/* add and add_relu */
+typedef gboolean TdmAddFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
+                          TdmTensor *y, GError **error);
+typedef gboolean TdmMaxpool2dForwardFn(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                       TdmTensor *x, TdmTensor *y, TdmTensor *workspace,
+                                       GError **error);
+typedef gboolean TdmMaxpool2dBackwardFn(TdmDevice *dev, TdmOpCache **cache,
+                                        const TdmPool2dParams *p, TdmTensor *dy,
+                                        TdmTensor *workspace, const TdmTensor *x_like,
+                                        TdmTensor *dx, GError **error);
+typedef gboolean TdmAvgpool2dForwardFn(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
+                                       TdmTensor *x, TdmTensor *y, GError **error);
+typedef gboolean TdmAvgpool2dBackwardFn(TdmDevice *dev, TdmOpCache **cache,
+                                        const TdmPool2dParams *p, TdmTensor *dy,
+                                        const TdmTensor *x_like, TdmTensor *dx, GError **error);
+typedef gboolean TdmGlobalAvgpoolForwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                           TdmTensor *y, GError **error);
+typedef gboolean TdmGlobalAvgpoolBackwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
+                                            const TdmTensor *x_like, TdmTensor *dx, GError **error);
+typedef gboolean TdmSoftmaxXentFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                  TdmTensor *labels, float label_smoothing, float *loss,
+                                  TdmTensor *dlogits, int64_t *correct, GError **error);
+typedef gboolean TdmSoftmaxXentStatsFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
+                                       TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
+                                       TdmTensor *stats, GError **error);
+typedef gboolean TdmDropoutForwardFn(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
+                                     TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error);
+typedef gboolean TdmDropoutBackwardFn(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,
+                                      TdmTensor *dy, TdmTensor *dx, GError **error);
+typedef gboolean TdmFillFn(TdmDevice *dev, TdmTensor *x, float value, GError **error);
+typedef gboolean TdmCopyFn(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error);
+typedef gboolean TdmScaleFn(TdmDevice *dev, TdmTensor *x, float alpha, GError **error);
+typedef gboolean TdmAxpyFn(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error);
+typedef gboolean TdmSumSquaresFn(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
+typedef gboolean TdmCastFn(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
+                           GError **error);
+/* sgd_update and sgd_update_zero_grad */
+typedef gboolean TdmSgdUpdateFn(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
+                                TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
+/* adamw_update and adamw_update_zero_grad */
+typedef gboolean TdmAdamwUpdateFn(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                                  TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                                  GError **error);
+typedef gboolean TdmDeviceInfoFn(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
 /* Every slot is required unless its comment says "(optional: NULL means
  * ...)"; the registry refuses a backend with a NULL required slot. */
 struct _TdmBackendClass {

@@ -85,10 +85,9 @@ gconstpointer cpu_layout_intern(TdmDevice *dev, const dnnl_memory_desc_t *md, si
 /* ---- the ops, by file ---- */
 
 /* cpu-transfer.c: host transfers, layout conversions */
-gboolean cpu_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
-gboolean cpu_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
-gboolean cpu_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const TdmTensor *like,
-                     TdmTensor *dst, GError **error);
+TdmReadFn cpu_read;
+TdmWriteFn cpu_write;
+TdmReorderFn cpu_reorder;
 /* t as plain contiguous data for the own loops: t's own data, or t
  * reordered into a buffer of a cached entry of `kind` (*entry, which the
  * caller releases; NULL when t is plain). */
@@ -99,43 +98,21 @@ void cpu_strided_copy(void *dst, const int64_t *dst_stride, const void *src,
                       const int64_t *src_stride, const int64_t *shape, int ndim, size_t esize);
 
 /* cpu-gemm.c */
-gboolean cpu_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
-                  float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
-                  TdmTensor *bias, GError **error);
-gboolean cpu_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
-                       GError **error);
+TdmGemmFn cpu_gemm;
+TdmBiasGradFn cpu_bias_grad;
 
 /* cpu-conv.c (the own loops it hands ops to: cpu-conv-own.h) */
 gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
                             TdmTensor *x, TdmTensor *w, TdmTensor *bias, gboolean relu,
                             TdmTensor *y, GError **error);
-gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                                  TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
-                                  TdmTensor *dx, GError **error);
-gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache,
-                                    const TdmConv2dParams *p, TdmTensor *x, TdmTensor *dy,
-                                    TdmTensor *dw, TdmTensor *db, GError **error);
+TdmConv2dBackwardDataFn cpu_conv2d_backward_data;
+TdmConv2dBackwardFilterFn cpu_conv2d_backward_filter;
 
 /* cpu-batchnorm.c */
-gboolean cpu_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
-                               TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
-                               float momentum, float eps, gboolean training,
-                               TdmTensor *save_mean, TdmTensor *save_var, TdmTensor *y,
-                               GError **error);
-gboolean cpu_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
-                                TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
-                                float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
-                                GError **error);
-gboolean cpu_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                    TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
-                                    TdmTensor *running_var, float momentum, float eps,
-                                    gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
-                                    TdmTensor *workspace, TdmTensor *y, GError **error);
-gboolean cpu_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                     TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
-                                     TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
-                                     float eps, TdmTensor *dx, TdmTensor *dgamma,
-                                     TdmTensor *dbeta, GError **error);
+TdmBatchnormForwardFn cpu_batchnorm_forward;
+TdmBatchnormBackwardFn cpu_batchnorm_backward;
+TdmBatchnormReluForwardFn cpu_batchnorm_relu_forward;
+TdmBatchnormReluBackwardFn cpu_batchnorm_relu_backward;
 
 /* cpu-batchnorm-own.c: batch norm's own loops on channel-blocked layouts */
 typedef struct {
@@ -156,28 +133,19 @@ void cpu_bn_backward(const CpuBnGeom *g, const float *x, const float *dy, const 
                      float *dx, float *dgamma, float *dbeta, void *work);
 
 /* cpu-eltwise.c: ReLU and add (flat loops, oneDNN for mixed layouts) */
-gboolean cpu_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
-                          GError **error);
-gboolean cpu_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
-                           TdmTensor *dx, GError **error);
-gboolean cpu_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
-                 GError **error);
-gboolean cpu_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
-                      GError **error);
+TdmReluForwardFn cpu_relu_forward;
+TdmReluBackwardFn cpu_relu_backward;
+TdmAddFn cpu_add;
+TdmAddFn cpu_add_relu;
 /* dst[i] += src[i] (vectorised, parallel for large n). */
 void cpu_accumulate(float *dst, const float *src, int64_t n);
 
 /* cpu-pool.c: pooling on oneDNN (average, global average, and max pooling
  * where cpu-maxpool.c's own loops do not apply) */
-gboolean cpu_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                               TdmTensor *x, TdmTensor *y, GError **error);
-gboolean cpu_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
-                                GError **error);
-gboolean cpu_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                    TdmTensor *y, GError **error);
-gboolean cpu_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
-                                     const TdmTensor *x_like, TdmTensor *dx, GError **error);
+TdmAvgpool2dForwardFn cpu_avgpool2d_forward;
+TdmAvgpool2dBackwardFn cpu_avgpool2d_backward;
+TdmGlobalAvgpoolForwardFn cpu_global_avgpool_forward;
+TdmGlobalAvgpoolBackwardFn cpu_global_avgpool_backward;
 /* A pooling's window and output shape, from its parameters and input
  * (checked by the core's front ends: the output has at least one pixel). */
 typedef struct {
@@ -198,33 +166,25 @@ gboolean cpu_pool_backward(TdmDevice *dev, TdmOpCache **cache, CpuOpKind kind,
                            GError **error);
 
 /* cpu-maxpool.c: max pooling (own loops, else cpu-pool.c's oneDNN) */
-gboolean cpu_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                               TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
-gboolean cpu_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
-                                TdmTensor *dx, GError **error);
+TdmMaxpool2dForwardFn cpu_maxpool2d_forward;
+TdmMaxpool2dBackwardFn cpu_maxpool2d_backward;
 
 /* cpu-loss.c */
-gboolean cpu_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                          TdmTensor *labels, float label_smoothing, float *loss,
-                          TdmTensor *dlogits, int64_t *correct, GError **error);
+TdmSoftmaxXentFn cpu_softmax_xent;
 
 /* cpu-dropout.c */
-gboolean cpu_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
-                             TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error);
-gboolean cpu_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,
-                              TdmTensor *dy, TdmTensor *dx, GError **error);
+TdmDropoutForwardFn cpu_dropout_forward;
+TdmDropoutBackwardFn cpu_dropout_backward;
 
 /* cpu-vector.c */
-gboolean cpu_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error);
-gboolean cpu_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error);
-gboolean cpu_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error);
-gboolean cpu_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error);
-gboolean cpu_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
+TdmFillFn cpu_fill;
+TdmCopyFn cpu_copy;
+TdmScaleFn cpu_scale;
+TdmAxpyFn cpu_axpy;
+TdmSumSquaresFn cpu_sum_squares;
 
 /* cpu-cast.c */
-gboolean cpu_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
-                  GError **error);
+TdmCastFn cpu_cast;
 
 /* cpu-optim.c: the fused optimizer updates */
 gboolean cpu_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
@@ -236,9 +196,7 @@ gboolean cpu_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *p
 
 /* cpu-device.c: streams and events, device information, loss statistics */
 extern const TdmStreamOps cpu_stream_ops;
-gboolean cpu_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
-gboolean cpu_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                                TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
-                                TdmTensor *stats, GError **error);
+TdmDeviceInfoFn cpu_device_info;
+TdmSoftmaxXentStatsFn cpu_softmax_xent_stats;
 
 #endif /* TDM_CPU_H */
