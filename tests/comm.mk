@@ -4,8 +4,5 @@
 # picks some).
 check_PROGRAMS += tests/test-collectives
 TESTS += tests/test-collectives
-
 tests_test_collectives_SOURCES = tests/test-collectives.c tests/collectives-jobs.c \
 	tests/collectives-jobs.h
-tests_test_collectives_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_collectives_LDADD = $(TDMTEST_LIBS)

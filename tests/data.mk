@@ -5,10 +5,6 @@
 # tests/fuzz/fuzz-cifar.c and tests/fuzz/fuzz-png.c are built by hand (see
 # their headers).
 check_PROGRAMS += tests/test-datasets
-tests_test_datasets_SOURCES = tests/test-datasets.c
-tests_test_datasets_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_datasets_LDADD = $(TDMTEST_LIBS)
-
 TESTS += tests/test-datasets tests/datasets-cli.sh tests/data-preview.sh
 EXTRA_DIST += tests/datasets-cli.sh tests/data-preview.sh tests/make-fixtures.py \
 	tests/fuzz/fuzz-cifar.c tests/fuzz/fuzz-png.c tests/fuzz/fuzz-dataset.h

@@ -3,10 +3,6 @@
 # processes on loopback. The store's fuzz target (tests/fuzz/fuzz-store.c)
 # is built by hand with clang; see the comment at its top.
 check_PROGRAMS += tests/test-store
-tests_test_store_SOURCES = tests/test-store.c
-tests_test_store_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_store_LDADD = $(TDMTEST_LIBS)
-
 TDM_LAUNCHER_TESTS = \
 	tests/launcher-env.sh \
 	tests/launcher-failure.sh \

@@ -7,6 +7,3 @@
 check_PROGRAMS += tests/test-loader
 TESTS += tests/test-loader tests/loader-trainer.sh
 EXTRA_DIST += tests/loader-trainer.sh bench/loader bench/loader-driver.c bench/peer_loader.py
-tests_test_loader_SOURCES = tests/test-loader.c
-tests_test_loader_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_loader_LDADD = $(TDMTEST_LIBS)

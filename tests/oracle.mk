@@ -2,8 +2,5 @@
 # run.sh computes the reference with $(TORCH_PYTHON) (skips without torch) and
 # runs test-oracle on it.
 check_PROGRAMS += tests/oracle/test-oracle
-tests_oracle_test_oracle_SOURCES = tests/oracle/test-oracle.c
-tests_oracle_test_oracle_CFLAGS = $(TDMTEST_CFLAGS)
-tests_oracle_test_oracle_LDADD = $(TDMTEST_LIBS)
 TESTS += tests/oracle/run.sh
 EXTRA_DIST += tests/oracle/run.sh tests/oracle/make_reference.py

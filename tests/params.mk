@@ -3,16 +3,12 @@
 # use through the command line is in bad-input.sh, datasets-cli.sh and
 # strategies-faults.sh; ddp's bucket size in test-ddp.
 check_PROGRAMS += tests/test-params
-tests_test_params_SOURCES = tests/test-params.c
-tests_test_params_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_params_LDADD = $(TDMTEST_LIBS)
 TESTS += tests/test-params
 
 # A fixture plugin whose spec contradicts itself: refused as a whole, with
 # the reason (tests/inspect.sh).
 check_LTLIBRARIES += tests/fixtures/libtdm-fixture-badspec.la
 tests_fixtures_libtdm_fixture_badspec_la_SOURCES = tests/fixtures/badspec.c
-tests_fixtures_libtdm_fixture_badspec_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_badspec_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_badspec_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 # The grammar's fuzz target is built by hand with clang (see the file).

@@ -8,6 +8,7 @@
 # table in backend-ops.c.
 TDM_FIXTURE_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined -shared
 TDM_FIXTURE_LIBADD = core/libtandem-1.la $(GLIB_LIBS)
+EXTRA_DIST += tests/fixtures/backend-ops.h tests/fixtures/fixture-dataset.h
 
 check_LTLIBRARIES += \
 	tests/fixtures/libtdm-fixture-good.la \
@@ -26,89 +27,67 @@ check_LTLIBRARIES += \
 	tests/fixtures/libtdm-fixture-oldstrategy.la
 
 tests_fixtures_libtdm_fixture_good_la_SOURCES = tests/fixtures/good.c \
-	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
-tests_fixtures_libtdm_fixture_good_la_CFLAGS = $(TDM_CFLAGS)
+	tests/fixtures/backend-ops.c
 tests_fixtures_libtdm_fixture_good_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_good_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_abi_la_SOURCES = tests/fixtures/abi.c
-tests_fixtures_libtdm_fixture_abi_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_abi_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_abi_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_mismatch_la_SOURCES = tests/fixtures/mismatch.c
-tests_fixtures_libtdm_fixture_mismatch_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_mismatch_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_mismatch_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_nosym_la_SOURCES = tests/fixtures/nosym.c
-tests_fixtures_libtdm_fixture_nosym_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_nosym_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_nosym_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_initfail_la_SOURCES = tests/fixtures/initfail.c \
-	tests/fixtures/fixture-dataset.h
-tests_fixtures_libtdm_fixture_initfail_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_initfail_la_SOURCES = tests/fixtures/initfail.c
 tests_fixtures_libtdm_fixture_initfail_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_initfail_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_twin_la_SOURCES = tests/fixtures/twin.c \
-	tests/fixtures/fixture-dataset.h
-tests_fixtures_libtdm_fixture_twin_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_twin_la_SOURCES = tests/fixtures/twin.c
 tests_fixtures_libtdm_fixture_twin_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_twin_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_size_la_SOURCES = tests/fixtures/size.c \
-	tests/fixtures/fixture-dataset.h
-tests_fixtures_libtdm_fixture_size_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_size_la_SOURCES = tests/fixtures/size.c
 tests_fixtures_libtdm_fixture_size_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_size_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_newer_la_SOURCES = tests/fixtures/newer.c
-tests_fixtures_libtdm_fixture_newer_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_newer_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_newer_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
-tests_fixtures_libtdm_fixture_major_la_SOURCES = tests/fixtures/major.c \
-	tests/fixtures/fixture-dataset.h
-tests_fixtures_libtdm_fixture_major_la_CFLAGS = $(TDM_CFLAGS)
+tests_fixtures_libtdm_fixture_major_la_SOURCES = tests/fixtures/major.c
 tests_fixtures_libtdm_fixture_major_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_major_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_nullgemm_la_SOURCES = tests/fixtures/nullgemm.c \
-	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
-tests_fixtures_libtdm_fixture_nullgemm_la_CFLAGS = $(TDM_CFLAGS)
+	tests/fixtures/backend-ops.c
 tests_fixtures_libtdm_fixture_nullgemm_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_nullgemm_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_pinned_la_SOURCES = tests/fixtures/pinned.c \
-	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
-tests_fixtures_libtdm_fixture_pinned_la_CFLAGS = $(TDM_CFLAGS)
+	tests/fixtures/backend-ops.c
 tests_fixtures_libtdm_fixture_pinned_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_pinned_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 tests_fixtures_libtdm_fixture_streams_la_SOURCES = tests/fixtures/streams.c \
-	tests/fixtures/backend-ops.c tests/fixtures/backend-ops.h
-tests_fixtures_libtdm_fixture_streams_la_CFLAGS = $(TDM_CFLAGS)
+	tests/fixtures/backend-ops.c
 tests_fixtures_libtdm_fixture_streams_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_streams_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 # A collective that defers its ops to wait, for tests/test-device.
 tests_fixtures_libtdm_fixture_deferred_la_SOURCES = tests/fixtures/deferred.c
-tests_fixtures_libtdm_fixture_deferred_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_deferred_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_deferred_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 # A strategy of the 1.0 contract (no read_stats), for tests/train-stats.sh.
 tests_fixtures_libtdm_fixture_oldstrategy_la_SOURCES = tests/fixtures/oldstrategy.c
-tests_fixtures_libtdm_fixture_oldstrategy_la_CFLAGS = $(TDM_CFLAGS)
 tests_fixtures_libtdm_fixture_oldstrategy_la_LDFLAGS = $(TDM_FIXTURE_LDFLAGS)
 tests_fixtures_libtdm_fixture_oldstrategy_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 check_PROGRAMS += tests/test-registry
-tests_test_registry_SOURCES = tests/test-registry.c
-tests_test_registry_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_registry_LDADD = $(TDMTEST_LIBS)
-
 TESTS += tests/test-registry tests/inspect.sh
 EXTRA_DIST += tests/inspect.sh

@@ -7,10 +7,6 @@
 #   dp-copies.sh           dp copies peer to peer on ref, through the host
 #                          between backends (TDM_PROFILE's counts)
 check_PROGRAMS += tests/test-ddp
-tests_test_ddp_SOURCES = tests/test-ddp.c tests/core-test-util.h
-tests_test_ddp_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_ddp_LDADD = $(TDMTEST_LIBS)
-
 TDM_STRATEGY_TESTS = \
 	tests/equivalence.sh \
 	tests/strategies-faults.sh \

@@ -5,13 +5,6 @@
 # targets under tests/fuzz/ are built only by hand with clang (see each
 # file's header), never by `make check`.
 check_PROGRAMS += tests/test-io tests/test-data
-tests_test_io_SOURCES = tests/test-io.c
-tests_test_io_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_io_LDADD = $(TDMTEST_LIBS)
-tests_test_data_SOURCES = tests/test-data.c
-tests_test_data_CFLAGS = $(TDMTEST_CFLAGS)
-tests_test_data_LDADD = $(TDMTEST_LIBS)
-
 TESTS += tests/test-io tests/test-data tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh \
 	tests/ops-profile.sh tests/train-stats.sh tests/train-precision.sh
 EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh tests/ops-profile.sh \
