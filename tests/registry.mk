@@ -5,10 +5,12 @@
 # newer minor or other major interface, NULL required slot, half of a slot
 # pair). They are built for `make check` only, into tests/fixtures/.libs,
 # which the tests put on the plugin path. Fixture backends share the op
-# table in backend-ops.c.
+# table in backend-ops.c; most fixtures, the plugin skeleton of
+# fixture-plugin.h.
 TDM_FIXTURE_LDFLAGS = -module -avoid-version -rpath /nowhere -no-undefined -shared
 TDM_FIXTURE_LIBADD = core/libtandem-1.la $(GLIB_LIBS)
-EXTRA_DIST += tests/fixtures/backend-ops.h tests/fixtures/fixture-dataset.h
+EXTRA_DIST += tests/fixtures/backend-ops.h tests/fixtures/fixture-dataset.h \
+	tests/fixtures/fixture-plugin.h
 
 check_LTLIBRARIES += \
 	tests/fixtures/libtdm-fixture-good.la \
