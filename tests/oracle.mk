@@ -3,4 +3,4 @@
 # runs test-oracle on it.
 check_PROGRAMS += tests/oracle/test-oracle
 TESTS += tests/oracle/run.sh
-EXTRA_DIST += tests/oracle/run.sh tests/oracle/make_reference.py
+EXTRA_DIST += tests/oracle/run.sh tests/oracle/make_reference.py tests/oracle/torch_zoo.py

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """tests/test-zoo-names.py - the zoo's parameter and buffer names, shapes and
 order against PyTorch: torchvision's resnet18 / resnet34 and the reference
-definitions of mlp, lenet, resnet8 and resnet20 below (the architectures of
-the model zoo, written the PyTorch way). Tandem's side is printed by
-tests/zoo-dump. Prints TAP; skips when torch is missing."""
+definitions of mlp, lenet, resnet8 and resnet20 in tests/oracle/torch_zoo.py
+(the architectures of the model zoo, written the PyTorch way). Tandem's side
+is printed by tests/zoo-dump. Prints TAP; skips when torch is missing."""
 import os
 import subprocess
 import sys
@@ -18,66 +18,14 @@ try:
     import torchvision
 except ImportError:
     torchvision = None
-
-
-class Mlp(nn.Module):
-    def __init__(self, c, size, classes):
-        super().__init__()
-        self.flatten = nn.Flatten()
-        self.fc1 = nn.Linear(c * size * size, 512)
-        self.fc2 = nn.Linear(512, 256)
-        self.fc3 = nn.Linear(256, classes)
-
-
-class LeNet(nn.Module):
-    def __init__(self, c, size, classes):
-        super().__init__()
-        s = (size // 2 - 4) // 2
-        self.conv1 = nn.Conv2d(c, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1 = nn.Linear(16 * s * s, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, classes)
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                            nn.BatchNorm2d(cout))
-
-
-class CifarResNet(nn.Module):
-    def __init__(self, c, classes, blocks):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        cin = 16
-        for i, (w, s) in enumerate([(16, 1), (32, 2), (64, 2)]):
-            layer = []
-            for b in range(blocks):
-                layer.append(BasicBlock(cin, w, s if b == 0 else 1))
-                cin = w
-            setattr(self, "layer%d" % (i + 1), nn.Sequential(*layer))
-        self.fc = nn.Linear(64, classes)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "oracle"))
+from torch_zoo import zoo_model  # noqa: E402 (after the check for torch)
 
 
 def torch_model(name, c, classes, size):
-    if name == "mlp":
-        return Mlp(c, size, classes)
-    if name == "lenet":
-        return LeNet(c, size, classes)
-    if name == "resnet8":
-        return CifarResNet(c, classes, 1)
-    if name == "resnet20":
-        return CifarResNet(c, classes, 3)
+    m = zoo_model(name, c, size, classes)
+    if m is not None:
+        return m
     m = getattr(torchvision.models, name)(num_classes=classes)
     if c != 3:
         m.conv1 = nn.Conv2d(c, 64, 7, 2, 3, bias=False)
