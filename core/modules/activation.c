@@ -106,14 +106,7 @@ static void relu_finalize(TdmModule *m)
     g_free(rp);
 }
 
-const TdmModuleClass tdm_relu_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "ReLU",
-    .forward = relu_forward,
-    .backward = relu_backward,
-    .clone = relu_clone,
-    .finalize = relu_finalize,
-};
+const TdmModuleClass tdm_relu_class = TDM_LAYER_CLASS("ReLU", relu);
 
 TdmModule *tdm_relu_new(void)
 {
@@ -204,14 +197,7 @@ static void dropout_finalize(TdmModule *m)
     g_free(dp);
 }
 
-const TdmModuleClass tdm_dropout_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "Dropout",
-    .forward = dropout_forward,
-    .backward = dropout_backward,
-    .clone = dropout_clone,
-    .finalize = dropout_finalize,
-};
+const TdmModuleClass tdm_dropout_class = TDM_LAYER_CLASS("Dropout", dropout);
 
 TdmModule *tdm_dropout_new(float p)
 {

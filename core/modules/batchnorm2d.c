@@ -174,14 +174,7 @@ static void batchnorm_finalize(TdmModule *m)
     g_free(bp);
 }
 
-const TdmModuleClass tdm_batchnorm2d_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "BatchNorm2d",
-    .forward = batchnorm_forward,
-    .backward = batchnorm_backward,
-    .clone = batchnorm_clone,
-    .finalize = batchnorm_finalize,
-};
+const TdmModuleClass tdm_batchnorm2d_class = TDM_LAYER_CLASS("BatchNorm2d", batchnorm);
 
 TdmModule *tdm_batchnorm2d_new(int num_features, float eps, float momentum)
 {

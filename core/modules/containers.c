@@ -309,14 +309,7 @@ static void residual_finalize(TdmModule *m)
     g_free(rp);
 }
 
-const TdmModuleClass tdm_residual_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "Residual",
-    .forward = residual_forward,
-    .backward = residual_backward,
-    .clone = residual_clone,
-    .finalize = residual_finalize,
-};
+const TdmModuleClass tdm_residual_class = TDM_LAYER_CLASS("Residual", residual);
 
 TdmModule *tdm_residual_new(TdmModule *body, TdmModule *shortcut, gboolean relu_after)
 {
@@ -416,14 +409,7 @@ static void flatten_finalize(TdmModule *m)
     g_free(fp);
 }
 
-const TdmModuleClass tdm_flatten_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "Flatten",
-    .forward = flatten_forward,
-    .backward = flatten_backward,
-    .clone = flatten_clone,
-    .finalize = flatten_finalize,
-};
+const TdmModuleClass tdm_flatten_class = TDM_LAYER_CLASS("Flatten", flatten);
 
 TdmModule *tdm_flatten_new(void)
 {

@@ -129,14 +129,7 @@ static void conv2d_finalize(TdmModule *m)
     g_free(cp);
 }
 
-const TdmModuleClass tdm_conv2d_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "Conv2d",
-    .forward = conv2d_forward,
-    .backward = conv2d_backward,
-    .clone = conv2d_clone,
-    .finalize = conv2d_finalize,
-};
+const TdmModuleClass tdm_conv2d_class = TDM_LAYER_CLASS("Conv2d", conv2d);
 
 TdmModule *tdm_conv2d_new(int in_channels, int out_channels, int kernel, int stride, int padding,
                           gboolean bias)

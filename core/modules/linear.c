@@ -126,14 +126,7 @@ static void linear_finalize(TdmModule *m)
     g_free(lp);
 }
 
-const TdmModuleClass tdm_linear_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "Linear",
-    .forward = linear_forward,
-    .backward = linear_backward,
-    .clone = linear_clone,
-    .finalize = linear_finalize,
-};
+const TdmModuleClass tdm_linear_class = TDM_LAYER_CLASS("Linear", linear);
 
 TdmModule *tdm_linear_new(int in_features, int out_features, gboolean bias)
 {

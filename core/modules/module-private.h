@@ -27,6 +27,17 @@ void tdm_module_slot_clear(TdmTensor **slot);
  * NULL-terminated. The layer still frees its priv. */
 void tdm_module_release(TdmModule *m, TdmOpCache **const *caches, TdmTensor **const *slots);
 
+/* The class table of a built-in module type whose slots are the functions
+ * <prefix>_forward, _backward, _clone and _finalize of its file:
+ *     const TdmModuleClass tdm_linear_class = TDM_LAYER_CLASS("Linear", linear);
+ * A type without one of them spells its table out. */
+#define TDM_LAYER_CLASS(type, prefix)                                                              \
+    {                                                                                              \
+        TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass), .type_name = (type),           \
+        .forward = prefix##_forward, .backward = prefix##_backward, .clone = prefix##_clone,       \
+        .finalize = prefix##_finalize,                                                             \
+    }
+
 /* `t` itself when plain contiguous, else `t` reordered to plain into *slot
  * (created on demand). Transfer none. */
 TdmTensor *tdm_module_as_plain(TdmModule *m, TdmOpCache **cache, TdmTensor *t, TdmTensor **slot,

@@ -174,32 +174,9 @@ static void pool_finalize(TdmModule *m)
     g_free(pp);
 }
 
-const TdmModuleClass tdm_maxpool2d_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "MaxPool2d",
-    .forward = pool_forward,
-    .backward = pool_backward,
-    .clone = pool_clone,
-    .finalize = pool_finalize,
-};
-
-const TdmModuleClass tdm_avgpool2d_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "AvgPool2d",
-    .forward = pool_forward,
-    .backward = pool_backward,
-    .clone = pool_clone,
-    .finalize = pool_finalize,
-};
-
-const TdmModuleClass tdm_adaptive_avgpool2d_class = {
-    TDM_CLASS_HEADER(TDM_MODULE_IFACE_VERSION, TdmModuleClass),
-    .type_name = "AdaptiveAvgPool2d",
-    .forward = pool_forward,
-    .backward = pool_backward,
-    .clone = pool_clone,
-    .finalize = pool_finalize,
-};
+const TdmModuleClass tdm_maxpool2d_class = TDM_LAYER_CLASS("MaxPool2d", pool);
+const TdmModuleClass tdm_avgpool2d_class = TDM_LAYER_CLASS("AvgPool2d", pool);
+const TdmModuleClass tdm_adaptive_avgpool2d_class = TDM_LAYER_CLASS("AdaptiveAvgPool2d", pool);
 
 static TdmModule *pool_new(const TdmModuleClass *klass, PoolKind kind, int kernel, int stride,
                            int padding)
