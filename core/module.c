@@ -225,6 +225,7 @@ void tdm_module_release(TdmModule *m, TdmOpCache **const *caches, TdmTensor **co
     for (; *slots != NULL; slots++) {
         tdm_module_slot_clear(*slots);
     }
+    g_clear_pointer(&m->priv, g_free);
 }
 
 void tdm_module_keep(TdmTensor **keep, TdmTensor *t)

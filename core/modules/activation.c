@@ -96,14 +96,9 @@ static TdmModule *relu_clone(const TdmModule *self, GError **error)
 static void relu_finalize(TdmModule *m)
 {
     ReluPriv *rp = m->priv;
-    if (rp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&rp->cache_fwd, &rp->cache_bwd, NULL};
-    TdmTensor **slots[] = {&rp->y, &rp->dx, NULL};
+    TdmTensor **slots[] = {&rp->y, &rp->dx, &rp->rectified, NULL};
     tdm_module_release(m, caches, slots);
-    tdm_module_keep(&rp->rectified, NULL);
-    g_free(rp);
 }
 
 const TdmModuleClass tdm_relu_class = TDM_LAYER_CLASS("ReLU", relu);
@@ -188,13 +183,9 @@ static TdmModule *dropout_clone(const TdmModule *self, GError **error)
 static void dropout_finalize(TdmModule *m)
 {
     DropoutPriv *dp = m->priv;
-    if (dp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&dp->cache_fwd, &dp->cache_bwd, NULL};
     TdmTensor **slots[] = {&dp->y, &dp->dx, &dp->mask, NULL};
     tdm_module_release(m, caches, slots);
-    g_free(dp);
 }
 
 const TdmModuleClass tdm_dropout_class = TDM_LAYER_CLASS("Dropout", dropout);

@@ -157,9 +157,6 @@ static TdmModule *batchnorm_clone(const TdmModule *self, GError **error)
 static void batchnorm_finalize(TdmModule *m)
 {
     BatchNormPriv *bp = m->priv;
-    if (bp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&bp->cache_fwd, &bp->cache_bwd, NULL};
     TdmTensor **slots[] = {&bp->y,
                            &bp->dx,
@@ -171,7 +168,6 @@ static void batchnorm_finalize(TdmModule *m)
                            &bp->ws,
                            NULL};
     tdm_module_release(m, caches, slots);
-    g_free(bp);
 }
 
 const TdmModuleClass tdm_batchnorm2d_class = TDM_LAYER_CLASS("BatchNorm2d", batchnorm);

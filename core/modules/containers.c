@@ -300,13 +300,9 @@ static TdmModule *residual_clone(const TdmModule *self, GError **error)
 static void residual_finalize(TdmModule *m)
 {
     ResidualPriv *rp = m->priv;
-    if (rp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&rp->cache_add, &rp->cache_relu_bwd, &rp->cache_add_bwd, NULL};
     TdmTensor **slots[] = {&rp->sum, &rp->out, &rp->drelu, &rp->dx, &rp->y, NULL};
     tdm_module_release(m, caches, slots);
-    g_free(rp);
 }
 
 const TdmModuleClass tdm_residual_class = TDM_LAYER_CLASS("Residual", residual);
@@ -399,14 +395,10 @@ static TdmModule *flatten_clone(const TdmModule *self, GError **error)
 static void flatten_finalize(TdmModule *m)
 {
     FlattenPriv *fp = m->priv;
-    if (fp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&fp->cache_fwd, &fp->cache_bwd, &fp->cache_rdy, NULL};
     TdmTensor **slots[] = {&fp->y_view, &fp->x_plain, &fp->dy_view, &fp->dy_plain,
                            &fp->dx,     &fp->x,       NULL};
     tdm_module_release(m, caches, slots);
-    g_free(fp);
 }
 
 const TdmModuleClass tdm_flatten_class = TDM_LAYER_CLASS("Flatten", flatten);

@@ -119,14 +119,10 @@ static TdmModule *conv2d_clone(const TdmModule *self, GError **error)
 static void conv2d_finalize(TdmModule *m)
 {
     Conv2dPriv *cp = m->priv;
-    if (cp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&cp->cache_fwd, &cp->cache_bwd_data, &cp->cache_bwd_filter,
                              &cp->cache_db, NULL};
     TdmTensor **slots[] = {&cp->y, &cp->dx, &cp->x, NULL};
     tdm_module_release(m, caches, slots);
-    g_free(cp);
 }
 
 const TdmModuleClass tdm_conv2d_class = TDM_LAYER_CLASS("Conv2d", conv2d);

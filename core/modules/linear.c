@@ -116,14 +116,10 @@ static TdmModule *linear_clone(const TdmModule *self, GError **error)
 static void linear_finalize(TdmModule *m)
 {
     LinearPriv *lp = m->priv;
-    if (lp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&lp->cache_fwd, &lp->cache_dw,  &lp->cache_db, &lp->cache_dx,
                              &lp->cache_rx,  &lp->cache_rdy, NULL};
     TdmTensor **slots[] = {&lp->y, &lp->dx, &lp->x_plain, &lp->dy_plain, &lp->x, NULL};
     tdm_module_release(m, caches, slots);
-    g_free(lp);
 }
 
 const TdmModuleClass tdm_linear_class = TDM_LAYER_CLASS("Linear", linear);

@@ -24,7 +24,7 @@ TdmTensor *tdm_module_slot(TdmModule *m, TdmTensor **slot, TdmDType dtype);
 void tdm_module_slot_clear(TdmTensor **slot);
 /* A layer's finalize: clears the op caches in `caches` (kept on m's
  * device; none exist before it is placed) and the slots in `slots`, both
- * NULL-terminated. The layer still frees its priv. */
+ * NULL-terminated, then frees m->priv (which they point into). */
 void tdm_module_release(TdmModule *m, TdmOpCache **const *caches, TdmTensor **const *slots);
 
 /* The class table of a built-in module type whose slots are the functions

@@ -164,14 +164,10 @@ static TdmModule *pool_clone(const TdmModule *self, GError **error)
 static void pool_finalize(TdmModule *m)
 {
     PoolPriv *pp = m->priv;
-    if (pp == NULL) {
-        return;
-    }
     TdmOpCache **caches[] = {&pp->cache_fwd, &pp->cache_bwd, &pp->cache_rdy, NULL};
     TdmTensor **slots[] = {&pp->y4, &pp->dy2,       &pp->dy_plain, &pp->y,
                            &pp->dx, &pp->workspace, &pp->x,        NULL};
     tdm_module_release(m, caches, slots);
-    g_free(pp);
 }
 
 const TdmModuleClass tdm_maxpool2d_class = TDM_LAYER_CLASS("MaxPool2d", pool);
