@@ -361,13 +361,7 @@ static void ddp_teardown(TdmStrategy *s)
     s->priv = NULL;
 }
 
-static const TdmStrategyClass ddp_class = {
-    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
-    .setup = ddp_setup,
-    .train_step = ddp_train_step,
-    .teardown = ddp_teardown,
-    .read_stats = ddp_read_stats,
-};
+static const TdmStrategyClass ddp_class = SU_STRATEGY_CLASS(ddp);
 
 static const TdmParamSpec ddp_params[] = {
     {.name = "bucket-mb", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_FLOAT,

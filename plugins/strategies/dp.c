@@ -373,13 +373,7 @@ static void dp_teardown(TdmStrategy *s)
     s->priv = NULL;
 }
 
-static const TdmStrategyClass dp_class = {
-    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
-    .setup = dp_setup,
-    .train_step = dp_train_step,
-    .teardown = dp_teardown,
-    .read_stats = dp_read_stats,
-};
+static const TdmStrategyClass dp_class = SU_STRATEGY_CLASS(dp);
 
 static gboolean dp_init(TdmPlugin *plugin, GError **error)
 {

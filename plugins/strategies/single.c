@@ -62,13 +62,7 @@ static void single_teardown(TdmStrategy *s)
     s->priv = NULL;
 }
 
-static const TdmStrategyClass single_class = {
-    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
-    .setup = single_setup,
-    .train_step = single_train_step,
-    .teardown = single_teardown,
-    .read_stats = single_read_stats,
-};
+static const TdmStrategyClass single_class = SU_STRATEGY_CLASS(single);
 
 static gboolean single_init(TdmPlugin *plugin, GError **error)
 {

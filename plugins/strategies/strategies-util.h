@@ -1,8 +1,8 @@
 /* plugins/strategies/strategies-util.h - what the strategy plugins share:
  * one replica's forward + loss + backward, the loss statistics it adds up
  * on its device, slices of a model's arenas, the broadcast of the arenas
- * from rank 0, and the report of the time a step spent waiting on
- * communication.
+ * from rank 0, the report of the time a step spent waiting on
+ * communication, and the class table made of a file's functions.
  *
  * Each strategy is its own plugin (libtdm-<name>.so), so these helpers are
  * static inline and compiled into each of them; nothing here is exported.
@@ -14,6 +14,16 @@
 #include <tandem/ops.h>
 #include <tandem/plugin.h>
 #include <tandem/strategy.h>
+
+/* The class of a strategy whose slots are its file's functions
+ * <prefix>_setup, _train_step, _teardown and _read_stats:
+ *     static const TdmStrategyClass ddp_class = SU_STRATEGY_CLASS(ddp); */
+#define SU_STRATEGY_CLASS(prefix)                                                                  \
+    {                                                                                              \
+        TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),                            \
+        .setup = prefix##_setup, .train_step = prefix##_train_step,                                \
+        .teardown = prefix##_teardown, .read_stats = prefix##_read_stats,                          \
+    }
 
 /* What a replica keeps across steps for its loss: the slot the gradient
  * of the loss w.r.t. the logits goes into, the loss op's cache, and the

@@ -280,13 +280,7 @@ static void zero1_teardown(TdmStrategy *s)
     s->priv = NULL;
 }
 
-static const TdmStrategyClass zero1_class = {
-    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
-    .setup = zero1_setup,
-    .train_step = zero1_train_step,
-    .teardown = zero1_teardown,
-    .read_stats = zero1_read_stats,
-};
+static const TdmStrategyClass zero1_class = SU_STRATEGY_CLASS(zero1);
 
 static gboolean zero1_init(TdmPlugin *plugin, GError **error)
 {
