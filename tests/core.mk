@@ -3,12 +3,12 @@
 # compares cpu's fused and unfused ops when cpu is built).
 # zoo-dump prints a zoo model's names and shapes for tests/test-zoo-names.py.
 # tests/core-test-util.h is the helpers header of several tests here and in
-# strategies.mk.
+# strategies.mk; tests/test-util.h, of tests of any part.
 check_PROGRAMS += tests/test-ops tests/test-gradcheck tests/test-modules tests/test-optim \
 	tests/zoo-dump
 TESTS += tests/test-ops tests/test-gradcheck tests/test-modules tests/test-optim \
 	tests/test-zoo-names.py
-EXTRA_DIST += tests/test-zoo-names.py tests/core-test-util.h
+EXTRA_DIST += tests/test-zoo-names.py tests/core-test-util.h tests/test-util.h
 
 # A steady-state training step allocates nothing (cpu and ref): the program
 # counts allocator calls by defining malloc & co., so its symbols must be
