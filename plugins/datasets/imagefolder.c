@@ -96,6 +96,18 @@ static ExtKind classify_name(const char *name)
     return EXT_OTHER;
 }
 
+/* g_dir_open, failing with the reader's I/O error (NULL then). */
+static GDir *open_dir(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    GDir *d = g_dir_open(dir, 0, &local);
+    if (d == NULL) {
+        ds_fail(error, TDM_ERROR_IO, "%s", local->message);
+        g_error_free(local);
+    }
+    return d;
+}
+
 /* Every folder under `dir` (itself included, links followed), into `roots`. */
 static gboolean walk_folders(const char *dir, int depth, GPtrArray *roots, GError **error)
 {
@@ -104,11 +116,8 @@ static gboolean walk_folders(const char *dir, int depth, GPtrArray *roots, GErro
                        dir, MAX_WALK_DEPTH);
     }
     g_ptr_array_add(roots, g_strdup(dir));
-    GError *local = NULL;
-    GDir *d = g_dir_open(dir, 0, &local);
+    GDir *d = open_dir(dir, error);
     if (d == NULL) {
-        ds_fail(error, TDM_ERROR_IO, "%s", local->message);
-        g_error_free(local);
         return FALSE;
     }
     const char *name;
@@ -134,11 +143,8 @@ static gboolean list_class(const char *class_dir, GPtrArray *files, GError **err
     guint before = files->len;
     for (guint r = 0; r < roots->len; r++) {
         const char *root = roots->pdata[r];
-        GError *local = NULL;
-        GDir *d = g_dir_open(root, 0, &local);
+        GDir *d = open_dir(root, error);
         if (d == NULL) {
-            ds_fail(error, TDM_ERROR_IO, "%s", local->message);
-            g_error_free(local);
             return FALSE;
         }
         g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
@@ -327,11 +333,8 @@ static gboolean folder_open_dir(TdmDataset *ds, const char *dir, const char *spl
     if (root == NULL) {
         return FALSE;
     }
-    GError *local = NULL;
-    GDir *gd = g_dir_open(root, 0, &local);
+    GDir *gd = open_dir(root, error);
     if (gd == NULL) {
-        ds_fail(error, TDM_ERROR_IO, "%s", local->message);
-        g_error_free(local);
         return FALSE;
     }
     g_autoptr(GPtrArray) classes = g_ptr_array_new_with_free_func(g_free);
