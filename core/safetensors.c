@@ -649,6 +649,38 @@ static gboolean skipped(char **skip, const char *name)
     return FALSE;
 }
 
+/* `p` has its tensor in `st`, of its shape and in F32: what loading it
+ * needs. `path` names the file in the error. */
+static gboolean check_param(const TdmSafeTensors *st, const char *path, const TdmParam *p,
+                            GError **error)
+{
+    const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
+    g_autofree char *want = shape_string(p->ndim, p->shape);
+    if (t == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
+                    "%s: parameter '%s' (shape %s) is missing", path, p->full_name, want);
+        return FALSE;
+    }
+    gboolean same = t->ndim == p->ndim;
+    for (int d = 0; same && d < p->ndim; d++) {
+        same = t->shape[d] == p->shape[d];
+    }
+    if (!same) {
+        g_autofree char *got = shape_string(t->ndim, t->shape);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                    "%s: parameter '%s' has shape %s in the model but %s in the file", path,
+                    p->full_name, want, got);
+        return FALSE;
+    }
+    if (t->dtype != TDM_DTYPE_F32) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "%s: parameter '%s' is %s in the file; only F32 weights can be loaded", path,
+                    p->full_name, dtype_to_st(t->dtype));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict, GError **error)
 {
     return tdm_model_load_except(model, path, strict, NULL, error);
@@ -679,34 +711,12 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
     }
     /* Check everything before writing anything: a failed load leaves the
      * model as it was. */
+    g_autoptr(GPtrArray) loads = g_ptr_array_new(); /* the parameters to write */
     for (guint i = 0; ok && i < model->params->len; i++) {
         TdmParam *p = model->params->pdata[i];
-        if (skipped(prefixes, p->full_name)) {
-            continue;
-        }
-        const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
-        g_autofree char *want = shape_string(p->ndim, p->shape);
-        if (t == NULL) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
-                        "%s: parameter '%s' (shape %s) is missing", path, p->full_name, want);
-            ok = FALSE;
-            break;
-        }
-        gboolean same = t->ndim == p->ndim;
-        for (int d = 0; same && d < p->ndim; d++) {
-            same = t->shape[d] == p->shape[d];
-        }
-        if (!same) {
-            g_autofree char *got = shape_string(t->ndim, t->shape);
-            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                        "%s: parameter '%s' has shape %s in the model but %s in the file", path,
-                        p->full_name, want, got);
-            ok = FALSE;
-        } else if (t->dtype != TDM_DTYPE_F32) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
-                        "%s: parameter '%s' is %s in the file; only F32 weights can be loaded",
-                        path, p->full_name, dtype_to_st(t->dtype));
-            ok = FALSE;
+        if (!skipped(prefixes, p->full_name)) {
+            ok = check_param(st, path, p, error);
+            g_ptr_array_add(loads, p);
         }
     }
     for (guint i = 0; ok && strict && i < tdm_safetensors_count(st); i++) {
@@ -720,11 +730,8 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
             ok = FALSE;
         }
     }
-    for (guint i = 0; ok && i < model->params->len; i++) {
-        TdmParam *p = model->params->pdata[i];
-        if (skipped(prefixes, p->full_name)) {
-            continue;
-        }
+    for (guint i = 0; ok && i < loads->len; i++) {
+        TdmParam *p = loads->pdata[i];
         const TdmSafeTensor *t = tdm_safetensors_get(st, p->full_name);
         /* The data area may be unaligned (any 8-byte header padding is
          * optional), so hand the backend an aligned copy. */
