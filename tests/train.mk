@@ -10,4 +10,5 @@ TESTS += tests/test-io tests/test-data tests/bad-input.sh tests/train-smoke.sh t
 EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh tests/ops-profile.sh \
 	tests/train-stats.sh tests/train-precision.sh \
 	tests/fuzz/fuzz-idx.c tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz-config.c \
+	tests/fuzz/fuzz-file.h \
 	examples/fashion-mlp.ini

@@ -8,25 +8,18 @@
  *   LD_LIBRARY_PATH=core/.libs ./fuzz-config corpus/
  * Each input is tried as an INI file, and its first line as "key=value".
  */
-#include <glib/gstdio.h>
-#include <unistd.h>
 #include <string.h>
 
 #include <tandem/tandem.h>
+
+#include "fuzz-file.h"
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 {
-    static char *path;
+    const char *path = fuzz_input_file("fuzz-cfg-XXXXXX.ini", data, size);
     if (path == NULL) {
-        int fd = g_file_open_tmp("fuzz-cfg-XXXXXX.ini", &path, NULL);
-        if (fd < 0) {
-            return 0;
-        }
-        close(fd);
-    }
-    if (!g_file_set_contents(path, (const char *)data, (gssize)size, NULL)) {
         return 0;
     }
     TdmTrainConfig cfg;

@@ -13,25 +13,18 @@
  * stand in for the library's).
  * The reader takes a path, so each input is written to a temporary file.
  */
-#include <glib/gstdio.h>
-#include <unistd.h>
 #include <string.h>
 
 #include <tandem/tandem.h>
+
+#include "fuzz-file.h"
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 {
-    static char *path;
+    const char *path = fuzz_input_file("fuzz-st-XXXXXX.safetensors", data, size);
     if (path == NULL) {
-        int fd = g_file_open_tmp("fuzz-st-XXXXXX.safetensors", &path, NULL);
-        if (fd < 0) {
-            return 0;
-        }
-        close(fd);
-    }
-    if (!g_file_set_contents(path, (const char *)data, (gssize)size, NULL)) {
         return 0;
     }
     GError *error = NULL;
