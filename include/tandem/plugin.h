@@ -173,6 +173,19 @@ TDM_API TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kin
                                            const TdmParamSpec *params,
                                            TdmFeatureProbe probe, GError **error);
 
+/* The init of a plugin that registers one feature and nothing else: defines
+ * `static gboolean fn(TdmPlugin *plugin, GError **error)`, which calls
+ * tdm_plugin_add_feature with these arguments, for TDM_PLUGIN_DEFINE:
+ *     TDM_PLUGIN_INIT_FEATURE(ddp_init, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
+ *                             "data-parallel training", ddp_params, NULL)
+ *     TDM_PLUGIN_DEFINE(ddp, "ddp", "0.1", "MIT", "...", "tandem", ddp_init) */
+#define TDM_PLUGIN_INIT_FEATURE(fn, kind, name, priority, klass, description, params, probe)      \
+    static gboolean fn(TdmPlugin *plugin, GError **error)                                          \
+    {                                                                                              \
+        return tdm_plugin_add_feature(plugin, kind, name, priority, klass, description, params,   \
+                                      probe, error) != NULL;                                       \
+    }
+
 TDM_API const char *tdm_plugin_get_name(const TdmPlugin *plugin);
 TDM_API const char *tdm_plugin_get_filename(const TdmPlugin *plugin); /* NULL for built-in */
 TDM_API const TdmPluginDesc *tdm_plugin_get_desc(const TdmPlugin *plugin);

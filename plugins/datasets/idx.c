@@ -431,12 +431,8 @@ static const TdmDatasetClass idx_class = {
     .prepare = idx_prepare,
 };
 
-static gboolean idx_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_DATASET, "idx", 50, &idx_class,
-                                  "IDX files (MNIST, Fashion-MNIST), raw or gzipped", NULL, NULL,
-                                  error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(idx_init, TDM_FEATURE_DATASET, "idx", 50, &idx_class,
+                        "IDX files (MNIST, Fashion-MNIST), raw or gzipped", NULL, NULL)
 
 TDM_PLUGIN_DEFINE(idx, "idx", "0.1", "MIT", "IDX dataset reader (MNIST, Fashion-MNIST)", "tandem",
                   idx_init)

@@ -469,13 +469,10 @@ static const TdmParamSpec folder_params[] = {
     TDM_PARAM_SPEC_END,
 };
 
-static gboolean folder_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_DATASET, "imagefolder", 50, &folder_class,
-                                  "one folder of PNG/JPEG images per class (torchvision "
-                                  "ImageFolder order)",
-                                  folder_params, NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(folder_init, TDM_FEATURE_DATASET, "imagefolder", 50, &folder_class,
+                        "one folder of PNG/JPEG images per class (torchvision "
+                        "ImageFolder order)",
+                        folder_params, NULL)
 
 TDM_PLUGIN_DEFINE(imagefolder, "imagefolder", "0.1", "MIT",
                   "Image-folder dataset reader (PNG via libpng, JPEG via libjpeg-turbo)", "tandem",

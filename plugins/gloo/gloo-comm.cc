@@ -629,13 +629,10 @@ static const TdmCommClass gloo_class = {
     {nullptr},
 };
 
-static gboolean gloo_plugin_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_COLLECTIVE, "gloo", 40, &gloo_class,
-                                  "collectives across hosts over Gloo's TCP transport "
-                                  "(libgloo, BSD-3-Clause)",
-                                  nullptr, nullptr, error) != nullptr;
-}
+TDM_PLUGIN_INIT_FEATURE(gloo_plugin_init, TDM_FEATURE_COLLECTIVE, "gloo", 40, &gloo_class,
+                        "collectives across hosts over Gloo's TCP transport "
+                        "(libgloo, BSD-3-Clause)",
+                        NULL, NULL)
 
 TDM_PLUGIN_DEFINE(gloo, "gloo", "0.1", "MIT",
                   "Collectives over Gloo's TCP transport (uses libgloo, BSD-3-Clause)", "tandem",

@@ -388,13 +388,10 @@ G_STATIC_ASSERT(sizeof(TdmBackendClass) ==
 G_STATIC_ASSERT(offsetof(TdmBackendClass, reserved) ==
                 offsetof(TdmBackendClass, conv2d_relu_forward) + 6 * sizeof(gpointer));
 
-static gboolean ref_plugin_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_BACKEND, "ref", 10, &ref_backend_class,
-                                  "Plain C reference backend (the oracle; TDM_REF_DEVICES=N "
-                                  "virtual devices)",
-                                  NULL, NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(ref_plugin_init, TDM_FEATURE_BACKEND, "ref", 10, &ref_backend_class,
+                        "Plain C reference backend (the oracle; TDM_REF_DEVICES=N "
+                        "virtual devices)",
+                        NULL, NULL)
 
 TDM_PLUGIN_DEFINE(ref, "ref", "0.1", "MIT", "Reference backend in plain C: the oracle", "tandem",
                   ref_plugin_init)

@@ -591,13 +591,10 @@ static const TdmCommClass shm_class = {
     .work_free = shm_work_free,
 };
 
-static gboolean shm_plugin_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_COLLECTIVE, "shm", 60, &shm_class,
-                                  "same-host collectives through POSIX shared memory "
-                                  "(reduce-scatter + all-gather over a shared segment)",
-                                  NULL, NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(shm_plugin_init, TDM_FEATURE_COLLECTIVE, "shm", 60, &shm_class,
+                        "same-host collectives through POSIX shared memory "
+                        "(reduce-scatter + all-gather over a shared segment)",
+                        NULL, NULL)
 
 TDM_PLUGIN_DEFINE(shm, "shm", "0.1", "MIT", "Same-host collectives over POSIX shared memory",
                   "tandem", shm_plugin_init)

@@ -371,13 +371,10 @@ static const TdmParamSpec ddp_params[] = {
     TDM_PARAM_SPEC_END,
 };
 
-static gboolean ddp_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
-                                  "one process per device: gradient buckets all-reduced while "
-                                  "backward runs",
-                                  ddp_params, NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(ddp_init, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
+                        "one process per device: gradient buckets all-reduced while "
+                        "backward runs",
+                        ddp_params, NULL)
 
 TDM_PLUGIN_DEFINE(ddp, "ddp", "0.1", "MIT", "DistributedDataParallel training strategy", "tandem",
                   ddp_init)

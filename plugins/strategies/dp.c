@@ -375,12 +375,9 @@ static void dp_teardown(TdmStrategy *s)
 
 static const TdmStrategyClass dp_class = SU_STRATEGY_CLASS(dp);
 
-static gboolean dp_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_STRATEGY, "dp", 50, &dp_class,
-                                  "one process, several devices (--devices): replicas on "
-                                  "threads, batch scattered, gradients summed on the first",
-                                  NULL, NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(dp_init, TDM_FEATURE_STRATEGY, "dp", 50, &dp_class,
+                        "one process, several devices (--devices): replicas on "
+                        "threads, batch scattered, gradients summed on the first",
+                        NULL, NULL)
 
 TDM_PLUGIN_DEFINE(dp, "dp", "0.1", "MIT", "DataParallel training strategy", "tandem", dp_init)

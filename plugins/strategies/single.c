@@ -64,12 +64,8 @@ static void single_teardown(TdmStrategy *s)
 
 static const TdmStrategyClass single_class = SU_STRATEGY_CLASS(single);
 
-static gboolean single_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_STRATEGY, "single", 50, &single_class,
-                                  "one device: forward, loss, backward, optimizer step", NULL,
-                                  NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(single_init, TDM_FEATURE_STRATEGY, "single", 50, &single_class,
+                        "one device: forward, loss, backward, optimizer step", NULL, NULL)
 
 TDM_PLUGIN_DEFINE(single, "single", "0.1", "MIT", "Single-device training strategy", "tandem",
                   single_init)

@@ -282,13 +282,10 @@ static void zero1_teardown(TdmStrategy *s)
 
 static const TdmStrategyClass zero1_class = SU_STRATEGY_CLASS(zero1);
 
-static gboolean zero1_init(TdmPlugin *plugin, GError **error)
-{
-    return tdm_plugin_add_feature(plugin, TDM_FEATURE_STRATEGY, "zero1", 50, &zero1_class,
-                                  "ZeRO-1: gradients reduce-scattered, optimizer state and "
-                                  "update sharded across ranks, parameters all-gathered",
-                                  NULL, NULL, error) != NULL;
-}
+TDM_PLUGIN_INIT_FEATURE(zero1_init, TDM_FEATURE_STRATEGY, "zero1", 50, &zero1_class,
+                        "ZeRO-1: gradients reduce-scattered, optimizer state and "
+                        "update sharded across ranks, parameters all-gathered",
+                        NULL, NULL)
 
 TDM_PLUGIN_DEFINE(zero1, "zero1", "0.1", "MIT", "ZeRO stage 1 training strategy", "tandem",
                   zero1_init)
