@@ -336,6 +336,14 @@ fi
 # (0.1): the loop, the loss and the optimizer really work.
 accuracy_of() { sed -n 's/^test: .*accuracy \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
 above() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 > b + 0) }'; }
+# learns WHAT ACC LOG: WHAT reached a test accuracy ACC above 0.5 (else LOG is shown).
+learns() {
+    if above "$2" 0.5; then
+        ok "$1 learns (test accuracy $2 > 0.5)"
+    else
+        fail "$1 learns (test accuracy > 0.5)" "$(cat "$3")"
+    fi
+}
 small="--limit 1280 --test-limit 1000 --log-every 5"
 subset="--dataset idx:$fmnist $small"
 
@@ -347,10 +355,8 @@ if staged TDM_PLUGIN_PATH= TDM_DATA_DIR="${fmnist%/fashion-mnist}" "$tmp/train-m
     acc=$(accuracy_of "$tmp/sgd.log")
     if ! grep -qF "dataset idx:$fmnist " "$tmp/sgd.log"; then
         fail "train-mlp reads the staged fashion-mnist" "$(head -n 3 "$tmp/sgd.log")"
-    elif above "$acc" 0.5; then
-        ok "train-mlp with sgd learns (test accuracy $acc > 0.5)"
     else
-        fail "train-mlp with sgd learns (test accuracy > 0.5)" "$(cat "$tmp/sgd.log")"
+        learns "train-mlp with sgd" "$acc" "$tmp/sgd.log"
     fi
 else
     fail "train-mlp with sgd runs" "$(tail -n 30 "$tmp/sgd.log")"
@@ -359,13 +365,8 @@ fi
 # shellcheck disable=SC2086
 if staged TDM_PLUGIN_PATH="$tmp/plugin" "$tmp/train-mlp" $subset --optimizer example-sign-sgd \
     --lr 0.001 --momentum 0 >"$tmp/sign.log" 2>&1; then
-    acc=$(accuracy_of "$tmp/sign.log")
-    if above "$acc" 0.5; then
-        ok "train-mlp with the plugin's example-sign-sgd learns (test accuracy $acc > 0.5)"
-    else
-        fail "train-mlp with the plugin's example-sign-sgd learns (test accuracy > 0.5)" \
-            "$(cat "$tmp/sign.log")"
-    fi
+    learns "train-mlp with the plugin's example-sign-sgd" "$(accuracy_of "$tmp/sign.log")" \
+        "$tmp/sign.log"
 else
     fail "train-mlp with the plugin's example-sign-sgd runs" "$(tail -n 30 "$tmp/sign.log")"
 fi
@@ -375,12 +376,7 @@ fi
 if staged TDM_PLUGIN_PATH="$tmp/plugin" "$tandem" train --dataset "idx:$fmnist" --limit 1280 \
     --optimizer example-sign-sgd --lr 0.001 --momentum 0 --quiet >"$tmp/train.log" 2>&1; then
     acc=$(sed -n 's/^summary: .*test accuracy \([0-9.]*\).*/\1/p' "$tmp/train.log")
-    if above "$acc" 0.5; then
-        ok "tandem train --optimizer example-sign-sgd learns (test accuracy $acc > 0.5)"
-    else
-        fail "tandem train --optimizer example-sign-sgd learns (test accuracy > 0.5)" \
-            "$(cat "$tmp/train.log")"
-    fi
+    learns "tandem train --optimizer example-sign-sgd" "$acc" "$tmp/train.log"
 else
     fail "tandem train --optimizer example-sign-sgd runs" "$(tail -n 30 "$tmp/train.log")"
 fi
