@@ -187,9 +187,7 @@ static const TdmParamSpec pad_params[] = {
                         "(left, top, right, bottom)"),
     TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, TDM_MAX_CHANNELS, 0, 0,
                           "value of constant padding, 0..255 (one per channel or one for all)"),
-    {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,
-     .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",
-     .description = "how the border is filled"},
+    TF_PARAM_SPEC_PADDING_MODE,
     TDM_PARAM_SPEC_END,
 };
 
@@ -260,9 +258,7 @@ static const TdmParamSpec random_crop_params[] = {
                         "pad images smaller than size (torchvision's rule)"),
     TDM_PARAM_SPEC_FLOATS("fill", 0, "0", 1, TDM_MAX_CHANNELS, 0, 0,
                           "value of constant padding, 0..255"),
-    {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,
-     .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",
-     .description = "how the border is filled"},
+    TF_PARAM_SPEC_PADDING_MODE,
     TDM_PARAM_SPEC_INTS("at", 0, NULL, 2, 2, 0, INFINITY,
                         "TOP,LEFT: pin the window (in padded coordinates) instead of drawing it"),
     TDM_PARAM_SPEC_END,

@@ -37,6 +37,12 @@ extern const TfInfo tf_pad_info, tf_random_crop_info, tf_center_crop_info, tf_hf
 #define TF_POSITIONAL TDM_PARAM_POSITIONAL
 /* The pad modes, in TfPadMode's order. */
 #define TF_PAD_MODES "constant|edge|reflect|symmetric"
+/* The padding_mode parameter of the transforms that pad (read with
+ * tf_read_pad_mode). */
+#define TF_PARAM_SPEC_PADDING_MODE                                                                 \
+    {.name = "padding_mode", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_CHOICE,        \
+     .default_value = "constant", .choices = TF_PAD_MODES, .aliases = "mode",                      \
+     .description = "how the border is filled"}
 
 /* A size parameter (a list of 1 or 2 ints >= 1): S means S x S. */
 void tf_read_size(const TdmParams *p, const char *name, int *h, int *w);
