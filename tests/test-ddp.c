@@ -176,18 +176,26 @@ static void test_frozen_parameter(gconstpointer data)
     fixture_teardown(&f, s);
 }
 
+/* Two steps of `s` on f's batch (8 samples), each updating or only the
+ * second (`update_each`). */
+static void two_fixture_steps(Fixture *f, TdmStrategy *s, gboolean update_each)
+{
+    GError *error = NULL;
+    TdmStepResult r = {0};
+    for (int i = 0; i < 2; i++) {
+        g_assert_true(tdm_strategy_train_step(s, &f->batch, update_each || i == 1, &r, &error));
+        g_assert_no_error(error);
+        g_assert_cmpint(r.count, ==, 8);
+    }
+}
+
 /* Two steps with `name`; the parameters afterwards (transfer full). */
 static float *two_steps(const char *name, size_t *n)
 {
     Fixture f;
     fixture_setup(&f, FALSE);
     TdmStrategy *s = fixture_strategy(&f, name);
-    GError *error = NULL;
-    TdmStepResult r = {0};
-    for (int i = 0; i < 2; i++) {
-        g_assert_true(tdm_strategy_train_step(s, &f.batch, TRUE, &r, &error));
-        g_assert_no_error(error);
-    }
+    two_fixture_steps(&f, s, TRUE);
     *n = f.model->n_values;
     float *v = test_read(f.model->value_arena);
     fixture_teardown(&f, s);
@@ -281,13 +289,8 @@ static void two_steps_stats(const char *name, TdmStepStats *first)
     Fixture f;
     fixture_setup(&f, FALSE);
     TdmStrategy *s = fixture_strategy(&f, name);
+    two_fixture_steps(&f, s, FALSE);
     GError *error = NULL;
-    TdmStepResult r = {0};
-    for (int i = 0; i < 2; i++) {
-        g_assert_true(tdm_strategy_train_step(s, &f.batch, i == 1, &r, &error));
-        g_assert_no_error(error);
-        g_assert_cmpint(r.count, ==, 8);
-    }
     g_assert_true(tdm_strategy_read_stats(s, first, &error));
     g_assert_no_error(error);
     g_assert_cmpint(first->steps, ==, 2);
