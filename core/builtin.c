@@ -46,17 +46,20 @@ static const TdmParamSpec batchnorm2d_params[] = {
     TDM_PARAM_SPEC_END,
 };
 
+/* The window of MaxPool2d and AvgPool2d; each says what its padding is. */
+#define POOL_WINDOW_PARAMS                                                                         \
+    TDM_PARAM_SPEC_INT("kernel_size", REQ, NULL, 1, INF, "size of the square window"),             \
+    TDM_PARAM_SPEC_INT("stride", 0, NULL, 1, INF, "stride of the window (default: kernel_size)")
+
 static const TdmParamSpec maxpool2d_params[] = {
-    TDM_PARAM_SPEC_INT("kernel_size", REQ, NULL, 1, INF, "size of the square window"),
-    TDM_PARAM_SPEC_INT("stride", 0, NULL, 1, INF, "stride of the window (default: kernel_size)"),
+    POOL_WINDOW_PARAMS,
     TDM_PARAM_SPEC_INT("padding", 0, "0", 0, INF,
                        "implicit negative-infinity padding on each side"),
     TDM_PARAM_SPEC_END,
 };
 
 static const TdmParamSpec avgpool2d_params[] = {
-    TDM_PARAM_SPEC_INT("kernel_size", REQ, NULL, 1, INF, "size of the square window"),
-    TDM_PARAM_SPEC_INT("stride", 0, NULL, 1, INF, "stride of the window (default: kernel_size)"),
+    POOL_WINDOW_PARAMS,
     TDM_PARAM_SPEC_INT("padding", 0, "0", 0, INF,
                        "implicit zero padding on each side (counted in the average)"),
     TDM_PARAM_SPEC_END,
@@ -101,6 +104,7 @@ static const TdmParamSpec adamw_params[] = {
     TDM_PARAM_SPEC_END,
 };
 
+#undef POOL_WINDOW_PARAMS
 #undef REQ
 #undef INF
 
