@@ -19,6 +19,7 @@ tests_test_conformance_SOURCES = \
 # tensors (with the deferred fixture collective), on ref and cpu.
 check_PROGRAMS += tests/test-device
 TESTS += tests/test-device
+
 # test-device-run: what a run asks of its devices: precision (refused on
 # ref and cpu), copies between devices (peer on ref, staged otherwise),
 # the local rank's device.

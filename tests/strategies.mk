@@ -7,6 +7,7 @@
 #   dp-copies.sh           dp copies peer to peer on ref, through the host
 #                          between backends (TDM_PROFILE's counts)
 check_PROGRAMS += tests/test-ddp
+
 TDM_STRATEGY_TESTS = \
 	tests/equivalence.sh \
 	tests/strategies-faults.sh \
