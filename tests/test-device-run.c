@@ -22,30 +22,7 @@
 
 #include <tandem/tandem.h>
 
-/* The device, or NULL with the test skipped when its backend is absent. */
-static TdmDevice *device_or_skip(const char *spec)
-{
-    g_autoptr(GError) error = NULL;
-    TdmDevice *dev = tdm_device_get(spec, &error);
-    if (dev == NULL) {
-        g_autofree char *why = g_strdup_printf("%s: %s", spec, error->message);
-        g_test_skip(why);
-    }
-    return dev;
-}
-
-static TdmTensor *tensor_with(TdmDevice *dev, TdmDType dtype, int ndim, const int64_t *shape,
-                              const void *values)
-{
-    g_autoptr(GError) error = NULL;
-    TdmTensor *t = tdm_tensor_new(dev, dtype, ndim, shape, &error);
-    g_assert_no_error(error);
-    if (values != NULL) {
-        g_assert_true(tdm_tensor_write(t, values, &error));
-        g_assert_no_error(error);
-    }
-    return t;
-}
+#include "test-util.h"
 
 /* `t` holds exactly `n` bytes equal to `expect`, in the given dtype and shape. */
 static void assert_holds(TdmTensor *t, TdmDType dtype, int ndim, const int64_t *shape,
@@ -103,7 +80,7 @@ static void test_precision_names(void)
 static void test_precision_refused(gconstpointer data)
 {
     const char *spec = data;
-    TdmDevice *dev = device_or_skip(spec);
+    TdmDevice *dev = test_device_or_skip(spec);
     if (dev == NULL) {
         return;
     }
@@ -156,7 +133,7 @@ static gboolean broken_precision(TdmDevice *dev, TdmPrecision precision, GError 
 
 static void test_precision_accepted(void)
 {
-    TdmDevice *ref = device_or_skip("ref:1");
+    TdmDevice *ref = test_device_or_skip("ref:1");
     if (ref == NULL) {
         return;
     }
@@ -215,8 +192,8 @@ static int copy_round_trips(TdmDevice *a, TdmDevice *b)
         ints[i] = 1000 * i - 3;
     }
     const int64_t fshape[2] = {3, 5}, ishape[1] = {7};
-    TdmTensor *fa = tensor_with(a, TDM_DTYPE_F32, 2, fshape, f);
-    TdmTensor *ia = tensor_with(a, TDM_DTYPE_I32, 1, ishape, ints);
+    TdmTensor *fa = test_tensor_with(a, TDM_DTYPE_F32, 2, fshape, f);
+    TdmTensor *ia = test_tensor_with(a, TDM_DTYPE_I32, 1, ishape, ints);
     /* into empty slots: shaped and typed like the source */
     TdmTensor *fb = tdm_tensor_new_empty(b, TDM_DTYPE_F32);
     TdmTensor *ib = tdm_tensor_new_empty(b, TDM_DTYPE_F32);
@@ -257,7 +234,7 @@ static int copy_round_trips(TdmDevice *a, TdmDevice *b)
 
 static void test_copy_peer(void)
 {
-    TdmDevice *ref0 = device_or_skip("ref:0"), *ref1 = device_or_skip("ref:1");
+    TdmDevice *ref0 = test_device_or_skip("ref:0"), *ref1 = test_device_or_skip("ref:1");
     if (ref0 == NULL || ref1 == NULL) {
         return;
     }
@@ -292,7 +269,7 @@ static void test_copy_peer(void)
 /* Between backends (ref:0 -> cpu:0 and back): through host memory. */
 static void test_copy_mixed(void)
 {
-    TdmDevice *ref = device_or_skip("ref:0"), *cpu = device_or_skip("cpu");
+    TdmDevice *ref = test_device_or_skip("ref:0"), *cpu = test_device_or_skip("cpu");
     if (ref == NULL || cpu == NULL) {
         return;
     }
@@ -304,13 +281,13 @@ static void test_copy_mixed(void)
 
 static void test_copy_errors(void)
 {
-    TdmDevice *ref0 = device_or_skip("ref:0"), *ref1 = device_or_skip("ref:1");
+    TdmDevice *ref0 = test_device_or_skip("ref:0"), *ref1 = test_device_or_skip("ref:1");
     if (ref0 == NULL || ref1 == NULL) {
         return;
     }
     g_autoptr(GError) error = NULL;
     const int64_t shape[2] = {4, 2};
-    TdmTensor *t = tensor_with(ref0, TDM_DTYPE_F32, 2, shape, NULL);
+    TdmTensor *t = test_tensor_with(ref0, TDM_DTYPE_F32, 2, shape, NULL);
     TdmTensor *dst = tdm_tensor_new_empty(ref1, TDM_DTYPE_F32);
     /* column 0 only: [4, 1] with a row stride of 2, not contiguous */
     t->shape[1] = 1;
@@ -351,7 +328,7 @@ static void assert_local(const char *spec, int local_rank, const char *want)
 
 static void test_local_rank(void)
 {
-    if (device_or_skip("ref:1") == NULL) {
+    if (test_device_or_skip("ref:1") == NULL) {
         return;
     }
     /* LOCAL_RANK % 2 for a spec without an index */

@@ -29,22 +29,12 @@
 
 #include <tandem/tandem.h>
 
+#include "test-util.h"
+
 #define COPY_DELAY_US 100000
 #define COPY_DELAY_S (COPY_DELAY_US / 1e6)
 
 /* ---- helpers ---- */
-
-/* The device, or NULL with the test skipped when its backend is absent. */
-static TdmDevice *device_or_skip(const char *spec)
-{
-    g_autoptr(GError) error = NULL;
-    TdmDevice *dev = tdm_device_get(spec, &error);
-    if (dev == NULL) {
-        g_autofree char *why = g_strdup_printf("%s: %s", spec, error->message);
-        g_test_skip(why);
-    }
-    return dev;
-}
 
 static TdmDeviceInfo info_of(TdmDevice *dev)
 {
@@ -57,13 +47,7 @@ static TdmDeviceInfo info_of(TdmDevice *dev)
 
 static TdmTensor *tensor_f32(TdmDevice *dev, int64_t n, const float *values)
 {
-    g_autoptr(GError) error = NULL;
-    TdmTensor *t = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, &n, &error);
-    g_assert_no_error(error);
-    if (values != NULL) {
-        g_assert_true(tdm_tensor_write(t, values, &error));
-    }
-    return t;
+    return test_tensor_with(dev, TDM_DTYPE_F32, 1, &n, values);
 }
 
 static float *ramp(int64_t n, float start)
@@ -93,7 +77,7 @@ static void assert_tensor_equals(TdmTensor *t, const float *expect, int64_t n, c
 static void test_info(gconstpointer data)
 {
     const char *spec = data;
-    TdmDevice *dev = device_or_skip(spec);
+    TdmDevice *dev = test_device_or_skip(spec);
     if (dev == NULL) {
         return;
     }
@@ -126,7 +110,7 @@ static void test_info(gconstpointer data)
 static void test_alloc_counts(gconstpointer data)
 {
     const char *spec = data;
-    TdmDevice *dev = device_or_skip(spec);
+    TdmDevice *dev = test_device_or_skip(spec);
     if (dev == NULL) {
         return;
     }
@@ -166,8 +150,8 @@ static void test_alloc_counts(gconstpointer data)
 
 static void test_virtual_devices_count_apart(void)
 {
-    TdmDevice *d0 = device_or_skip("ref:0");
-    TdmDevice *d1 = device_or_skip("ref:1");
+    TdmDevice *d0 = test_device_or_skip("ref:0");
+    TdmDevice *d1 = test_device_or_skip("ref:1");
     gint64 base0 = info_of(d0).allocated_bytes, base1 = info_of(d1).allocated_bytes;
     TdmTensor *t = tensor_f32(d1, 256, NULL);
     g_assert_cmpint(info_of(d1).allocated_bytes, ==, base1 + 1024);
@@ -218,7 +202,7 @@ static void test_ref_copy_pending(void)
     if (!copy_delay_or_skip()) {
         return;
     }
-    TdmDevice *dev = device_or_skip("ref:0");
+    TdmDevice *dev = test_device_or_skip("ref:0");
     const int64_t n = 4096;
     g_autofree float *src = ramp(n, 1.0f);
     TdmTensor *t = tensor_f32(dev, n, NULL);
@@ -260,7 +244,7 @@ static void test_ref_copy_pending(void)
 
 static void test_ref_compute_waits(void)
 {
-    TdmDevice *dev = device_or_skip("ref:0");
+    TdmDevice *dev = test_device_or_skip("ref:0");
     const int64_t n = 1000;
     g_autofree float *src = ramp(n, -500.0f);
     TdmTensor *t = tensor_f32(dev, n, NULL);
@@ -288,7 +272,7 @@ static void test_ref_device_synchronize(void)
     if (!copy_delay_or_skip()) {
         return;
     }
-    TdmDevice *dev = device_or_skip("ref:0");
+    TdmDevice *dev = test_device_or_skip("ref:0");
     const int64_t n = 64;
     g_autofree float *src = ramp(n, 7.0f);
     TdmTensor *t = tensor_f32(dev, n, NULL);
@@ -317,8 +301,8 @@ static void test_ref_cross_device_wait(void)
     if (!copy_delay_or_skip()) {
         return;
     }
-    TdmDevice *d0 = device_or_skip("ref:0");
-    TdmDevice *d1 = device_or_skip("ref:1");
+    TdmDevice *d0 = test_device_or_skip("ref:0");
+    TdmDevice *d1 = test_device_or_skip("ref:1");
     const int64_t n = 128;
     g_autofree float *a = ramp(n, 0.0f);
     g_autofree float *b = ramp(n, 1000.0f);
@@ -349,7 +333,7 @@ static void test_ref_cross_device_wait(void)
 
 static void test_event_errors(void)
 {
-    TdmDevice *dev = device_or_skip("ref:0");
+    TdmDevice *dev = test_device_or_skip("ref:0");
     g_autoptr(GError) error = NULL;
     TdmEvent *ev = tdm_event_new(dev, &error);
     g_assert_false(tdm_event_record(ev, (TdmStream)7, &error));
@@ -380,7 +364,7 @@ static void test_event_errors(void)
 
 static void test_cpu_events(void)
 {
-    TdmDevice *dev = device_or_skip("cpu");
+    TdmDevice *dev = test_device_or_skip("cpu");
     if (dev == NULL) {
         return;
     }
@@ -402,7 +386,7 @@ static void test_cpu_events(void)
     g_assert_true(tdm_device_synchronize_timeout(dev, 0.0, &error));
     g_assert_null(tdm_device_native_stream(dev, TDM_STREAM_COMPUTE));
     /* a cpu stream may wait for a ref event: the host waits for it */
-    TdmDevice *ref = device_or_skip("ref:0");
+    TdmDevice *ref = test_device_or_skip("ref:0");
     TdmEvent *rev = tdm_event_new(ref, &error);
     TdmTensor *rt = tensor_f32(ref, n, NULL);
     g_assert_true(tdm_device_copy_h2d(ref, TDM_STREAM_COPY, tdm_tensor_data(rt), src, n * 4, &error));
@@ -429,7 +413,7 @@ static gboolean plain_synchronize(TdmDevice *dev, GError **error)
 
 static void test_fallback_events(void)
 {
-    TdmDevice *ref = device_or_skip("ref:0");
+    TdmDevice *ref = test_device_or_skip("ref:0");
     plain_class = *ref->backend;
     plain_class.stream_ops = NULL;
     plain_class.synchronize = plain_synchronize;
@@ -479,7 +463,7 @@ static void test_fallback_events(void)
 
 static void test_xent_stats(gconstpointer data)
 {
-    TdmDevice *dev = device_or_skip(data);
+    TdmDevice *dev = test_device_or_skip(data);
     if (dev == NULL) {
         return;
     }
@@ -566,7 +550,7 @@ static void test_xent_stats(gconstpointer data)
 
 static void test_comm_work_holds_tensors(void)
 {
-    TdmDevice *dev = device_or_skip("ref:0");
+    TdmDevice *dev = test_device_or_skip("ref:0");
     const char *top = g_getenv("TDM_TOP_BUILDDIR");
     g_autofree char *fixture = g_build_filename(top != NULL ? top : ".", "tests", "fixtures",
                                                 ".libs", "libtdm-fixture-deferred.so", NULL);
