@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "conformance-util.h"
+#include "test-util.h"
 
 TdmDevice *conf_ref;
 
@@ -27,26 +28,12 @@ float *conf_random(int64_t n, double lo, double hi)
     return v;
 }
 
-static TdmTensor *conf_tensor_from(TdmDevice *dev, TdmDType dtype, int ndim, const int64_t *shape,
-                                   const void *host)
-{
-    GError *err = NULL;
-    TdmTensor *t = tdm_tensor_new(dev, dtype, ndim, shape, &err);
-    g_assert_no_error(err);
-    if (host != NULL) {
-        gboolean ok = tdm_tensor_write(t, host, &err);
-        g_assert_no_error(err);
-        g_assert_true(ok);
-    }
-    return t;
-}
-
 Pair conf_pair_from(TdmDevice *dev, TdmDType dtype, int ndim, const int64_t *shape,
                     const void *host)
 {
     Pair p;
-    p.r = conf_tensor_from(conf_ref, dtype, ndim, shape, host);
-    p.t = conf_tensor_from(dev, dtype, ndim, shape, host);
+    p.r = test_tensor_with(conf_ref, dtype, ndim, shape, host);
+    p.t = test_tensor_with(dev, dtype, ndim, shape, host);
     return p;
 }
 

@@ -10,6 +10,8 @@
 
 #include <tandem/tandem.h>
 
+#include "test-util.h"
+
 G_GNUC_UNUSED static TdmDevice *test_ref_device(void)
 {
     GError *error = NULL;
@@ -40,12 +42,7 @@ G_GNUC_UNUSED static void test_fill_uniform(float *v, int64_t n, guint32 seed, d
 
 G_GNUC_UNUSED static TdmTensor *test_tensor_from(TdmDevice *dev, int ndim, const int64_t *shape, const float *v)
 {
-    GError *error = NULL;
-    TdmTensor *t = tdm_tensor_new(dev, TDM_DTYPE_F32, ndim, shape, &error);
-    g_assert_no_error(error);
-    g_assert_true(tdm_tensor_write(t, v, &error));
-    g_assert_no_error(error);
-    return t;
+    return test_tensor_with(dev, TDM_DTYPE_F32, ndim, shape, v);
 }
 
 G_GNUC_UNUSED static float *test_read(TdmTensor *t)

@@ -14,19 +14,14 @@
 
 #include <tandem/tandem.h>
 
+#include "test-util.h"
+
 static TdmDevice *dev;
 static const TdmBackendClass *B;
 
 static TdmTensor *mk(int ndim, const int64_t *shape, const float *vals)
 {
-    GError *err = NULL;
-    TdmTensor *t = tdm_tensor_new(dev, TDM_DTYPE_F32, ndim, shape, &err);
-    g_assert_no_error(err);
-    if (vals != NULL) {
-        g_assert_true(tdm_tensor_write(t, vals, &err));
-        g_assert_no_error(err);
-    }
-    return t;
+    return test_tensor_with(dev, TDM_DTYPE_F32, ndim, shape, vals);
 }
 
 static TdmTensor *slot(void)
