@@ -719,6 +719,24 @@ TdmCommWork *tdm_comm_broadcast_async(TdmComm *comm, TdmTensor *t, int root, GEr
     return comm_issue(comm, w, t, NULL, error);
 }
 
+/* `whole` (named whole_name) has `part`'s dtype and world times its
+ * elements, as allgather's out and reduce_scatter's in must. */
+static gboolean check_world_times(TdmComm *comm, const char *op, const char *whole_name,
+                                  const TdmTensor *whole, const char *part_name,
+                                  const TdmTensor *part, GError **error)
+{
+    if (whole->dtype == part->dtype &&
+        tdm_tensor_numel(whole) == (int64_t)comm->world * tdm_tensor_numel(part)) {
+        return TRUE;
+    }
+    g_autofree char *sw = tdm_tensor_shape_string(whole);
+    g_autofree char *sp = tdm_tensor_shape_string(part);
+    g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE, "%s: %s %s %s must hold world (%d) x %s %s %s",
+                op, whole_name, sw, tdm_dtype_name(whole->dtype), comm->world, part_name, sp,
+                tdm_dtype_name(part->dtype));
+    return FALSE;
+}
+
 TdmCommWork *tdm_comm_allgather_async(TdmComm *comm, TdmTensor *in, TdmTensor *out, GError **error)
 {
     g_return_val_if_fail(comm != NULL, NULL);
@@ -726,13 +744,7 @@ TdmCommWork *tdm_comm_allgather_async(TdmComm *comm, TdmTensor *in, TdmTensor *o
         !check_tensor(comm, "allgather", "out", out, TRUE, error)) {
         return NULL;
     }
-    if (in->dtype != out->dtype ||
-        tdm_tensor_numel(out) != (int64_t)comm->world * tdm_tensor_numel(in)) {
-        g_autofree char *si = tdm_tensor_shape_string(in);
-        g_autofree char *so = tdm_tensor_shape_string(out);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "allgather: out %s %s must hold world (%d) x in %s %s", so,
-                    tdm_dtype_name(out->dtype), comm->world, si, tdm_dtype_name(in->dtype));
+    if (!check_world_times(comm, "allgather", "out", out, "in", in, error)) {
         return NULL;
     }
     TdmCommWork *w =
@@ -753,13 +765,7 @@ TdmCommWork *tdm_comm_reduce_scatter_async(TdmComm *comm, TdmTensor *in, TdmTens
                     op);
         return NULL;
     }
-    if (in->dtype != out->dtype ||
-        tdm_tensor_numel(in) != (int64_t)comm->world * tdm_tensor_numel(out)) {
-        g_autofree char *si = tdm_tensor_shape_string(in);
-        g_autofree char *so = tdm_tensor_shape_string(out);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "reduce_scatter: in %s %s must hold world (%d) x out %s %s", si,
-                    tdm_dtype_name(in->dtype), comm->world, so, tdm_dtype_name(out->dtype));
+    if (!check_world_times(comm, "reduce_scatter", "in", in, "out", out, error)) {
         return NULL;
     }
     TdmCommWork *w = work_new(TDM_COLL_REDUCE_SCATTER, tdm_tensor_numel(out), out->dtype, 0, op);
