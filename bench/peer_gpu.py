@@ -7,7 +7,7 @@ Usage: peer_gpu.py [--device cuda|cpu] [--warmup N] [--steps N] ROW...
   PRECISION = fp32 (strict: TF32 off), tf32, or bf16 (torch.autocast).
 
 What bench/gpu-step does for Tandem, in PyTorch: the same models (mlp and
-resnet8 are the definitions of tests/oracle/make_reference.py, which match
+resnet8 are the definitions of tests/oracle/torch_zoo.py, which match
 Tandem's zoo name for name; resnet18 is torchvision's), the same synthetic
 batch kept on the device, the same step (zero_grad, forward, mean
 cross-entropy, backward, SGD lr 0.01 momentum 0.9 weight decay 5e-4) and
@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
-import make_reference as zoo  # noqa: E402  (the oracle's model definitions)
+import torch_zoo as zoo  # noqa: E402  (the model zoo in PyTorch)
 
 
 def build(name, c, hw, k):
