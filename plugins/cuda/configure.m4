@@ -142,6 +142,12 @@ _TDM_EOF
     cuda_version_text="$cuda_version_text, cuDNN `expr $cuda_dnn_version / 10000`.`expr $cuda_dnn_version % 10000 / 100`.`expr $cuda_dnn_version % 100`"
     have_cuda=yes
     cuda_why="$cuda_version_text, $cuda_arch_summary"
+    dnl The plugin refuses a GPU older than the oldest architecture built.
+    cuda_low=`for cuda_a in $cuda_archs; do echo $cuda_a; done | sort -n | head -n 1`
+    AC_DEFINE_UNQUOTED([TDM_CUDA_ARCHS], ["$cuda_arch_summary"],
+      [The architectures the cuda kernels are built for (--with-cuda-arch).])
+    AC_DEFINE_UNQUOTED([TDM_CUDA_MIN_ARCH], [`echo $cuda_low | tr -d a-z`],
+      [The oldest compute capability (major * 10 + minor) the cuda kernels run on.])
   ])
   CPPFLAGS=$cuda_save_CPPFLAGS
   LDFLAGS=$cuda_save_LDFLAGS

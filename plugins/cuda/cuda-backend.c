@@ -535,6 +535,16 @@ static gboolean cuda_device_open(TdmDevice *dev, GError **error)
                   cuda_check(dev, cudaGetDeviceProperties(&d->props.prop, d->ordinal), op,
                              "cudaGetDeviceProperties", error);
     d->props.valid = ok;
+    /* SASS runs on its own major version from its minor on, PTX on any
+     * newer GPU: nothing runs below the oldest architecture built. */
+    if (ok && d->props.prop.major * 10 + d->props.prop.minor < TDM_CUDA_MIN_ARCH) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "%s: GPU %d (%s) has compute capability %d.%d, older than every "
+                    "architecture the kernels are built for (%s; configure --with-cuda-arch)",
+                    d->name, d->ordinal, d->props.prop.name, d->props.prop.major,
+                    d->props.prop.minor, TDM_CUDA_ARCHS);
+        ok = FALSE;
+    }
     /* Never the legacy default stream, which would serialise everything
      * with every other stream of the device. */
     ok = ok &&
