@@ -484,6 +484,8 @@ static void cuda_device_close(TdmDevice *dev)
         g_clear_error(&err);
     }
     if (d->alloc != NULL) {
+        /* The loss state lives in the allocators released below. */
+        cuda_vector_close(dev);
         cuda_alloc_put(d->alloc, d->workspace);
         cuda_alloc_destroy(d->alloc);
     }

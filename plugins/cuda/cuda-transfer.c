@@ -262,6 +262,9 @@ gboolean cuda_synchronize(TdmDevice *dev, GError **error)
                              "cudaStreamSynchronize (compute)", error) &&
                   cuda_check(dev, cudaStreamSynchronize(d->copy), "synchronize",
                              "cudaStreamSynchronize (copy)", error);
+    /* The device is idle: the place to report a bad label that
+     * softmax_xent_stats left for later (cuda-vector.c). */
+    ok = ok && cuda_vector_check_deferred(dev, error);
     return cuda_op_end(dev, "synchronize", ok, error);
 }
 
@@ -511,7 +514,8 @@ static gboolean cuda_stream_synchronize(TdmDevice *dev, double timeout_s, GError
         return FALSE;
     }
     return poll_until(dev, streams_done, NULL, timeout_s, "synchronize",
-                      "the work queued on the device", error);
+                      "the work queued on the device", error) &&
+           cuda_vector_check_deferred(dev, error);
 }
 
 static gboolean cuda_copy_h2d_on(TdmDevice *dev, TdmStream stream, void *dst, const void *src,
