@@ -450,16 +450,18 @@ static gboolean cuda_event_query(TdmDevice *dev, TdmBackendEvent *ev, GError **e
                         &pending, error);
 }
 
-/* Polls `done` until it holds or `timeout_s` passes (< 0: no deadline),
- * sleeping a little longer each time, up to 1 ms: a blocking CUDA wait
- * could not be abandoned at the deadline. */
+/* Polls `done` until it holds or `timeout_s` passes, sleeping a little
+ * longer each time, up to 100 us (a step's waits are on the critical path:
+ * a longer sleep would show in the step time): a blocking CUDA wait could
+ * not be abandoned at the deadline. Without a deadline the callers block
+ * in CUDA instead. */
 typedef gboolean (*PollFunc)(TdmDevice *dev, gpointer what, gboolean *pending, GError **error);
 
 static gboolean poll_until(TdmDevice *dev, PollFunc done, gpointer what, double timeout_s,
                            const char *op, const char *waited_for, GError **error)
 {
     double deadline = tdm_time_now() + timeout_s;
-    gulong sleep_us = 20;
+    gulong sleep_us = 5;
     for (;;) {
         gboolean pending = FALSE;
         if (done(dev, what, &pending, error)) {
@@ -468,14 +470,14 @@ static gboolean poll_until(TdmDevice *dev, PollFunc done, gpointer what, double 
         if (!pending) {
             return FALSE;
         }
-        if (timeout_s >= 0 && tdm_time_now() >= deadline) {
+        if (tdm_time_now() >= deadline) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
                         "%s on %s: %s not finished after %.3g s", op, dev->name, waited_for,
                         timeout_s);
             return FALSE;
         }
         g_usleep(sleep_us);
-        sleep_us = MIN(sleep_us * 2, 1000);
+        sleep_us = MIN(sleep_us * 2, 100);
     }
 }
 
@@ -491,6 +493,10 @@ static gboolean cuda_event_synchronize(TdmDevice *dev, TdmBackendEvent *ev, doub
 {
     if (!cuda_op_begin(ev->dev, "event_synchronize", error)) {
         return FALSE;
+    }
+    if (timeout_s < 0) {
+        return cuda_check(ev->dev, cudaEventSynchronize(ev->event), "event_synchronize",
+                          "cudaEventSynchronize", error);
     }
     return poll_until(ev->dev, event_done, ev, timeout_s, "event_synchronize",
                       "the work before the event", error);
