@@ -28,16 +28,17 @@
 
 static struct {
     gboolean ok;
-    char *reason;  /* why not, when !ok */
-    int physical;  /* CUDA devices visible to this process */
-    int logical;   /* devices the backend exposes (TDM_CUDA_DEVICES) */
+    char *reason; /* why not, when !ok */
+    int physical; /* CUDA devices visible to this process */
+    int logical;  /* devices the backend exposes (TDM_CUDA_DEVICES) */
 } cuda_found;
 
 static gboolean env_flag(const char *name)
 {
     const char *v = g_getenv(name);
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0 && g_ascii_strcasecmp(v, "false") != 0 &&
-           g_ascii_strcasecmp(v, "no") != 0 && g_ascii_strcasecmp(v, "off") != 0;
+    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0 &&
+           g_ascii_strcasecmp(v, "false") != 0 && g_ascii_strcasecmp(v, "no") != 0 &&
+           g_ascii_strcasecmp(v, "off") != 0;
 }
 
 /* Compares a library's version as loaded with the one compiled in: FALSE
@@ -53,8 +54,8 @@ static gboolean check_version(const char *lib, long compiled, long loaded, long 
         return FALSE;
     }
     if (loaded < compiled) {
-        g_message("cuda: %s %s is loaded, older than %s the plugin was built against",
-                  lib, text_loaded, text_compiled);
+        g_message("cuda: %s %s is loaded, older than %s the plugin was built against", lib,
+                  text_loaded, text_compiled);
     }
     return TRUE;
 }
@@ -141,8 +142,8 @@ static gpointer cuda_discover(gpointer unused)
     if (n != NULL && n[0] != '\0') {
         guint64 v = 0;
         if (!g_ascii_string_to_unsigned(n, 10, 1, 64, &v, NULL)) {
-            cuda_found.reason =
-                g_strdup_printf("TDM_CUDA_DEVICES='%s': expected a number of devices in [1, 64]", n);
+            cuda_found.reason = g_strdup_printf(
+                "TDM_CUDA_DEVICES='%s': expected a number of devices in [1, 64]", n);
             return NULL;
         }
         cuda_found.logical = (int)v;
@@ -226,10 +227,9 @@ gboolean cuda_check(TdmDevice *dev, cudaError_t rc, const char *op, const char *
      * cuda_op_end would report again) unless it is sticky: clear it. */
     (void)cudaGetLastError();
     gboolean sticky = cuda_error_is_sticky(rc);
-    g_autofree char *message =
-        g_strdup_printf("%s on %s: %s failed: %s (%s)%s", op, dev_name(dev), what,
-                        cudaGetErrorName(rc), cudaGetErrorString(rc),
-                        sticky ? "; the device cannot run more work in this process" : "");
+    g_autofree char *message = g_strdup_printf(
+        "%s on %s: %s failed: %s (%s)%s", op, dev_name(dev), what, cudaGetErrorName(rc),
+        cudaGetErrorString(rc), sticky ? "; the device cannot run more work in this process" : "");
     if (sticky) {
         mark_broken(dev, message);
     }
@@ -258,9 +258,9 @@ gboolean cuda_check_cudnn(TdmDevice *dev, cudnnStatus_t rc, const char *op, cons
      * thread (which parameter it refused, and why). */
     char detail[512] = "";
     cudnnGetLastErrorString(detail, sizeof(detail));
-    g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "%s on %s: %s failed: %s (cuDNN status %d)%s%s",
-                op, dev_name(dev), what, cudnnGetErrorString(rc), (int)rc,
-                detail[0] != '\0' ? ": " : "", detail);
+    g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                "%s on %s: %s failed: %s (cuDNN status %d)%s%s", op, dev_name(dev), what,
+                cudnnGetErrorString(rc), (int)rc, detail[0] != '\0' ? ": " : "", detail);
     return FALSE;
 }
 
@@ -294,8 +294,8 @@ gboolean cuda_op_begin(TdmDevice *dev, const char *op, GError **error)
     const char *broken = g_atomic_pointer_get(&d->broken);
     if (broken != NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                    "%s on %s: the device failed earlier and cannot run more work: %s", op,
-                    d->name, broken);
+                    "%s on %s: the device failed earlier and cannot run more work: %s", op, d->name,
+                    broken);
         return FALSE;
     }
     return cuda_set_current(dev, op, error);
@@ -337,8 +337,8 @@ gboolean cuda_check_plain(const char *op, const char *what, const TdmTensor *t, 
     }
     if (t->storage == NULL && tdm_tensor_numel(t) > 0) {
         g_autofree char *shape = tdm_tensor_shape_string(t);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s on %s: %s %s has no storage",
-                    op, dev_name(t->device), what, shape);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "%s on %s: %s %s has no storage", op,
+                    dev_name(t->device), what, shape);
         return FALSE;
     }
     return TRUE;
@@ -378,8 +378,8 @@ gboolean cuda_set_precision(TdmDevice *dev, TdmPrecision precision, GError **err
     CudaDevice *d = cuda_dev(dev);
     const char *names[] = {"fp32", "tf32", "bf16"};
     if ((int)precision < 0 || precision > TDM_PRECISION_BF16) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "set_precision on %s: unknown precision %d",
-                    d->name, (int)precision);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "set_precision on %s: unknown precision %d", d->name, (int)precision);
         return FALSE;
     }
     /* TF32 and bf16 tensor-core math came with Ampere (8.0). */
@@ -559,8 +559,7 @@ static gboolean cuda_device_open(TdmDevice *dev, GError **error)
                            error) &&
          cuda_check_cublas(dev, cublasLtCreate(&d->lt), op, "cublasLtCreate", error) &&
          cuda_check_cudnn(dev, cudnnCreate(&d->cudnn), op, "cudnnCreate", error) &&
-         cuda_check_cudnn(dev, cudnnSetStream(d->cudnn, d->compute), op, "cudnnSetStream",
-                          error);
+         cuda_check_cudnn(dev, cudnnSetStream(d->cudnn, d->compute), op, "cudnnSetStream", error);
     if (ok) {
         CudaAllocBacking device_backing = {
             .raw_alloc = device_raw_alloc,
@@ -582,9 +581,8 @@ static gboolean cuda_device_open(TdmDevice *dev, GError **error)
     d->sync_each_op = env_flag("TDM_CUDA_SYNC");
     /* Strict FP32 unless asked (TF32 would break the 1e-4 tolerance of the
      * conformance tests against ref). */
-    ok = ok && cuda_set_precision(dev, env_flag("TDM_CUDA_TF32") ? TDM_PRECISION_TF32
-                                                                 : TDM_PRECISION_FP32,
-                                  error);
+    ok = ok && cuda_set_precision(
+                   dev, env_flag("TDM_CUDA_TF32") ? TDM_PRECISION_TF32 : TDM_PRECISION_FP32, error);
     if (!ok) {
         cuda_device_close(dev);
         return FALSE;

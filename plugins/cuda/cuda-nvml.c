@@ -16,7 +16,7 @@
 
 #include "cuda-nvml.h"
 
-typedef int NvmlReturn;                   /* nvmlReturn_t; NVML_SUCCESS = 0 */
+typedef int NvmlReturn;                      /* nvmlReturn_t; NVML_SUCCESS = 0 */
 typedef struct NvmlDeviceOpaque *NvmlDevice; /* nvmlDevice_t */
 typedef struct {
     unsigned int gpu;    /* percent of time a kernel was running */

@@ -65,9 +65,9 @@ gboolean cuda_copy_h2d(TdmDevice *dev, void *dst, const void *src, size_t n, gbo
         return FALSE;
     }
     CudaDevice *d = cuda_dev(dev);
-    gboolean ok = n == 0 || cuda_check(dev, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice,
-                                                            d->compute),
-                                       "copy_h2d", "cudaMemcpyAsync (host to device)", error);
+    gboolean ok =
+        n == 0 || cuda_check(dev, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, d->compute),
+                             "copy_h2d", "cudaMemcpyAsync (host to device)", error);
     if (ok && !async) {
         /* The caller may reuse `src` at once (pinned memory would still be
          * read by the copy engine). */
@@ -83,11 +83,11 @@ gboolean cuda_copy_d2h(TdmDevice *dev, void *dst, const void *src, size_t n, GEr
         return FALSE;
     }
     CudaDevice *d = cuda_dev(dev);
-    gboolean ok = n == 0 || (cuda_check(dev, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost,
-                                                             d->compute),
-                                        "copy_d2h", "cudaMemcpyAsync (device to host)", error) &&
-                             cuda_check(dev, cudaStreamSynchronize(d->compute), "copy_d2h",
-                                        "cudaStreamSynchronize (compute)", error));
+    gboolean ok =
+        n == 0 || (cuda_check(dev, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, d->compute),
+                              "copy_d2h", "cudaMemcpyAsync (device to host)", error) &&
+                   cuda_check(dev, cudaStreamSynchronize(d->compute), "copy_d2h",
+                              "cudaStreamSynchronize (compute)", error));
     return cuda_op_end(dev, "copy_d2h", ok, error);
 }
 
@@ -96,10 +96,11 @@ gboolean cuda_copy_d2d(TdmDevice *dev, void *dst, const void *src, size_t n, GEr
     if (!cuda_op_begin(dev, "copy_d2d", error)) {
         return FALSE;
     }
-    gboolean ok = n == 0 || dst == src ||
-                  cuda_check(dev, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice,
-                                                  cuda_dev(dev)->compute),
-                             "copy_d2d", "cudaMemcpyAsync (device to device)", error);
+    gboolean ok =
+        n == 0 || dst == src ||
+        cuda_check(dev,
+                   cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cuda_dev(dev)->compute),
+                   "copy_d2d", "cudaMemcpyAsync (device to device)", error);
     return cuda_op_end(dev, "copy_d2d", ok, error);
 }
 
@@ -132,8 +133,7 @@ static gboolean copy_strided(TdmDevice *dev, const char *op, const TdmTensor *t,
         size_t n = (size_t)numel * esize;
         void *dst = to_dense ? dense : base;
         const void *src = to_dense ? (const void *)base : dense;
-        return cuda_check(dev, cudaMemcpyAsync(dst, src, n, kind, s), op, "cudaMemcpyAsync",
-                          error);
+        return cuda_check(dev, cudaMemcpyAsync(dst, src, n, kind, s), op, "cudaMemcpyAsync", error);
     }
     for (int i = 0; i <= j; i++) {
         if (t->stride[i] < 0 || (i == j && t->stride[j] < block)) {
@@ -227,8 +227,7 @@ gboolean cuda_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const 
     }
     if (like != NULL && like->layout != NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
-                    "reorder on %s: the target layout is not one the cuda backend made",
-                    dev->name);
+                    "reorder on %s: the target layout is not one the cuda backend made", dev->name);
         return FALSE;
     }
     if (src == dst) {
@@ -236,8 +235,7 @@ gboolean cuda_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const 
             return TRUE;
         }
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "reorder on %s: source and destination are the same strided tensor",
-                    dev->name);
+                    "reorder on %s: source and destination are the same strided tensor", dev->name);
         return FALSE;
     }
     int64_t shape[TDM_MAX_DIMS];
@@ -246,9 +244,8 @@ gboolean cuda_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const 
         !cuda_op_begin(dev, "reorder", error)) {
         return FALSE;
     }
-    gboolean ok =
-        copy_strided(dev, "reorder", src, tdm_tensor_data(dst), TRUE, cudaMemcpyDeviceToDevice,
-                     error);
+    gboolean ok = copy_strided(dev, "reorder", src, tdm_tensor_data(dst), TRUE,
+                               cudaMemcpyDeviceToDevice, error);
     return cuda_op_end(dev, "reorder", ok, error);
 }
 
@@ -303,19 +300,17 @@ static void enable_peer_access(TdmDevice *dst_dev, int src_ordinal)
 
 /* Makes later work on `waiter`'s compute stream wait for the work queued so
  * far on `signaller`'s compute stream (the host does not wait). */
-static gboolean order_after(TdmDevice *waiter, TdmDevice *signaller, const char *op,
-                            GError **error)
+static gboolean order_after(TdmDevice *waiter, TdmDevice *signaller, const char *op, GError **error)
 {
     cudaEvent_t ev = NULL;
-    gboolean ok =
-        cuda_set_current(signaller, op, error) &&
-        cuda_check(signaller, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), op,
-                   "cudaEventCreateWithFlags", error) &&
-        cuda_check(signaller, cudaEventRecord(ev, cuda_dev(signaller)->compute), op,
-                   "cudaEventRecord", error) &&
-        cuda_set_current(waiter, op, error) &&
-        cuda_check(waiter, cudaStreamWaitEvent(cuda_dev(waiter)->compute, ev, 0), op,
-                   "cudaStreamWaitEvent", error);
+    gboolean ok = cuda_set_current(signaller, op, error) &&
+                  cuda_check(signaller, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), op,
+                             "cudaEventCreateWithFlags", error) &&
+                  cuda_check(signaller, cudaEventRecord(ev, cuda_dev(signaller)->compute), op,
+                             "cudaEventRecord", error) &&
+                  cuda_set_current(waiter, op, error) &&
+                  cuda_check(waiter, cudaStreamWaitEvent(cuda_dev(waiter)->compute, ev, 0), op,
+                             "cudaStreamWaitEvent", error);
     if (ev != NULL) {
         /* Allowed while the wait is pending: it keeps its own reference. */
         cudaEventDestroy(ev);
@@ -345,12 +340,10 @@ gboolean cuda_copy_peer(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const
         /* Two logical devices of one GPU share its memory: a plain copy. */
         cudaError_t rc = s->ordinal == d->ordinal
                              ? cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, d->compute)
-                             : cudaMemcpyPeerAsync(dst, d->ordinal, src, s->ordinal, n,
-                                                   d->compute);
-        g_autofree char *what = g_strdup_printf("%s of %zu bytes from %s",
-                                                s->ordinal == d->ordinal ? "cudaMemcpyAsync"
-                                                                         : "cudaMemcpyPeerAsync",
-                                                n, s->name);
+                             : cudaMemcpyPeerAsync(dst, d->ordinal, src, s->ordinal, n, d->compute);
+        g_autofree char *what = g_strdup_printf(
+            "%s of %zu bytes from %s",
+            s->ordinal == d->ordinal ? "cudaMemcpyAsync" : "cudaMemcpyPeerAsync", n, s->name);
         ok = cuda_check(dst_dev, rc, op, what, error);
     }
     ok = ok && order_after(src_dev, dst_dev, op, error);
@@ -372,8 +365,8 @@ static TdmBackendEvent *cuda_event_new(TdmDevice *dev, GError **error)
     TdmBackendEvent *ev = g_new0(TdmBackendEvent, 1);
     ev->dev = dev;
     /* No timing: a timing event costs more to record and to wait for. */
-    if (!cuda_check(dev, cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming),
-                    "event_new", "cudaEventCreateWithFlags", error)) {
+    if (!cuda_check(dev, cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming), "event_new",
+                    "cudaEventCreateWithFlags", error)) {
         g_free(ev);
         return NULL;
     }
@@ -505,8 +498,8 @@ static gboolean cuda_event_synchronize(TdmDevice *dev, TdmBackendEvent *ev, doub
 static gboolean streams_done(TdmDevice *dev, gpointer what, gboolean *pending, GError **error)
 {
     CudaDevice *d = cuda_dev(dev);
-    return query_status(dev, cudaStreamQuery(d->compute), "synchronize", "cudaStreamQuery",
-                        pending, error) &&
+    return query_status(dev, cudaStreamQuery(d->compute), "synchronize", "cudaStreamQuery", pending,
+                        error) &&
            query_status(dev, cudaStreamQuery(d->copy), "synchronize", "cudaStreamQuery", pending,
                         error);
 }
@@ -530,8 +523,9 @@ static gboolean cuda_copy_h2d_on(TdmDevice *dev, TdmStream stream, void *dst, co
     if (!cuda_op_begin(dev, "copy_h2d_on", error)) {
         return FALSE;
     }
-    gboolean ok = n == 0 || cuda_check(dev, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice,
-                                                            cuda_stream_of(dev, stream)),
+    gboolean ok = n == 0 || cuda_check(dev,
+                                       cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice,
+                                                       cuda_stream_of(dev, stream)),
                                        "copy_h2d_on", "cudaMemcpyAsync (host to device)", error);
     return cuda_op_end(dev, "copy_h2d_on", ok, error);
 }
@@ -573,8 +567,8 @@ gboolean cuda_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
     }
     /* cudaMemGetInfo asks the driver; it does not wait for the device. */
     size_t free_bytes = 0, total_bytes = 0;
-    if (!cuda_check(dev, cudaMemGetInfo(&free_bytes, &total_bytes), "device_info",
-                    "cudaMemGetInfo", error)) {
+    if (!cuda_check(dev, cudaMemGetInfo(&free_bytes, &total_bytes), "device_info", "cudaMemGetInfo",
+                    error)) {
         return FALSE;
     }
     info->free_bytes = (gint64)free_bytes;
