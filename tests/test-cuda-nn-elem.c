@@ -138,7 +138,15 @@ static void test_splits(void)
             g_assert_cmpint(hi - lo, <=, 1);
         }
     }
-    /* A small channel count spreads over the multiprocessors. */
+    /* [N, C] parts hold at least CUDA_NN_COL_Y rows; a small channel
+     * count spreads over the multiprocessors. */
+    g_assert_cmpint(cuda_nn_chan_splits(8192, 512, 1, 132), ==, 33);
+    for (int64_t N = 1; N < 100000; N = N * 3 + 1) {
+        int splits = cuda_nn_chan_splits(N, 3, 1, 4096);
+        g_assert_true(splits == 1 || N / splits >= CUDA_NN_COL_Y);
+    }
+    g_assert_cmpint(cuda_nn_chan_splits(7, 3, 1, 132), ==, 1);
+    g_assert_cmpint(cuda_nn_chan_splits(256, 64, 12544, 132), ==, 9);
     g_assert_cmpint(cuda_nn_splits(3211264, 64, 132), ==, 9);
     g_assert_cmpint(cuda_nn_grid_blocks(1, 256), ==, 1);
     g_assert_cmpint(cuda_nn_grid_blocks(257, 256), ==, 2);
@@ -408,7 +416,7 @@ static CudaNnMoments emu_channel(int mode, const float *x, const float *dy, cons
                                  int sm_count)
 {
     gboolean cols = S == 1;
-    int splits = cuda_nn_splits(N * S, cols ? (C + 31) / 32 : C, sm_count);
+    int splits = cuda_nn_chan_splits(N, C, S, sm_count);
     CudaNnMoments total = {0, 0, 0};
     for (int p = 0; p < splits; p++) {
         int64_t start, end;

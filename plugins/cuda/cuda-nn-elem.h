@@ -263,6 +263,26 @@ CUDA_NN_HD static inline int cuda_nn_splits(int64_t L, int64_t base_blocks, int 
     return p < 1 ? 1 : (int)p;
 }
 
+/* The parts of each channel of [N, C, S], as the kernels cut them: S > 1
+ * ("plane" kernel) one block per part of a channel; S == 1 ([N, C], the
+ * "cols" kernel) one block per part of the rows for CUDA_NN_COL_X
+ * neighbouring channels, read CUDA_NN_COL_Y rows at a time, so a part is
+ * counted in the values of all its channels and holds at least
+ * CUDA_NN_COL_Y rows. */
+#define CUDA_NN_COL_X 32
+#define CUDA_NN_COL_Y 8
+
+CUDA_NN_HD static inline int cuda_nn_chan_splits(int64_t N, int64_t C, int64_t S, int sm_count)
+{
+    if (S != 1) {
+        return cuda_nn_splits(N * S, C, sm_count);
+    }
+    int splits = cuda_nn_splits(N * CUDA_NN_COL_X, (C + CUDA_NN_COL_X - 1) / CUDA_NN_COL_X,
+                                sm_count);
+    int64_t most = N / CUDA_NN_COL_Y;
+    return most < 1 ? 1 : (splits < most ? splits : (int)most);
+}
+
 /* Part p of `splits` parts of [0, L): [start, end). */
 CUDA_NN_HD static inline void cuda_nn_split_range(int64_t L, int splits, int p, int64_t *start,
                                                   int64_t *end)

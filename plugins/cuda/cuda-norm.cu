@@ -27,8 +27,8 @@
 #include "cuda-nn-kernels.h"
 
 #define NN_THREADS 256 /* block size of the plane, apply and finalize kernels */
-#define NN_COL_X 32    /* cols kernel: channels per block */
-#define NN_COL_Y 8     /* cols kernel: rows read at once */
+#define NN_COL_X CUDA_NN_COL_X /* cols kernel: channels per block */
+#define NN_COL_Y CUDA_NN_COL_Y /* cols kernel: rows read at once */
 
 /* Everything but the launchers has internal linkage: the plugin's other
  * .cu files may use the same names. */
@@ -331,8 +331,7 @@ static int64_t ceil_div(int64_t a, int64_t b)
  * that the scratch size and the launches agree). */
 static int nn_splits(int64_t N, int64_t C, int64_t S, int sm_count)
 {
-    int64_t base = S == 1 ? ceil_div(C, NN_COL_X) : C;
-    return cuda_nn_splits(N * S, base, sm_count);
+    return cuda_nn_chan_splits(N, C, S, sm_count);
 }
 
 /* The scratch: parts [C][splits] at 0, then one record per channel. */
