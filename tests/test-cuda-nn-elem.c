@@ -162,8 +162,8 @@ static CudaPoolGeom rand_geom(gboolean count_include_pad)
     int sh = g_rand_int_range(rng, 1, 4), sw = g_rand_int_range(rng, 1, 4);
     int64_t H = MAX(kh - 2 * ph, 1) + g_rand_int_range(rng, 0, 9);
     int64_t W = MAX(kw - 2 * pw, 1) + g_rand_int_range(rng, 0, 9);
-    return cuda_nn_pool_geom(g_rand_int_range(rng, 1, 3), g_rand_int_range(rng, 1, 4), H, W, kh,
-                             kw, sh, sw, ph, pw, count_include_pad);
+    return cuda_nn_pool_geom(g_rand_int_range(rng, 1, 3), g_rand_int_range(rng, 1, 4), H, W, kh, kw,
+                             sh, sw, ph, pw, count_include_pad);
 }
 
 static TdmPool2dParams params_of(const CudaPoolGeom *g)
@@ -357,7 +357,7 @@ static void test_global_avgpool(void)
     float *dyv = rand_floats(NC, -1, 1);
     TdmTensor *dy = mk(2, xs, dyv), *dx = slot(TDM_DTYPE_F32);
     OK(tdm_op_global_avgpool_backward(dev, NULL, dy, x, dx, ERR));
-    float *rdx = read_all(dx, 4), *mdx = g_new(float, NC * S);
+    float *rdx = read_all(dx, 4), *mdx = g_new(float, NC *S);
     CudaNnWalk w = cuda_nn_walk_start(0, 1, 1, S);
     for (int64_t i = 0; i < NC * S; i++, cuda_nn_walk_next(&w)) {
         mdx[i] = cuda_nn_gap_dx(dyv[w.n], S);
@@ -425,9 +425,9 @@ static CudaNnMoments emu_channel(int mode, const float *x, const float *dy, cons
         if (cols) {
             part = emu_thread(mode, x, dy, yr, mean, C, S, c, start, 8, end, TRUE);
             for (int r = 1; r < 8; r++) {
-                part = emu_merge(mode, part,
-                                 emu_thread(mode, x, dy, yr, mean, C, S, c, start + r, 8, end,
-                                            TRUE));
+                part =
+                    emu_merge(mode, part,
+                              emu_thread(mode, x, dy, yr, mean, C, S, c, start + r, 8, end, TRUE));
             }
         } else {
             CudaNnMoments t[256], warp[8];
@@ -505,8 +505,8 @@ static void check_batchnorm(int ndim, const int64_t *xs, double offset, int sm_c
 
     /* Eval mode: the records from the running stats, the same formula. */
     TdmTensor *ye = slot(TDM_DTYPE_F32);
-    OK(tdm_op_batchnorm_forward(dev, NULL, x, gamma, beta, rm, rv, momentum, eps, FALSE, NULL,
-                                NULL, ye, ERR));
+    OK(tdm_op_batchnorm_forward(dev, NULL, x, gamma, beta, rm, rv, momentum, eps, FALSE, NULL, NULL,
+                                ye, ERR));
     float *rye = read_all(ye, 4);
     w = cuda_nn_walk_start(0, 1, C, S);
     for (int64_t i = 0; i < n; i++, cuda_nn_walk_next(&w)) {
@@ -533,8 +533,8 @@ static void check_batchnorm(int ndim, const int64_t *xs, double offset, int sm_c
         double m = (double)(N * S);
         for (int64_t c = 0; c < C; c++) {
             /* bn_finalize_grad */
-            CudaNnMoments t = emu_channel(EMU_GRAD, xv, dyv, masked ? ryr : NULL, rsm[c], N, C, S,
-                                          c, sm_count);
+            CudaNnMoments t =
+                emu_channel(EMU_GRAD, xv, dyv, masked ? ryr : NULL, rsm[c], N, C, S, c, sm_count);
             CudaNnBnGrad g;
             g.mean = rsm[c];
             g.invstd = cuda_nn_bn_invstd(rsv[c], eps);

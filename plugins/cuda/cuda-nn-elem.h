@@ -29,11 +29,11 @@
 
 /* A 2-D pooling problem, as plain numbers (the kernels get it by value). */
 typedef struct {
-    int64_t N, C, H, W;   /* input */
-    int64_t OH, OW;       /* output */
-    int kh, kw;           /* kernel */
-    int sh, sw;           /* stride */
-    int ph, pw;           /* padding (at most half the kernel: the front end checks) */
+    int64_t N, C, H, W;    /* input */
+    int64_t OH, OW;        /* output */
+    int kh, kw;            /* kernel */
+    int sh, sw;            /* stride */
+    int ph, pw;            /* padding (at most half the kernel: the front end checks) */
     int count_include_pad; /* avg pool only */
 } CudaPoolGeom;
 
@@ -277,8 +277,8 @@ CUDA_NN_HD static inline int cuda_nn_chan_splits(int64_t N, int64_t C, int64_t S
     if (S != 1) {
         return cuda_nn_splits(N * S, C, sm_count);
     }
-    int splits = cuda_nn_splits(N * CUDA_NN_COL_X, (C + CUDA_NN_COL_X - 1) / CUDA_NN_COL_X,
-                                sm_count);
+    int splits =
+        cuda_nn_splits(N * CUDA_NN_COL_X, (C + CUDA_NN_COL_X - 1) / CUDA_NN_COL_X, sm_count);
     int64_t most = N / CUDA_NN_COL_Y;
     return most < 1 ? 1 : (splits < most ? splits : (int)most);
 }

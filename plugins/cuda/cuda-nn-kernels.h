@@ -18,8 +18,8 @@
 #ifndef TDM_CUDA_NN_KERNELS_H
 #define TDM_CUDA_NN_KERNELS_H
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
@@ -38,10 +38,10 @@ size_t cuda_k_chan_scratch_bytes(int64_t N, int64_t C, int64_t S, int sm_count);
  * running_var normalise. gamma/beta NULL mean 1 and 0. relu != 0 applies
  * max(., 0) to y. y may be x. */
 cudaError_t cuda_k_bn_forward(cudaStream_t stream, const float *x, float *y, int64_t N, int64_t C,
-                              int64_t S, const float *gamma, const float *beta,
-                              float *running_mean, float *running_var, float momentum, float eps,
-                              int training, float *save_mean, float *save_var, int relu,
-                              void *scratch, int sm_count);
+                              int64_t S, const float *gamma, const float *beta, float *running_mean,
+                              float *running_var, float momentum, float eps, int training,
+                              float *save_mean, float *save_var, int relu, void *scratch,
+                              int sm_count);
 
 /* Batch norm backward (training mode): dx (may be NULL) = the gradient
  * w.r.t. x; dgamma/dbeta (may be NULL) += the gradients w.r.t. gamma and
@@ -54,8 +54,8 @@ cudaError_t cuda_k_bn_backward(cudaStream_t stream, const float *x, const float 
 
 /* db[c] += sum of dy[n, c, s] over n and s (cuda-norm.cu: the batch norm
  * reduction kernels serve it). */
-cudaError_t cuda_k_bias_grad(cudaStream_t stream, const float *dy, int64_t N, int64_t C,
-                             int64_t S, float *db, void *scratch, int sm_count);
+cudaError_t cuda_k_bias_grad(cudaStream_t stream, const float *dy, int64_t N, int64_t C, int64_t S,
+                             float *db, void *scratch, int sm_count);
 
 /* Max pooling (cuda-pool.cu): y [N, C, OH, OW] and ws (i32, same shape)
  * the h * W + w index of the chosen input in its plane, as ref. */

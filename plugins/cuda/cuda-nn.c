@@ -13,8 +13,8 @@
  * the launches are enqueued: stream order keeps the next user of the
  * workspace behind them.
  */
-#include "cuda.h"
 #include "cuda-nn-kernels.h"
+#include "cuda.h"
 
 /* The multiprocessor count picks how many blocks share a channel in the
  * reductions (cuda_nn_splits); an H200's when the properties are unknown,
@@ -81,12 +81,13 @@ gboolean cuda_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTe
         nn_chan_dims(dy, &N, &C, &S);
         g_mutex_lock(&cd->lock);
         void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
-        ok = scratch != NULL &&
-             nn_launched(dev,
-                         cuda_k_bias_grad(cd->compute, cuda_f32(dy), N, C, S, cuda_f32(bias_grad),
-                                          scratch, sm),
-                         op, "bias_grad", dy, error);
+        cudaError_t rc = cudaSuccess;
+        if (scratch != NULL) {
+            rc = cuda_k_bias_grad(cd->compute, cuda_f32(dy), N, C, S, cuda_f32(bias_grad), scratch,
+                                  sm);
+        }
         g_mutex_unlock(&cd->lock);
+        ok = scratch != NULL && nn_launched(dev, rc, op, "bias_grad", dy, error);
     }
     return cuda_op_end(dev, op, ok, error);
 }
@@ -118,26 +119,24 @@ static gboolean bn_forward_run(TdmDevice *dev, const char *op, TdmTensor *x, Tdm
     int sm = nn_sm_count(dev);
     g_mutex_lock(&cd->lock);
     void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
-    gboolean ok =
-        scratch != NULL &&
-        nn_launched(dev,
-                    cuda_k_bn_forward(cd->compute, cuda_f32(x), cuda_f32(y), N, C, S,
-                                      nn_f32_or_null(gamma), nn_f32_or_null(beta),
-                                      nn_f32_or_null(running_mean), nn_f32_or_null(running_var),
-                                      momentum, eps, training,
-                                      training ? nn_f32_or_null(save_mean) : NULL,
-                                      training ? nn_f32_or_null(save_var) : NULL, relu, scratch,
-                                      sm),
-                    op, training ? "bn_forward (training)" : "bn_forward (eval)", x, error);
+    cudaError_t rc = cudaSuccess;
+    if (scratch != NULL) {
+        rc = cuda_k_bn_forward(cd->compute, cuda_f32(x), cuda_f32(y), N, C, S,
+                               nn_f32_or_null(gamma), nn_f32_or_null(beta),
+                               nn_f32_or_null(running_mean), nn_f32_or_null(running_var), momentum,
+                               eps, training, training ? nn_f32_or_null(save_mean) : NULL,
+                               training ? nn_f32_or_null(save_var) : NULL, relu, scratch, sm);
+    }
     g_mutex_unlock(&cd->lock);
-    return ok;
+    return scratch != NULL &&
+           nn_launched(dev, rc, op, training ? "bn_forward (training)" : "bn_forward (eval)", x,
+                       error);
 }
 
-gboolean cuda_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
-                                TdmTensor *running_var, float momentum, float eps,
-                                gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
-                                TdmTensor *y, GError **error)
+gboolean cuda_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *gamma,
+                                TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                                float momentum, float eps, gboolean training, TdmTensor *save_mean,
+                                TdmTensor *save_var, TdmTensor *y, GError **error)
 {
     const char *op = "batchnorm_forward";
     if (!cuda_op_begin(dev, op, error)) {
@@ -153,9 +152,8 @@ gboolean cuda_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
 gboolean cuda_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                      TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
                                      TdmTensor *running_var, float momentum, float eps,
-                                     gboolean training, TdmTensor *save_mean,
-                                     TdmTensor *save_var, TdmTensor *workspace, TdmTensor *y,
-                                     GError **error)
+                                     gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
+                                     TdmTensor *workspace, TdmTensor *y, GError **error)
 {
     const char *op = "batchnorm_relu_forward";
     if (!cuda_op_begin(dev, op, error)) {
@@ -190,17 +188,15 @@ static gboolean bn_backward_run(TdmDevice *dev, const char *op, TdmTensor *x, Td
     int sm = nn_sm_count(dev);
     g_mutex_lock(&cd->lock);
     void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
-    gboolean ok =
-        scratch != NULL &&
-        nn_launched(dev,
-                    cuda_k_bn_backward(cd->compute, cuda_f32(x), cuda_f32(dy),
-                                       nn_f32_or_null(y_relu), N, C, S, nn_f32_or_null(gamma),
-                                       cuda_f32(save_mean), cuda_f32(save_var), eps,
-                                       nn_f32_or_null(dx), nn_f32_or_null(dgamma),
-                                       nn_f32_or_null(dbeta), scratch, sm),
-                    op, "bn_backward", x, error);
+    cudaError_t rc = cudaSuccess;
+    if (scratch != NULL) {
+        rc = cuda_k_bn_backward(cd->compute, cuda_f32(x), cuda_f32(dy), nn_f32_or_null(y_relu), N,
+                                C, S, nn_f32_or_null(gamma), cuda_f32(save_mean),
+                                cuda_f32(save_var), eps, nn_f32_or_null(dx), nn_f32_or_null(dgamma),
+                                nn_f32_or_null(dbeta), scratch, sm);
+    }
     g_mutex_unlock(&cd->lock);
-    return ok;
+    return scratch != NULL && nn_launched(dev, rc, op, "bn_backward", x, error);
 }
 
 gboolean cuda_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
@@ -212,8 +208,8 @@ gboolean cuda_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = bn_backward_run(dev, op, x, NULL, dy, gamma, save_mean, save_var, eps, dx,
-                                  dgamma, dbeta, error);
+    gboolean ok = bn_backward_run(dev, op, x, NULL, dy, gamma, save_mean, save_var, eps, dx, dgamma,
+                                  dbeta, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -221,9 +217,9 @@ gboolean cuda_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *
  * workspace is not read (the forward left it untouched). */
 gboolean cuda_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                       TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
-                                      TdmTensor *gamma, TdmTensor *save_mean,
-                                      TdmTensor *save_var, float eps, TdmTensor *dx,
-                                      TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
+                                      TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
+                                      float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                      GError **error)
 {
     const char *op = "batchnorm_relu_backward";
     if (!cuda_op_begin(dev, op, error)) {
@@ -332,11 +328,11 @@ gboolean cuda_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPoo
         return FALSE;
     }
     CudaPoolGeom g;
-    gboolean ok = pool_forward_begin(op, p, x, y, &g, error) &&
-                  nn_launched(dev,
-                              cuda_k_avgpool_forward(cuda_dev(dev)->compute, cuda_f32(x),
-                                                     cuda_f32(y), g),
-                              op, "avgpool_forward", x, error);
+    gboolean ok =
+        pool_forward_begin(op, p, x, y, &g, error) &&
+        nn_launched(dev,
+                    cuda_k_avgpool_forward(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y), g), op,
+                    "avgpool_forward", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -349,16 +345,16 @@ gboolean cuda_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPo
         return FALSE;
     }
     CudaPoolGeom g;
-    gboolean ok = pool_backward_begin(op, p, dy, x_like, dx, &g, error) &&
-                  nn_launched(dev,
-                              cuda_k_avgpool_backward(cuda_dev(dev)->compute, cuda_f32(dy),
-                                                      cuda_f32(dx), g),
-                              op, "avgpool_backward", dx, error);
+    gboolean ok =
+        pool_backward_begin(op, p, dy, x_like, dx, &g, error) &&
+        nn_launched(dev,
+                    cuda_k_avgpool_backward(cuda_dev(dev)->compute, cuda_f32(dy), cuda_f32(dx), g),
+                    op, "avgpool_backward", dx, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
-gboolean cuda_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                     TdmTensor *y, GError **error)
+gboolean cuda_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                                     GError **error)
 {
     const char *op = "global_avgpool_forward";
     if (!cuda_op_begin(dev, op, error)) {

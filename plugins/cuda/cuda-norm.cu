@@ -26,13 +26,14 @@
 
 #include "cuda-nn-kernels.h"
 
-#define NN_THREADS 256 /* block size of the plane, apply and finalize kernels */
+#define NN_THREADS 256         /* block size of the plane, apply and finalize kernels */
 #define NN_COL_X CUDA_NN_COL_X /* cols kernel: channels per block */
 #define NN_COL_Y CUDA_NN_COL_Y /* cols kernel: rows read at once */
 
 /* Everything but the launchers has internal linkage: the plugin's other
  * .cu files may use the same names. */
-namespace {
+namespace
+{
 
 enum { RED_STATS = 0, RED_GRAD = 1, RED_SUM = 2 };
 
@@ -42,8 +43,7 @@ struct Triple {
     double n, a, b;
 };
 
-template <int MODE>
-__device__ __forceinline__ Triple tri_merge(Triple x, Triple y)
+template <int MODE> __device__ __forceinline__ Triple tri_merge(Triple x, Triple y)
 {
     if (MODE == RED_STATS) {
         CudaNnMoments p = {x.n, x.a, x.b}, q = {y.n, y.a, y.b};
@@ -68,8 +68,7 @@ __device__ __forceinline__ Triple tri_shfl_down(Triple t, int offset)
 /* The merge of every thread's value, in thread 0 (a fixed order: warps by
  * shuffles, then the warps' results in warp order). Every thread of the
  * block must call it; blockDim.x is a multiple of 32. */
-template <int MODE>
-__device__ Triple block_merge(Triple t)
+template <int MODE> __device__ Triple block_merge(Triple t)
 {
     __shared__ Triple warp_part[32];
     for (int offset = 16; offset > 0; offset >>= 1) {
@@ -90,11 +89,10 @@ __device__ Triple block_merge(Triple t)
 }
 
 /* One thread's accumulation over its values of one channel. */
-template <int MODE>
-struct Acc {
+template <int MODE> struct Acc {
     double n, k, s, q;
-    double mean;          /* GRAD: the channel's saved mean */
-    const float *y_relu;  /* GRAD: BN+ReLU mask source, or NULL */
+    double mean;         /* GRAD: the channel's saved mean */
+    const float *y_relu; /* GRAD: BN+ReLU mask source, or NULL */
 
     __device__ void init(double channel_mean, const float *yr)
     {
@@ -164,7 +162,7 @@ __global__ void __launch_bounds__(NN_THREADS)
 /* S == 1: block (b, p) reduces part p of the rows for channels
  * [32 b, 32 b + 32); a (32, 8) block, threadIdx.x the channel. */
 template <int MODE>
-__global__ void __launch_bounds__(NN_COL_X * NN_COL_Y)
+__global__ void __launch_bounds__(NN_COL_X *NN_COL_Y)
     chan_reduce_cols(const float *x, const float *dy, const float *y_relu, const float *mean,
                      int64_t N, int64_t C, int splits, Triple *parts)
 {
@@ -191,8 +189,7 @@ __global__ void __launch_bounds__(NN_COL_X * NN_COL_Y)
     }
 }
 
-template <int MODE>
-__device__ Triple merge_parts(const Triple *parts, int64_t c, int splits)
+template <int MODE> __device__ Triple merge_parts(const Triple *parts, int64_t c, int splits)
 {
     Triple t = parts[c * splits];
     for (int p = 1; p < splits; p++) {
@@ -304,8 +301,8 @@ __global__ void __launch_bounds__(NN_THREADS)
 /* dx from x, dy (masked by y_relu > 0 when given) and the channel records;
  * dx may be dy. */
 __global__ void __launch_bounds__(NN_THREADS)
-    bn_dx(const float *x, const float *dy, const float *y_relu, float *dx, int64_t total,
-          int64_t C, int64_t S, double m, const CudaNnBnGrad *grad)
+    bn_dx(const float *x, const float *dy, const float *y_relu, float *dx, int64_t total, int64_t C,
+          int64_t S, double m, const CudaNnBnGrad *grad)
 {
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -364,22 +361,21 @@ static cudaError_t chan_reduce(cudaStream_t stream, const float *x, const float 
     if (S == 1) {
         dim3 block(NN_COL_X, NN_COL_Y);
         unsigned int grid = (unsigned int)(ceil_div(C, NN_COL_X) * splits);
-        chan_reduce_cols<MODE><<<grid, block, 0, stream>>>(x, dy, y_relu, mean, N, C, splits,
-                                                           parts);
+        chan_reduce_cols<MODE>
+            <<<grid, block, 0, stream>>>(x, dy, y_relu, mean, N, C, splits, parts);
     } else {
         unsigned int grid = (unsigned int)(C * splits);
-        chan_reduce_plane<MODE><<<grid, NN_THREADS, 0, stream>>>(x, dy, y_relu, mean, N, C, S,
-                                                                 splits, parts);
+        chan_reduce_plane<MODE>
+            <<<grid, NN_THREADS, 0, stream>>>(x, dy, y_relu, mean, N, C, S, splits, parts);
     }
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t cuda_k_bn_forward(cudaStream_t stream, const float *x, float *y, int64_t N,
                                          int64_t C, int64_t S, const float *gamma,
-                                         const float *beta, float *running_mean,
-                                         float *running_var, float momentum, float eps,
-                                         int training, float *save_mean, float *save_var,
-                                         int relu, void *scratch, int sm_count)
+                                         const float *beta, float *running_mean, float *running_var,
+                                         float momentum, float eps, int training, float *save_mean,
+                                         float *save_var, int relu, void *scratch, int sm_count)
 {
     int64_t total = N * C * S;
     if (total == 0) {
@@ -396,11 +392,11 @@ extern "C" cudaError_t cuda_k_bn_forward(cudaStream_t stream, const float *x, fl
             return rc;
         }
         bn_finalize_train<<<cgrid, NN_THREADS, 0, stream>>>(parts, splits, C, gamma, beta,
-                                                             running_mean, running_var, momentum,
-                                                             eps, save_mean, save_var, apply);
+                                                            running_mean, running_var, momentum,
+                                                            eps, save_mean, save_var, apply);
     } else {
         bn_finalize_eval<<<cgrid, NN_THREADS, 0, stream>>>(C, gamma, beta, running_mean,
-                                                            running_var, eps, apply);
+                                                           running_var, eps, apply);
     }
     rc = cudaGetLastError();
     if (rc != cudaSuccess) {
@@ -419,8 +415,7 @@ extern "C" cudaError_t cuda_k_bn_backward(cudaStream_t stream, const float *x, c
                                           const float *y_relu, int64_t N, int64_t C, int64_t S,
                                           const float *gamma, const float *save_mean,
                                           const float *save_var, float eps, float *dx,
-                                          float *dgamma, float *dbeta, void *scratch,
-                                          int sm_count)
+                                          float *dgamma, float *dbeta, void *scratch, int sm_count)
 {
     int64_t total = N * C * S;
     if (total == 0) {
@@ -446,9 +441,8 @@ extern "C" cudaError_t cuda_k_bn_backward(cudaStream_t stream, const float *x, c
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cuda_k_bias_grad(cudaStream_t stream, const float *dy, int64_t N,
-                                        int64_t C, int64_t S, float *db, void *scratch,
-                                        int sm_count)
+extern "C" cudaError_t cuda_k_bias_grad(cudaStream_t stream, const float *dy, int64_t N, int64_t C,
+                                        int64_t S, float *db, void *scratch, int sm_count)
 {
     if (N * C * S == 0) {
         return cudaSuccess; /* nothing to add */
@@ -460,6 +454,6 @@ extern "C" cudaError_t cuda_k_bias_grad(cudaStream_t stream, const float *dy, in
         return rc;
     }
     bias_finalize<<<(unsigned int)ceil_div(C, NN_THREADS), NN_THREADS, 0, stream>>>(parts, splits,
-                                                                                     C, db);
+                                                                                    C, db);
     return cudaGetLastError();
 }

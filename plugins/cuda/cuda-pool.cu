@@ -23,7 +23,8 @@
 
 /* Everything but the launchers has internal linkage: the plugin's other
  * .cu files may use the same names. */
-namespace {
+namespace
+{
 
 /* Output o of [N, C, OH, OW] (or input of [N, C, H, W]) as plane, row,
  * column. */
@@ -172,8 +173,8 @@ extern "C" cudaError_t cuda_k_maxpool_forward(cudaStream_t stream, const float *
     if (total == 0) {
         return cudaSuccess;
     }
-    maxpool_forward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(x, y,
-                                                                                         ws, g);
+    maxpool_forward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(x, y, ws,
+                                                                                           g);
     return cudaGetLastError();
 }
 
@@ -184,8 +185,8 @@ extern "C" cudaError_t cuda_k_maxpool_backward(cudaStream_t stream, const float 
     if (total == 0) {
         return cudaSuccess;
     }
-    maxpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(
-        dy, ws, dx, g);
+    maxpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(dy, ws,
+                                                                                            dx, g);
     return cudaGetLastError();
 }
 
@@ -196,8 +197,7 @@ extern "C" cudaError_t cuda_k_avgpool_forward(cudaStream_t stream, const float *
     if (total == 0) {
         return cudaSuccess;
     }
-    avgpool_forward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(x, y,
-                                                                                         g);
+    avgpool_forward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(x, y, g);
     return cudaGetLastError();
 }
 
@@ -208,8 +208,8 @@ extern "C" cudaError_t cuda_k_avgpool_backward(cudaStream_t stream, const float 
     if (total == 0) {
         return cudaSuccess;
     }
-    avgpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(
-        dy, dx, g);
+    avgpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(dy, dx,
+                                                                                            g);
     return cudaGetLastError();
 }
 
@@ -220,8 +220,8 @@ extern "C" cudaError_t cuda_k_global_avgpool_forward(cudaStream_t stream, const 
         return cudaSuccess;
     }
     /* An empty plane (S == 0) gives 0 / 0 = NaN, as in ref. */
-    global_avgpool_forward<<<cuda_nn_grid_blocks(NC * 32, POOL_THREADS), POOL_THREADS, 0,
-                             stream>>>(x, y, NC, S);
+    global_avgpool_forward<<<cuda_nn_grid_blocks(NC * 32, POOL_THREADS), POOL_THREADS, 0, stream>>>(
+        x, y, NC, S);
     return cudaGetLastError();
 }
 
@@ -232,7 +232,7 @@ extern "C" cudaError_t cuda_k_global_avgpool_backward(cudaStream_t stream, const
     if (total == 0) {
         return cudaSuccess;
     }
-    global_avgpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0,
-                              stream>>>(dy, dx, total, S);
+    global_avgpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(
+        dy, dx, total, S);
     return cudaGetLastError();
 }
