@@ -20,6 +20,7 @@
 #include <tandem/tandem.h>
 
 #include "cuda-nn-elem.h"
+#include "test-util.h"
 
 static TdmDevice *dev;
 static GRand *rng;
@@ -28,14 +29,7 @@ static GRand *rng;
 
 static TdmTensor *mk(int ndim, const int64_t *shape, const float *vals)
 {
-    GError *err = NULL;
-    TdmTensor *t = tdm_tensor_new(dev, TDM_DTYPE_F32, ndim, shape, &err);
-    g_assert_no_error(err);
-    if (vals != NULL) {
-        g_assert_true(tdm_tensor_write(t, vals, &err));
-        g_assert_no_error(err);
-    }
-    return t;
+    return test_tensor_with(dev, TDM_DTYPE_F32, ndim, shape, vals);
 }
 
 static TdmTensor *slot(TdmDType dtype)
@@ -43,12 +37,20 @@ static TdmTensor *slot(TdmDType dtype)
     return tdm_tensor_new_empty(dev, dtype);
 }
 
+/* The error of the last op called with &op_err: each call is wrapped in
+ * op_ok(), which asserts it succeeded. */
+static GError *op_err;
+
+static void op_ok(gboolean ok)
+{
+    g_assert_no_error(op_err);
+    g_assert_true(ok);
+}
+
 static void *read_all(TdmTensor *t, size_t elem)
 {
     void *host = g_malloc(elem * (size_t)tdm_tensor_numel(t));
-    GError *err = NULL;
-    g_assert_true(tdm_tensor_read(t, host, &err));
-    g_assert_no_error(err);
+    op_ok(tdm_tensor_read(t, host, &op_err));
     return host;
 }
 
@@ -61,37 +63,30 @@ static float *rand_floats(int64_t n, double lo, double hi)
     return v;
 }
 
-/* Bitwise equal, NaN matching NaN. */
-static void expect_same(const float *got, const float *want, int64_t n, const char *what)
+/* got[i] matches ref's want[i]: bit for bit (NaN matching NaN) when rel is
+ * 0, else within rel of max(|want|, scale). */
+static gboolean matches(float got, float want, double rel, double scale)
 {
-    for (int64_t i = 0; i < n; i++) {
-        gboolean same = (isnan(got[i]) && isnan(want[i])) || memcmp(&got[i], &want[i], 4) == 0;
-        if (!same) {
-            g_error("%s[%" G_GINT64_FORMAT "]: got %.9g, ref %.9g", what, i, got[i], want[i]);
-        }
+    if (rel == 0.0) {
+        return (isnan(got) && isnan(want)) || memcmp(&got, &want, sizeof(float)) == 0;
     }
+    return fabs((double)got - want) <= rel * MAX(fabs((double)want), scale);
 }
 
-/* Within `rel` of ref, relative to max(|ref|, scale). */
 static void expect_close(const float *got, const float *want, int64_t n, double rel, double scale,
                          const char *what)
 {
     for (int64_t i = 0; i < n; i++) {
-        double tol = rel * MAX(fabs((double)want[i]), scale);
-        if (!(fabs((double)got[i] - want[i]) <= tol)) {
+        if (!matches(got[i], want[i], rel, scale)) {
             g_error("%s[%" G_GINT64_FORMAT "]: got %.9g, ref %.9g", what, i, got[i], want[i]);
         }
     }
 }
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        GError *err_ = NULL;                                                                       \
-        gboolean r_ = (call);                                                                      \
-        g_assert_no_error(err_);                                                                   \
-        g_assert_true(r_);                                                                         \
-    } while (0)
-#define ERR (&err_)
+static void expect_same(const float *got, const float *want, int64_t n, const char *what)
+{
+    expect_close(got, want, n, 0.0, 0.0, what);
+}
 
 /* ---- index walk, splits, grid ---- */
 
@@ -190,78 +185,103 @@ static void test_pool_outputs_of(void)
     }
 }
 
-/* Max pooling forward and backward as the kernels compute them (one output,
- * then one input, at a time) against ref, on values with ties and NaNs. */
+/* A pooling forward as its kernel computes it, one output at a time: max
+ * pooling (ws non-NULL gets the choices) or average pooling. */
+static void emu_pool_forward(const CudaPoolGeom *g, const float *x, float *y, gint32 *ws)
+{
+    for (int64_t o = 0; o < g->N * g->C * g->OH * g->OW; o++) {
+        int64_t ow = o % g->OW, oh = o / g->OW % g->OH, plane = o / g->OW / g->OH;
+        int64_t h0, h1, w0, w1;
+        int64_t div = cuda_nn_pool_window(g, oh, ow, &h0, &h1, &w0, &w1);
+        g_assert_true(h0 < h1 && w0 < w1);
+        const float *in = x + plane * g->H * g->W;
+        float best = -INFINITY;
+        int64_t best_i = -1;
+        double acc = 0.0;
+        for (int64_t ih = h0; ih < h1; ih++) {
+            for (int64_t iw = w0; iw < w1; iw++) {
+                float v = in[ih * g->W + iw];
+                acc += v;
+                if (cuda_nn_max_takes(v, best, best_i >= 0)) {
+                    best = v;
+                    best_i = ih * g->W + iw;
+                }
+            }
+        }
+        y[o] = ws != NULL ? best : (float)(acc / (double)div);
+        if (ws != NULL) {
+            ws[o] = (gint32)best_i;
+        }
+    }
+}
+
+/* A pooling backward as its kernel computes it, one input at a time,
+ * gathering from its outputs in ascending order: max pooling (from the
+ * outputs whose ws chose it, summed in f32) or average pooling (dy over
+ * the divisor, summed in double). */
+static void emu_pool_backward(const CudaPoolGeom *g, const float *dy, const gint32 *ws, float *dx)
+{
+    for (int64_t i = 0; i < g->N * g->C * g->H * g->W; i++) {
+        CudaNnPoolSources src = cuda_nn_pool_sources(g, i);
+        gint32 me = (gint32)(src.ih * g->W + src.iw);
+        float chosen = 0.0f;
+        double shares = 0.0;
+        for (int64_t oh = src.oh0; oh < src.oh1; oh++) {
+            for (int64_t ow = src.ow0; ow < src.ow1; ow++) {
+                int64_t o = src.out_base + oh * g->OW + ow, h0, h1, w0, w1;
+                if (ws != NULL && ws[o] == me) {
+                    chosen += dy[o];
+                }
+                shares += dy[o] / (double)cuda_nn_pool_window(g, oh, ow, &h0, &h1, &w0, &w1);
+            }
+        }
+        dx[i] = ws != NULL ? chosen : (float)shares;
+    }
+}
+
+/* Max or average pooling, forward and backward, emulated and through ref:
+ * bit for bit the same. Max pooling on values with ties and NaNs. */
+static void check_pool(const CudaPoolGeom *g, gboolean max, gboolean with_nan)
+{
+    int64_t xs[4] = {g->N, g->C, g->H, g->W}, nx = g->N * g->C * g->H * g->W;
+    int64_t ny = g->N * g->C * g->OH * g->OW;
+    float *xv = rand_floats(nx, -2, 2);
+    for (int64_t i = 0; max && i < nx; i++) {
+        /* Few distinct values, so that windows hold ties. */
+        xv[i] = with_nan && g_rand_int_range(rng, 0, 20) == 0 ? NAN
+                                                              : (float)g_rand_int_range(rng, -3, 3);
+    }
+    TdmPool2dParams p = params_of(g);
+    TdmTensor *x = mk(4, xs, xv), *y = slot(TDM_DTYPE_F32), *ws = slot(TDM_DTYPE_I32);
+    op_ok(max ? tdm_op_maxpool2d_forward(dev, NULL, &p, x, y, ws, &op_err)
+              : tdm_op_avgpool2d_forward(dev, NULL, &p, x, y, &op_err));
+    float *ry = read_all(y, 4), *my = g_new(float, ny);
+    gint32 *rws = max ? read_all(ws, 4) : NULL, *mws = max ? g_new(gint32, ny) : NULL;
+    emu_pool_forward(g, xv, my, mws);
+    expect_same(my, ry, ny, max ? "maxpool y" : "avgpool y");
+    if (max) {
+        g_assert_cmpmem(mws, ny * 4, rws, ny * 4);
+    }
+
+    /* Backward: ref scatters in output order; the kernels gather. */
+    float *dyv = rand_floats(ny, -1, 1);
+    TdmTensor *dy = mk(4, y->shape, dyv), *dx = slot(TDM_DTYPE_F32);
+    op_ok(max ? tdm_op_maxpool2d_backward(dev, NULL, &p, dy, ws, x, dx, &op_err)
+              : tdm_op_avgpool2d_backward(dev, NULL, &p, dy, x, dx, &op_err));
+    float *rdx = read_all(dx, 4), *mdx = g_new(float, nx);
+    emu_pool_backward(g, dyv, mws, mdx);
+    expect_same(mdx, rdx, nx, max ? "maxpool dx" : "avgpool dx");
+    g_free(xv), g_free(ry), g_free(my), g_free(rws), g_free(mws), g_free(dyv), g_free(rdx);
+    g_free(mdx);
+    tdm_tensor_unref(x), tdm_tensor_unref(y), tdm_tensor_unref(ws);
+    tdm_tensor_unref(dy), tdm_tensor_unref(dx);
+}
+
 static void test_maxpool(void)
 {
     for (int trial = 0; trial < 60; trial++) {
         CudaPoolGeom g = rand_geom(TRUE);
-        int64_t xs[4] = {g.N, g.C, g.H, g.W}, nx = g.N * g.C * g.H * g.W;
-        int64_t ny = g.N * g.C * g.OH * g.OW;
-        float *xv = g_new(float, nx);
-        for (int64_t i = 0; i < nx; i++) {
-            /* Few distinct values, so that windows hold ties. */
-            xv[i] = (float)g_rand_int_range(rng, -3, 3);
-            if (trial % 3 == 0 && g_rand_int_range(rng, 0, 20) == 0) {
-                xv[i] = NAN;
-            }
-        }
-        TdmPool2dParams p = params_of(&g);
-        TdmTensor *x = mk(4, xs, xv), *y = slot(TDM_DTYPE_F32), *ws = slot(TDM_DTYPE_I32);
-        OK(tdm_op_maxpool2d_forward(dev, NULL, &p, x, y, ws, ERR));
-        float *ry = read_all(y, 4);
-        gint32 *rws = read_all(ws, 4);
-
-        float *my = g_new(float, ny);
-        gint32 *mws = g_new(gint32, ny);
-        for (int64_t o = 0; o < ny; o++) {
-            int64_t ow = o % g.OW, oh = o / g.OW % g.OH, nc = o / g.OW / g.OH;
-            int64_t h0, h1, w0, w1;
-            cuda_nn_pool_window(&g, oh, ow, &h0, &h1, &w0, &w1);
-            g_assert_true(h0 < h1 && w0 < w1);
-            float best = -INFINITY;
-            int64_t best_i = -1;
-            for (int64_t ih = h0; ih < h1; ih++) {
-                for (int64_t iw = w0; iw < w1; iw++) {
-                    float v = xv[nc * g.H * g.W + ih * g.W + iw];
-                    if (cuda_nn_max_takes(v, best, best_i >= 0)) {
-                        best = v;
-                        best_i = ih * g.W + iw;
-                    }
-                }
-            }
-            my[o] = best;
-            mws[o] = (gint32)best_i;
-        }
-        expect_same(my, ry, ny, "maxpool y");
-        g_assert_cmpmem(mws, ny * 4, rws, ny * 4);
-
-        /* Backward: ref scatters in output order; the kernel gathers. */
-        float *dyv = rand_floats(ny, -1, 1);
-        TdmTensor *dy = mk(4, y->shape, dyv), *dx = slot(TDM_DTYPE_F32);
-        OK(tdm_op_maxpool2d_backward(dev, NULL, &p, dy, ws, x, dx, ERR));
-        float *rdx = read_all(dx, 4), *mdx = g_new(float, nx);
-        for (int64_t i = 0; i < nx; i++) {
-            int64_t iw = i % g.W, ih = i / g.W % g.H, nc = i / g.W / g.H;
-            int64_t oh0, oh1, ow0, ow1;
-            cuda_nn_pool_outputs_of(ih, g.kh, g.sh, g.ph, g.OH, &oh0, &oh1);
-            cuda_nn_pool_outputs_of(iw, g.kw, g.sw, g.pw, g.OW, &ow0, &ow1);
-            float acc = 0.0f;
-            for (int64_t oh = oh0; oh < oh1; oh++) {
-                for (int64_t ow = ow0; ow < ow1; ow++) {
-                    int64_t o = (nc * g.OH + oh) * g.OW + ow;
-                    if (mws[o] == (gint32)(ih * g.W + iw)) {
-                        acc += dyv[o];
-                    }
-                }
-            }
-            mdx[i] = acc;
-        }
-        expect_same(mdx, rdx, nx, "maxpool dx");
-        g_free(xv), g_free(ry), g_free(rws), g_free(my), g_free(mws), g_free(dyv);
-        g_free(rdx), g_free(mdx);
-        tdm_tensor_unref(x), tdm_tensor_unref(y), tdm_tensor_unref(ws);
-        tdm_tensor_unref(dy), tdm_tensor_unref(dx);
+        check_pool(&g, TRUE, trial % 3 == 0);
     }
 }
 
@@ -269,49 +289,7 @@ static void test_avgpool(void)
 {
     for (int trial = 0; trial < 80; trial++) {
         CudaPoolGeom g = rand_geom(trial % 2);
-        int64_t xs[4] = {g.N, g.C, g.H, g.W}, nx = g.N * g.C * g.H * g.W;
-        int64_t ny = g.N * g.C * g.OH * g.OW;
-        float *xv = rand_floats(nx, -2, 2);
-        TdmPool2dParams p = params_of(&g);
-        TdmTensor *x = mk(4, xs, xv), *y = slot(TDM_DTYPE_F32);
-        OK(tdm_op_avgpool2d_forward(dev, NULL, &p, x, y, ERR));
-        float *ry = read_all(y, 4), *my = g_new(float, ny);
-        for (int64_t o = 0; o < ny; o++) {
-            int64_t ow = o % g.OW, oh = o / g.OW % g.OH, nc = o / g.OW / g.OH;
-            int64_t h0, h1, w0, w1;
-            int64_t div = cuda_nn_pool_window(&g, oh, ow, &h0, &h1, &w0, &w1);
-            double acc = 0.0;
-            for (int64_t ih = h0; ih < h1; ih++) {
-                for (int64_t iw = w0; iw < w1; iw++) {
-                    acc += xv[nc * g.H * g.W + ih * g.W + iw];
-                }
-            }
-            my[o] = (float)(acc / (double)div);
-        }
-        expect_same(my, ry, ny, "avgpool y");
-
-        float *dyv = rand_floats(ny, -1, 1);
-        TdmTensor *dy = mk(4, y->shape, dyv), *dx = slot(TDM_DTYPE_F32);
-        OK(tdm_op_avgpool2d_backward(dev, NULL, &p, dy, x, dx, ERR));
-        float *rdx = read_all(dx, 4), *mdx = g_new(float, nx);
-        for (int64_t i = 0; i < nx; i++) {
-            int64_t iw = i % g.W, ih = i / g.W % g.H, nc = i / g.W / g.H;
-            int64_t oh0, oh1, ow0, ow1;
-            cuda_nn_pool_outputs_of(ih, g.kh, g.sh, g.ph, g.OH, &oh0, &oh1);
-            cuda_nn_pool_outputs_of(iw, g.kw, g.sw, g.pw, g.OW, &ow0, &ow1);
-            double acc = 0.0;
-            for (int64_t oh = oh0; oh < oh1; oh++) {
-                for (int64_t ow = ow0; ow < ow1; ow++) {
-                    int64_t h0, h1, w0, w1;
-                    int64_t div = cuda_nn_pool_window(&g, oh, ow, &h0, &h1, &w0, &w1);
-                    acc += dyv[(nc * g.OH + oh) * g.OW + ow] / (double)div;
-                }
-            }
-            mdx[i] = (float)acc;
-        }
-        expect_same(mdx, rdx, nx, "avgpool dx");
-        g_free(xv), g_free(ry), g_free(my), g_free(dyv), g_free(rdx), g_free(mdx);
-        tdm_tensor_unref(x), tdm_tensor_unref(y), tdm_tensor_unref(dy), tdm_tensor_unref(dx);
+        check_pool(&g, FALSE, FALSE);
     }
 }
 
@@ -344,7 +322,7 @@ static void test_global_avgpool(void)
     int64_t xs[4] = {3, 5, 7, 6}, NC = 15, S = 42;
     float *xv = rand_floats(NC * S, -3, 3);
     TdmTensor *x = mk(4, xs, xv), *y = slot(TDM_DTYPE_F32);
-    OK(tdm_op_global_avgpool_forward(dev, NULL, x, y, ERR));
+    op_ok(tdm_op_global_avgpool_forward(dev, NULL, x, y, &op_err));
     float *ry = read_all(y, 4), my[15];
     for (int64_t r = 0; r < NC; r++) {
         double acc = 0.0;
@@ -356,7 +334,7 @@ static void test_global_avgpool(void)
     expect_same(my, ry, NC, "global_avgpool y");
     float *dyv = rand_floats(NC, -1, 1);
     TdmTensor *dy = mk(2, xs, dyv), *dx = slot(TDM_DTYPE_F32);
-    OK(tdm_op_global_avgpool_backward(dev, NULL, dy, x, dx, ERR));
+    op_ok(tdm_op_global_avgpool_backward(dev, NULL, dy, x, dx, &op_err));
     float *rdx = read_all(dx, 4), *mdx = g_new(float, NC *S);
     CudaNnWalk w = cuda_nn_walk_start(0, 1, 1, S);
     for (int64_t i = 0; i < NC * S; i++, cuda_nn_walk_next(&w)) {
@@ -465,8 +443,8 @@ static void check_batchnorm(int ndim, const int64_t *xs, double offset, int sm_c
     TdmTensor *x = mk(ndim, xs, xv), *gamma = mk(1, &C, gv), *beta = mk(1, &C, bv);
     TdmTensor *rm = mk(1, &C, rmv), *rv = mk(1, &C, rvv);
     TdmTensor *sm = slot(TDM_DTYPE_F32), *sv = slot(TDM_DTYPE_F32), *y = slot(TDM_DTYPE_F32);
-    OK(tdm_op_batchnorm_forward(dev, NULL, x, gamma, beta, rm, rv, momentum, eps, TRUE, sm, sv, y,
-                                ERR));
+    op_ok(tdm_op_batchnorm_forward(dev, NULL, x, gamma, beta, rm, rv, momentum, eps, TRUE, sm, sv,
+                                   y, &op_err));
     float *rsm = read_all(sm, 4), *rsv = read_all(sv, 4), *ry = read_all(y, 4);
     float *rrm = read_all(rm, 4), *rrv = read_all(rv, 4);
     float *msm = g_new(float, C), *msv = g_new(float, C), *my = g_new(float, n);
@@ -498,15 +476,15 @@ static void check_batchnorm(int ndim, const int64_t *xs, double offset, int sm_c
     /* The fused forward (fresh running stats, same batch statistics). */
     TdmTensor *rm2 = mk(1, &C, rmv), *rv2 = mk(1, &C, rvv), *yr = slot(TDM_DTYPE_F32);
     TdmTensor *ws = slot(TDM_DTYPE_F32);
-    OK(tdm_op_batchnorm_relu_forward(dev, NULL, x, gamma, beta, rm2, rv2, momentum, eps, TRUE, sm,
-                                     sv, ws, yr, ERR));
+    op_ok(tdm_op_batchnorm_relu_forward(dev, NULL, x, gamma, beta, rm2, rv2, momentum, eps, TRUE,
+                                        sm, sv, ws, yr, &op_err));
     float *ryr = read_all(yr, 4);
     expect_close(myr, ryr, n, 1e-5, 1e-2, "batchnorm_relu y");
 
     /* Eval mode: the records from the running stats, the same formula. */
     TdmTensor *ye = slot(TDM_DTYPE_F32);
-    OK(tdm_op_batchnorm_forward(dev, NULL, x, gamma, beta, rm, rv, momentum, eps, FALSE, NULL, NULL,
-                                ye, ERR));
+    op_ok(tdm_op_batchnorm_forward(dev, NULL, x, gamma, beta, rm, rv, momentum, eps, FALSE, NULL,
+                                   NULL, ye, &op_err));
     float *rye = read_all(ye, 4);
     w = cuda_nn_walk_start(0, 1, C, S);
     for (int64_t i = 0; i < n; i++, cuda_nn_walk_next(&w)) {
@@ -522,10 +500,11 @@ static void check_batchnorm(int ndim, const int64_t *xs, double offset, int sm_c
         TdmTensor *dy = mk(ndim, xs, dyv), *dx = slot(TDM_DTYPE_F32);
         TdmTensor *dg = mk(1, &C, dgv), *db = mk(1, &C, dbv);
         if (masked) {
-            OK(tdm_op_batchnorm_relu_backward(dev, NULL, x, yr, ws, dy, gamma, sm, sv, eps, dx, dg,
-                                              db, ERR));
+            op_ok(tdm_op_batchnorm_relu_backward(dev, NULL, x, yr, ws, dy, gamma, sm, sv, eps, dx,
+                                                 dg, db, &op_err));
         } else {
-            OK(tdm_op_batchnorm_backward(dev, NULL, x, dy, gamma, sm, sv, eps, dx, dg, db, ERR));
+            op_ok(tdm_op_batchnorm_backward(dev, NULL, x, dy, gamma, sm, sv, eps, dx, dg, db,
+                                            &op_err));
         }
         float *rdx = read_all(dx, 4), *rdg = read_all(dg, 4), *rdb = read_all(db, 4);
         float *mdx = g_new(float, n), *mdg = g_new(float, C), *mdb = g_new(float, C);
@@ -613,7 +592,7 @@ static void test_bias_grad(void)
         int64_t N = shapes[k][0], C = shapes[k][1], S = shapes[k][2] * shapes[k][3];
         float *dyv = rand_floats(N * C * S, -1, 1), *dbv = rand_floats(C, -1, 1);
         TdmTensor *dy = mk(ndim, shapes[k], dyv), *db = mk(1, &C, dbv);
-        OK(tdm_op_bias_grad(dev, NULL, dy, db, ERR));
+        op_ok(tdm_op_bias_grad(dev, NULL, dy, db, &op_err));
         float *rdb = read_all(db, 4), *mdb = g_new(float, C);
         for (int64_t c = 0; c < C; c++) {
             /* bias_finalize */
@@ -632,20 +611,22 @@ int main(int argc, char **argv)
     GError *err = NULL;
     dev = tdm_device_get("ref", &err);
     g_assert_no_error(err);
-    rng = g_rand_new_with_seed(20261203);
+    g_autoptr(GRand) seeded = g_rand_new_with_seed(20261203);
+    rng = seeded;
 
+    /* The index arithmetic every kernel shares. */
     g_test_add_func("/cuda-nn-elem/walk", test_walk);
     g_test_add_func("/cuda-nn-elem/splits", test_splits);
+    /* Pooling: windows, divisors and the gather, against ref. */
     g_test_add_func("/cuda-nn-elem/pool/outputs_of", test_pool_outputs_of);
     g_test_add_func("/cuda-nn-elem/pool/avg_divisors", test_avgpool_divisors);
     g_test_add_func("/cuda-nn-elem/pool/max_vs_ref", test_maxpool);
     g_test_add_func("/cuda-nn-elem/pool/avg_vs_ref", test_avgpool);
     g_test_add_func("/cuda-nn-elem/pool/global_vs_ref", test_global_avgpool);
+    /* Batch norm and bias_grad: moments, formulas, reductions, against ref. */
     g_test_add_func("/cuda-nn-elem/batchnorm/moments_far_mean", test_moments_far_mean);
     g_test_add_func("/cuda-nn-elem/batchnorm/image_vs_ref", test_batchnorm_image);
     g_test_add_func("/cuda-nn-elem/batchnorm/rows_vs_ref", test_batchnorm_rows);
     g_test_add_func("/cuda-nn-elem/bias_grad/vs_ref", test_bias_grad);
-    int rc = g_test_run();
-    g_rand_free(rng);
-    return rc;
+    return g_test_run();
 }

@@ -96,6 +96,26 @@ CUDA_NN_HD static inline void cuda_nn_pool_outputs_of(int64_t i, int k, int stri
     *o1 = hi < out ? hi : out;
 }
 
+/* Input i of [N, C, H, W] in a pooling backward: its plane (n * C + c),
+ * its position in the plane, and the outputs that may send it gradient,
+ * [oh0, oh1) x [ow0, ow1) of the plane's outputs starting at `out_base`. */
+typedef struct {
+    int64_t plane, ih, iw;
+    int64_t out_base, oh0, oh1, ow0, ow1;
+} CudaNnPoolSources;
+
+CUDA_NN_HD static inline CudaNnPoolSources cuda_nn_pool_sources(const CudaPoolGeom *g, int64_t i)
+{
+    CudaNnPoolSources r;
+    r.iw = i % g->W;
+    r.ih = i / g->W % g->H;
+    r.plane = i / g->W / g->H;
+    r.out_base = r.plane * g->OH * g->OW;
+    cuda_nn_pool_outputs_of(r.ih, g->kh, g->sh, g->ph, g->OH, &r.oh0, &r.oh1);
+    cuda_nn_pool_outputs_of(r.iw, g->kw, g->sw, g->pw, g->OW, &r.ow0, &r.ow1);
+    return r;
+}
+
 /* Max pooling's choice, as ref: the first maximum of the window in row-major
  * order, except that a NaN always wins (the last NaN then), as PyTorch.
  * `have` is 0 before the first cell. v != v is the NaN test (no isnan, so

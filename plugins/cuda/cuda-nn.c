@@ -13,6 +13,8 @@
  * the launches are enqueued: stream order keeps the next user of the
  * workspace behind them.
  */
+#include <stdarg.h>
+
 #include "cuda-nn-kernels.h"
 #include "cuda.h"
 
@@ -40,11 +42,23 @@ static gboolean nn_launched(TdmDevice *dev, cudaError_t rc, const char *op, cons
     return cuda_check(dev, rc, op, what, error);
 }
 
-/* An optional input: NULL, or plain. */
-static gboolean nn_check_optional(const char *op, const char *what, const TdmTensor *t,
-                                  GError **error)
+/* The inputs named in the NULL-terminated list of (name, tensor) pairs
+ * are plain; with `optional`, a NULL tensor passes too. */
+static gboolean nn_check_plain_all(const char *op, GError **error, gboolean optional,
+                                   ...) G_GNUC_NULL_TERMINATED;
+
+static gboolean nn_check_plain_all(const char *op, GError **error, gboolean optional, ...)
 {
-    return t == NULL || cuda_check_plain(op, what, t, error);
+    va_list ap;
+    va_start(ap, optional);
+    gboolean ok = TRUE;
+    for (const char *what = va_arg(ap, const char *); ok && what != NULL;
+         what = va_arg(ap, const char *)) {
+        const TdmTensor *t = va_arg(ap, const TdmTensor *);
+        ok = (optional && t == NULL) || cuda_check_plain(op, what, t, error);
+    }
+    va_end(ap);
+    return ok;
 }
 
 static float *nn_f32_or_null(const TdmTensor *t)
@@ -63,73 +77,89 @@ static void nn_chan_dims(const TdmTensor *x, int64_t *N, int64_t *C, int64_t *S)
     }
 }
 
+/* The scratch of a per-channel op over [N, C, S], with the device lock
+ * held (the caller enqueues its launches, then unlocks); NULL with error
+ * and the lock released on failure. */
+static void *nn_scratch_lock(TdmDevice *dev, int64_t N, int64_t C, int64_t S, int sm,
+                             GError **error)
+{
+    CudaDevice *cd = cuda_dev(dev);
+    g_mutex_lock(&cd->lock);
+    void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
+    if (scratch == NULL) {
+        g_mutex_unlock(&cd->lock);
+    }
+    return scratch;
+}
+
 /* ---- bias_grad ---- */
+
+static gboolean bias_grad_run(TdmDevice *dev, const char *op, TdmTensor *dy, TdmTensor *db,
+                              GError **error)
+{
+    int64_t N, C, S;
+    int sm = nn_sm_count(dev);
+    nn_chan_dims(dy, &N, &C, &S);
+    void *scratch;
+    if (!nn_check_plain_all(op, error, FALSE, "dy", dy, "bias_grad", db, NULL) ||
+        (scratch = nn_scratch_lock(dev, N, C, S, sm, error)) == NULL) {
+        return FALSE;
+    }
+    cudaError_t rc =
+        cuda_k_bias_grad(cuda_dev(dev)->compute, cuda_f32(dy), N, C, S, cuda_f32(db), scratch, sm);
+    g_mutex_unlock(&cuda_dev(dev)->lock);
+    return nn_launched(dev, rc, op, "bias_grad", dy, error);
+}
 
 gboolean cuda_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
                         GError **error)
 {
-    const char *op = "bias_grad";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    gboolean ok = cuda_check_plain(op, "dy", dy, error) &&
-                  cuda_check_plain(op, "bias_grad", bias_grad, error);
-    if (ok) {
-        CudaDevice *cd = cuda_dev(dev);
-        int64_t N, C, S;
-        int sm = nn_sm_count(dev);
-        nn_chan_dims(dy, &N, &C, &S);
-        g_mutex_lock(&cd->lock);
-        void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
-        cudaError_t rc = cudaSuccess;
-        if (scratch != NULL) {
-            rc = cuda_k_bias_grad(cd->compute, cuda_f32(dy), N, C, S, cuda_f32(bias_grad), scratch,
-                                  sm);
-        }
-        g_mutex_unlock(&cd->lock);
-        ok = scratch != NULL && nn_launched(dev, rc, op, "bias_grad", dy, error);
-    }
-    return cuda_op_end(dev, op, ok, error);
+    return cuda_op_begin(dev, "bias_grad", error) &&
+           cuda_op_end(dev, "bias_grad", bias_grad_run(dev, "bias_grad", dy, bias_grad, error),
+                       error);
 }
 
 /* ---- batch norm ---- */
 
 /* What the forward ops share: the checks, the outputs and the launch. */
-static gboolean bn_forward_run(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *gamma,
-                               TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
-                               float momentum, float eps, gboolean training, TdmTensor *save_mean,
-                               TdmTensor *save_var, TdmTensor *y, gboolean relu, GError **error)
+static gboolean bn_forward_body(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *gamma,
+                                TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                                float momentum, float eps, gboolean training, TdmTensor *save_mean,
+                                TdmTensor *save_var, TdmTensor *y, gboolean relu, GError **error)
 {
-    if (!cuda_check_plain(op, "x", x, error) || !nn_check_optional(op, "gamma", gamma, error) ||
-        !nn_check_optional(op, "beta", beta, error) ||
-        !nn_check_optional(op, "running_mean", running_mean, error) ||
-        !nn_check_optional(op, "running_var", running_var, error)) {
-        return FALSE;
-    }
     int64_t N, C, S;
+    int sm = nn_sm_count(dev);
     nn_chan_dims(x, &N, &C, &S);
     /* Shaped as ref: save_* [C] in training only, y like x (y may be x). */
-    if ((training && save_mean != NULL &&
-         !cuda_ensure_out(save_mean, TDM_DTYPE_F32, 1, &C, error)) ||
-        (training && save_var != NULL && !cuda_ensure_out(save_var, TDM_DTYPE_F32, 1, &C, error)) ||
-        !cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
+    TdmTensor *sm_out = training ? save_mean : NULL, *sv_out = training ? save_var : NULL;
+    void *scratch;
+    if (!nn_check_plain_all(op, error, FALSE, "x", x, NULL) ||
+        !nn_check_plain_all(op, error, TRUE, "gamma", gamma, "beta", beta, "running_mean",
+                            running_mean, "running_var", running_var, NULL) ||
+        (sm_out != NULL && !cuda_ensure_out(sm_out, TDM_DTYPE_F32, 1, &C, error)) ||
+        (sv_out != NULL && !cuda_ensure_out(sv_out, TDM_DTYPE_F32, 1, &C, error)) ||
+        !cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) ||
+        (scratch = nn_scratch_lock(dev, N, C, S, sm, error)) == NULL) {
         return FALSE;
     }
-    CudaDevice *cd = cuda_dev(dev);
-    int sm = nn_sm_count(dev);
-    g_mutex_lock(&cd->lock);
-    void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
-    cudaError_t rc = cudaSuccess;
-    if (scratch != NULL) {
-        rc = cuda_k_bn_forward(cd->compute, cuda_f32(x), cuda_f32(y), N, C, S,
-                               nn_f32_or_null(gamma), nn_f32_or_null(beta),
-                               nn_f32_or_null(running_mean), nn_f32_or_null(running_var), momentum,
-                               eps, training, training ? nn_f32_or_null(save_mean) : NULL,
-                               training ? nn_f32_or_null(save_var) : NULL, relu, scratch, sm);
-    }
-    g_mutex_unlock(&cd->lock);
-    return scratch != NULL &&
-           nn_launched(dev, rc, op, training ? "bn_forward (training)" : "bn_forward (eval)", x,
+    cudaError_t rc = cuda_k_bn_forward(
+        cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y), N, C, S, nn_f32_or_null(gamma),
+        nn_f32_or_null(beta), nn_f32_or_null(running_mean), nn_f32_or_null(running_var), momentum,
+        eps, training, nn_f32_or_null(sm_out), nn_f32_or_null(sv_out), relu, scratch, sm);
+    g_mutex_unlock(&cuda_dev(dev)->lock);
+    return nn_launched(dev, rc, op, training ? "bn_forward (training)" : "bn_forward (eval)", x,
+                       error);
+}
+
+static gboolean bn_forward_op(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *gamma,
+                              TdmTensor *beta, TdmTensor *running_mean, TdmTensor *running_var,
+                              float momentum, float eps, gboolean training, TdmTensor *save_mean,
+                              TdmTensor *save_var, TdmTensor *y, gboolean relu, GError **error)
+{
+    return cuda_op_begin(dev, op, error) &&
+           cuda_op_end(dev, op,
+                       bn_forward_body(dev, op, x, gamma, beta, running_mean, running_var, momentum,
+                                       eps, training, save_mean, save_var, y, relu, error),
                        error);
 }
 
@@ -138,13 +168,8 @@ gboolean cuda_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x
                                 float momentum, float eps, gboolean training, TdmTensor *save_mean,
                                 TdmTensor *save_var, TdmTensor *y, GError **error)
 {
-    const char *op = "batchnorm_forward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    gboolean ok = bn_forward_run(dev, op, x, gamma, beta, running_mean, running_var, momentum, eps,
-                                 training, save_mean, save_var, y, FALSE, error);
-    return cuda_op_end(dev, op, ok, error);
+    return bn_forward_op(dev, "batchnorm_forward", x, gamma, beta, running_mean, running_var,
+                         momentum, eps, training, save_mean, save_var, y, FALSE, error);
 }
 
 /* y = max(BN(x), 0) in one pass. The workspace stays untouched (as ref's):
@@ -155,48 +180,46 @@ gboolean cuda_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTens
                                      gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
                                      TdmTensor *workspace, TdmTensor *y, GError **error)
 {
-    const char *op = "batchnorm_relu_forward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    gboolean ok = bn_forward_run(dev, op, x, gamma, beta, running_mean, running_var, momentum, eps,
-                                 training, save_mean, save_var, y, TRUE, error);
-    return cuda_op_end(dev, op, ok, error);
+    return bn_forward_op(dev, "batchnorm_relu_forward", x, gamma, beta, running_mean, running_var,
+                         momentum, eps, training, save_mean, save_var, y, TRUE, error);
 }
 
 /* What the backward ops share; y_relu non-NULL masks dy by y_relu > 0. */
-static gboolean bn_backward_run(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *y_relu,
-                                TdmTensor *dy, TdmTensor *gamma, TdmTensor *save_mean,
-                                TdmTensor *save_var, float eps, TdmTensor *dx, TdmTensor *dgamma,
-                                TdmTensor *dbeta, GError **error)
+static gboolean bn_backward_body(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *y_relu,
+                                 TdmTensor *dy, TdmTensor *gamma, TdmTensor *save_mean,
+                                 TdmTensor *save_var, float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                 TdmTensor *dbeta, GError **error)
 {
-    if (!cuda_check_plain(op, "x", x, error) || !cuda_check_plain(op, "dy", dy, error) ||
-        !nn_check_optional(op, "y", y_relu, error) ||
-        !nn_check_optional(op, "gamma", gamma, error) ||
-        !cuda_check_plain(op, "save_mean", save_mean, error) ||
-        !cuda_check_plain(op, "save_var", save_var, error) ||
-        !nn_check_optional(op, "dgamma", dgamma, error) ||
-        !nn_check_optional(op, "dbeta", dbeta, error)) {
-        return FALSE;
-    }
-    if (dx != NULL && !cuda_ensure_out(dx, TDM_DTYPE_F32, x->ndim, x->shape, error)) {
-        return FALSE;
-    }
     int64_t N, C, S;
-    nn_chan_dims(x, &N, &C, &S);
-    CudaDevice *cd = cuda_dev(dev);
     int sm = nn_sm_count(dev);
-    g_mutex_lock(&cd->lock);
-    void *scratch = cuda_workspace(dev, cuda_k_chan_scratch_bytes(N, C, S, sm), error);
-    cudaError_t rc = cudaSuccess;
-    if (scratch != NULL) {
-        rc = cuda_k_bn_backward(cd->compute, cuda_f32(x), cuda_f32(dy), nn_f32_or_null(y_relu), N,
-                                C, S, nn_f32_or_null(gamma), cuda_f32(save_mean),
-                                cuda_f32(save_var), eps, nn_f32_or_null(dx), nn_f32_or_null(dgamma),
-                                nn_f32_or_null(dbeta), scratch, sm);
+    nn_chan_dims(x, &N, &C, &S);
+    void *scratch;
+    if (!nn_check_plain_all(op, error, FALSE, "x", x, "dy", dy, "save_mean", save_mean, "save_var",
+                            save_var, NULL) ||
+        !nn_check_plain_all(op, error, TRUE, "y", y_relu, "gamma", gamma, "dgamma", dgamma, "dbeta",
+                            dbeta, NULL) ||
+        (dx != NULL && !cuda_ensure_out(dx, TDM_DTYPE_F32, x->ndim, x->shape, error)) ||
+        (scratch = nn_scratch_lock(dev, N, C, S, sm, error)) == NULL) {
+        return FALSE;
     }
-    g_mutex_unlock(&cd->lock);
-    return scratch != NULL && nn_launched(dev, rc, op, "bn_backward", x, error);
+    cudaError_t rc = cuda_k_bn_backward(
+        cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(dy), nn_f32_or_null(y_relu), N, C, S,
+        nn_f32_or_null(gamma), cuda_f32(save_mean), cuda_f32(save_var), eps, nn_f32_or_null(dx),
+        nn_f32_or_null(dgamma), nn_f32_or_null(dbeta), scratch, sm);
+    g_mutex_unlock(&cuda_dev(dev)->lock);
+    return nn_launched(dev, rc, op, "bn_backward", x, error);
+}
+
+static gboolean bn_backward_op(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *y_relu,
+                               TdmTensor *dy, TdmTensor *gamma, TdmTensor *save_mean,
+                               TdmTensor *save_var, float eps, TdmTensor *dx, TdmTensor *dgamma,
+                               TdmTensor *dbeta, GError **error)
+{
+    return cuda_op_begin(dev, op, error) &&
+           cuda_op_end(dev, op,
+                       bn_backward_body(dev, op, x, y_relu, dy, gamma, save_mean, save_var, eps, dx,
+                                        dgamma, dbeta, error),
+                       error);
 }
 
 gboolean cuda_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
@@ -204,13 +227,8 @@ gboolean cuda_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *
                                  float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
                                  GError **error)
 {
-    const char *op = "batchnorm_backward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    gboolean ok = bn_backward_run(dev, op, x, NULL, dy, gamma, save_mean, save_var, eps, dx, dgamma,
-                                  dbeta, error);
-    return cuda_op_end(dev, op, ok, error);
+    return bn_backward_op(dev, "batchnorm_backward", x, NULL, dy, gamma, save_mean, save_var, eps,
+                          dx, dgamma, dbeta, error);
 }
 
 /* batchnorm_backward applied to dy * (y > 0), in the same passes; the
@@ -221,13 +239,8 @@ gboolean cuda_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTen
                                       float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
                                       GError **error)
 {
-    const char *op = "batchnorm_relu_backward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    gboolean ok = bn_backward_run(dev, op, x, y, dy, gamma, save_mean, save_var, eps, dx, dgamma,
-                                  dbeta, error);
-    return cuda_op_end(dev, op, ok, error);
+    return bn_backward_op(dev, "batchnorm_relu_backward", x, y, dy, gamma, save_mean, save_var, eps,
+                          dx, dgamma, dbeta, error);
 }
 
 /* ---- pooling ---- */
@@ -240,117 +253,119 @@ static CudaPoolGeom nn_pool_geom(const TdmPool2dParams *p, const TdmTensor *x)
                              p->count_include_pad ? 1 : 0);
 }
 
-/* A forward's start: x plain, the geometry, y (out) [N, C, OH, OW]. */
-static gboolean pool_forward_begin(const char *op, const TdmPool2dParams *p, const TdmTensor *x,
-                                   TdmTensor *y, CudaPoolGeom *g, GError **error)
+/* The start of a pooling op: `in` (x, or dy for a backward) plain, the
+ * geometry of the input x_like, and `out` shaped [N, C, OH, OW] (y of a
+ * forward) or [N, C, H, W] (dx of a backward), as ref shapes them. */
+static gboolean pool_begin(const char *op, const TdmPool2dParams *p, const char *in_name,
+                           const TdmTensor *in, const TdmTensor *x_like, TdmTensor *out,
+                           gboolean forward, CudaPoolGeom *g, GError **error)
 {
-    if (!cuda_check_plain(op, "x", x, error)) {
-        return FALSE;
-    }
-    *g = nn_pool_geom(p, x);
-    int64_t yshape[4] = {g->N, g->C, g->OH, g->OW};
-    return cuda_ensure_out(y, TDM_DTYPE_F32, 4, yshape, error);
-}
-
-/* A backward's start: dy plain, the geometry of x_like, dx (out) like it. */
-static gboolean pool_backward_begin(const char *op, const TdmPool2dParams *p, const TdmTensor *dy,
-                                    const TdmTensor *x_like, TdmTensor *dx, CudaPoolGeom *g,
-                                    GError **error)
-{
-    if (!cuda_check_plain(op, "dy", dy, error)) {
+    if (!cuda_check_plain(op, in_name, in, error)) {
         return FALSE;
     }
     *g = nn_pool_geom(p, x_like);
-    int64_t xshape[4] = {g->N, g->C, g->H, g->W};
-    return cuda_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error);
+    int64_t shape[4] = {g->N, g->C, forward ? g->OH : g->H, forward ? g->OW : g->W};
+    return cuda_ensure_out(out, TDM_DTYPE_F32, 4, shape, error);
+}
+
+typedef enum { NN_MAXPOOL_FWD, NN_MAXPOOL_BWD, NN_AVGPOOL_FWD, NN_AVGPOOL_BWD } NnPoolKind;
+
+/* The max pool workspace: made here as i32 [N, C, OH, OW] (ref's format,
+ * in-plane indices, so a plane must fit i32), or, for a backward, checked
+ * to be what the forward made (the front end cannot check it). Its entries
+ * are not checked (that would need a sync): the gather ignores any entry
+ * that names no input of its window. */
+static gboolean maxpool_workspace(const char *op, NnPoolKind kind, const CudaPoolGeom *g,
+                                  TdmTensor *ws, const TdmTensor *y_like, GError **error)
+{
+    if (kind == NN_MAXPOOL_FWD) {
+        if (g->H * g->W > G_MAXINT32) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                        "cuda %s: planes of %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                        " are more than the i32 workspace can index",
+                        op, g->H, g->W);
+            return FALSE;
+        }
+        return cuda_ensure_out(ws, TDM_DTYPE_I32, 4, y_like->shape, error);
+    }
+    if (!cuda_check_plain(op, "workspace", ws, error)) {
+        return FALSE;
+    }
+    if (ws->dtype != TDM_DTYPE_I32 || !tdm_tensor_same_shape(ws, y_like)) {
+        g_autofree char *s = tdm_tensor_shape_string(ws);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "cuda %s: workspace %s (%s) is not what cuda's maxpool2d_forward made for dy",
+                    op, s, tdm_dtype_name(ws->dtype));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* A pooling op: `in` is x (forward) or dy (backward), `out` y or dx, ws the
+ * max pool workspace (NULL for average pooling). */
+static gboolean pool_body(TdmDevice *dev, const char *op, NnPoolKind kind, const TdmPool2dParams *p,
+                          TdmTensor *in, const TdmTensor *x_like, TdmTensor *ws, TdmTensor *out,
+                          GError **error)
+{
+    static const char *const kernels[] = {"maxpool_forward", "maxpool_backward", "avgpool_forward",
+                                          "avgpool_backward"};
+    gboolean forward = kind == NN_MAXPOOL_FWD || kind == NN_AVGPOOL_FWD;
+    CudaPoolGeom g;
+    if (!pool_begin(op, p, forward ? "x" : "dy", in, x_like, out, forward, &g, error) ||
+        (ws != NULL && !maxpool_workspace(op, kind, &g, ws, forward ? out : in, error))) {
+        return FALSE;
+    }
+    cudaStream_t stream = cuda_dev(dev)->compute;
+    cudaError_t rc;
+    switch (kind) {
+    case NN_MAXPOOL_FWD:
+        rc = cuda_k_maxpool_forward(stream, cuda_f32(in), cuda_f32(out), tdm_tensor_data(ws), g);
+        break;
+    case NN_MAXPOOL_BWD:
+        rc = cuda_k_maxpool_backward(stream, cuda_f32(in), tdm_tensor_data(ws), cuda_f32(out), g);
+        break;
+    case NN_AVGPOOL_FWD:
+        rc = cuda_k_avgpool_forward(stream, cuda_f32(in), cuda_f32(out), g);
+        break;
+    default:
+        rc = cuda_k_avgpool_backward(stream, cuda_f32(in), cuda_f32(out), g);
+        break;
+    }
+    return nn_launched(dev, rc, op, kernels[kind], in, error);
+}
+
+static gboolean pool_op(TdmDevice *dev, const char *op, NnPoolKind kind, const TdmPool2dParams *p,
+                        TdmTensor *in, const TdmTensor *x_like, TdmTensor *ws, TdmTensor *out,
+                        GError **error)
+{
+    return cuda_op_begin(dev, op, error) &&
+           cuda_op_end(dev, op, pool_body(dev, op, kind, p, in, x_like, ws, out, error), error);
 }
 
 gboolean cuda_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                 TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error)
 {
-    const char *op = "maxpool2d_forward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    CudaPoolGeom g;
-    gboolean ok = pool_forward_begin(op, p, x, y, &g, error);
-    /* The workspace holds in-plane indices as i32 (ref's format). */
-    if (ok && g.H * g.W > G_MAXINT32) {
-        g_autofree char *s = tdm_tensor_shape_string(x);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                    "cuda %s: x %s has planes of more than 2^31 - 1 elements, which the i32 "
-                    "workspace cannot index",
-                    op, s);
-        ok = FALSE;
-    }
-    ok = ok && cuda_ensure_out(workspace, TDM_DTYPE_I32, 4, y->shape, error) &&
-         nn_launched(dev,
-                     cuda_k_maxpool_forward(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y),
-                                            tdm_tensor_data(workspace), g),
-                     op, "maxpool_forward", x, error);
-    return cuda_op_end(dev, op, ok, error);
+    return pool_op(dev, "maxpool2d_forward", NN_MAXPOOL_FWD, p, x, x, workspace, y, error);
 }
 
 gboolean cuda_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                  TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
                                  TdmTensor *dx, GError **error)
 {
-    const char *op = "maxpool2d_backward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    CudaPoolGeom g;
-    gboolean ok = cuda_check_plain(op, "workspace", workspace, error) &&
-                  pool_backward_begin(op, p, dy, x_like, dx, &g, error);
-    /* The workspace is this backend's own (the front end cannot check it):
-     * i32 [N, C, OH, OW] as cuda_maxpool2d_forward makes it. Its entries
-     * are not checked (that would need a sync): the gather ignores any
-     * entry that names no input of its window. */
-    if (ok && (workspace->dtype != TDM_DTYPE_I32 || !tdm_tensor_same_shape(workspace, dy))) {
-        g_autofree char *s = tdm_tensor_shape_string(workspace);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "cuda %s: workspace %s (%s) is not what cuda's maxpool2d_forward made for dy",
-                    op, s, tdm_dtype_name(workspace->dtype));
-        ok = FALSE;
-    }
-    ok = ok && nn_launched(dev,
-                           cuda_k_maxpool_backward(cuda_dev(dev)->compute, cuda_f32(dy),
-                                                   tdm_tensor_data(workspace), cuda_f32(dx), g),
-                           op, "maxpool_backward", dx, error);
-    return cuda_op_end(dev, op, ok, error);
+    return pool_op(dev, "maxpool2d_backward", NN_MAXPOOL_BWD, p, dy, x_like, workspace, dx, error);
 }
 
 gboolean cuda_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                 TdmTensor *x, TdmTensor *y, GError **error)
 {
-    const char *op = "avgpool2d_forward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    CudaPoolGeom g;
-    gboolean ok =
-        pool_forward_begin(op, p, x, y, &g, error) &&
-        nn_launched(dev,
-                    cuda_k_avgpool_forward(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y), g), op,
-                    "avgpool_forward", x, error);
-    return cuda_op_end(dev, op, ok, error);
+    return pool_op(dev, "avgpool2d_forward", NN_AVGPOOL_FWD, p, x, x, NULL, y, error);
 }
 
 gboolean cuda_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
                                  TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
                                  GError **error)
 {
-    const char *op = "avgpool2d_backward";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    CudaPoolGeom g;
-    gboolean ok =
-        pool_backward_begin(op, p, dy, x_like, dx, &g, error) &&
-        nn_launched(dev,
-                    cuda_k_avgpool_backward(cuda_dev(dev)->compute, cuda_f32(dy), cuda_f32(dx), g),
-                    op, "avgpool_backward", dx, error);
-    return cuda_op_end(dev, op, ok, error);
+    return pool_op(dev, "avgpool2d_backward", NN_AVGPOOL_BWD, p, dy, x_like, NULL, dx, error);
 }
 
 gboolean cuda_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,

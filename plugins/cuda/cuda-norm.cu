@@ -18,7 +18,7 @@
  * elementwise passes (normalise; dx) then apply the formulas of
  * cuda-nn-elem.h, in double as ref does, with the channel found by an index
  * walk instead of divisions. Scratch: the parts, then one record per
- * channel for the elementwise pass (layout in nn_scratch()).
+ * channel for the elementwise pass (layout in ChanPlan).
  */
 #include <stdint.h>
 
@@ -319,56 +319,69 @@ __global__ void __launch_bounds__(NN_THREADS)
 
 /* ---- host side ---- */
 
-static int64_t ceil_div(int64_t a, int64_t b)
+int64_t ceil_div(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
 }
 
-/* How the reduction over [N, C, S] is cut (the one place that decides, so
- * that the scratch size and the launches agree). */
-static int nn_splits(int64_t N, int64_t C, int64_t S, int sm_count)
+/* A per-channel op over [N, C, S] and its scratch: the parts [C][splits]
+ * at 0, then one record per channel (CudaNnBnApply or CudaNnBnGrad) at a
+ * 256-byte boundary. The cut is cuda_nn_chan_splits', the one place that
+ * decides, so that the scratch size and the launches agree. */
+struct ChanPlan {
+    int64_t N, C, S;
+    int splits;
+    size_t records_offset, bytes;
+    Triple *parts;
+    void *records;
+};
+
+static ChanPlan chan_plan(void *scratch, int64_t N, int64_t C, int64_t S, int sm_count)
 {
-    return cuda_nn_chan_splits(N, C, S, sm_count);
+    ChanPlan pl;
+    pl.N = N;
+    pl.C = C;
+    pl.S = S;
+    pl.splits = cuda_nn_chan_splits(N, C, S, sm_count);
+    size_t parts = (size_t)C * (size_t)pl.splits * sizeof(Triple);
+    size_t record =
+        sizeof(CudaNnBnApply) > sizeof(CudaNnBnGrad) ? sizeof(CudaNnBnApply) : sizeof(CudaNnBnGrad);
+    pl.records_offset = (parts + 255) & ~(size_t)255;
+    pl.bytes = pl.records_offset + (size_t)C * record;
+    pl.parts = (Triple *)scratch;
+    pl.records = scratch != NULL ? (char *)scratch + pl.records_offset : NULL;
+    return pl;
 }
 
-/* The scratch: parts [C][splits] at 0, then one record per channel. */
-static size_t nn_records_offset(int64_t C, int splits)
+/* Enqueue the reduction of every channel into the parts. */
+template <int MODE>
+cudaError_t chan_reduce(cudaStream_t stream, const ChanPlan &pl, const float *x, const float *dy,
+                        const float *y_relu, const float *mean)
 {
-    size_t parts = (size_t)C * (size_t)splits * sizeof(Triple);
-    return (parts + 255) & ~(size_t)255;
+    if (pl.S == 1) {
+        dim3 block(NN_COL_X, NN_COL_Y);
+        unsigned int grid = (unsigned int)(ceil_div(pl.C, NN_COL_X) * pl.splits);
+        chan_reduce_cols<MODE>
+            <<<grid, block, 0, stream>>>(x, dy, y_relu, mean, pl.N, pl.C, pl.splits, pl.parts);
+    } else {
+        unsigned int grid = (unsigned int)(pl.C * pl.splits);
+        chan_reduce_plane<MODE><<<grid, NN_THREADS, 0, stream>>>(x, dy, y_relu, mean, pl.N, pl.C,
+                                                                 pl.S, pl.splits, pl.parts);
+    }
+    return cudaGetLastError();
 }
 
-static size_t nn_record_size(void)
+/* Blocks of the finalize kernels: one thread per channel. */
+unsigned int chan_blocks(const ChanPlan &pl)
 {
-    return sizeof(CudaNnBnApply) > sizeof(CudaNnBnGrad) ? sizeof(CudaNnBnApply)
-                                                        : sizeof(CudaNnBnGrad);
+    return (unsigned int)ceil_div(pl.C, NN_THREADS);
 }
 
 } /* namespace */
 
 extern "C" size_t cuda_k_chan_scratch_bytes(int64_t N, int64_t C, int64_t S, int sm_count)
 {
-    int splits = nn_splits(N, C, S, sm_count);
-    return nn_records_offset(C, splits) + (size_t)C * nn_record_size();
-}
-
-/* Enqueue the reduction of every channel into the parts. */
-template <int MODE>
-static cudaError_t chan_reduce(cudaStream_t stream, const float *x, const float *dy,
-                               const float *y_relu, const float *mean, int64_t N, int64_t C,
-                               int64_t S, int splits, Triple *parts)
-{
-    if (S == 1) {
-        dim3 block(NN_COL_X, NN_COL_Y);
-        unsigned int grid = (unsigned int)(ceil_div(C, NN_COL_X) * splits);
-        chan_reduce_cols<MODE>
-            <<<grid, block, 0, stream>>>(x, dy, y_relu, mean, N, C, splits, parts);
-    } else {
-        unsigned int grid = (unsigned int)(C * splits);
-        chan_reduce_plane<MODE>
-            <<<grid, NN_THREADS, 0, stream>>>(x, dy, y_relu, mean, N, C, S, splits, parts);
-    }
-    return cudaGetLastError();
+    return chan_plan(NULL, N, C, S, sm_count).bytes;
 }
 
 extern "C" cudaError_t cuda_k_bn_forward(cudaStream_t stream, const float *x, float *y, int64_t N,
@@ -381,22 +394,20 @@ extern "C" cudaError_t cuda_k_bn_forward(cudaStream_t stream, const float *x, fl
     if (total == 0) {
         return cudaSuccess;
     }
-    int splits = nn_splits(N, C, S, sm_count);
-    Triple *parts = (Triple *)scratch;
-    CudaNnBnApply *apply = (CudaNnBnApply *)((char *)scratch + nn_records_offset(C, splits));
-    unsigned int cgrid = (unsigned int)ceil_div(C, NN_THREADS);
-    cudaError_t rc;
+    ChanPlan pl = chan_plan(scratch, N, C, S, sm_count);
+    CudaNnBnApply *apply = (CudaNnBnApply *)pl.records;
+    cudaError_t rc = cudaSuccess;
     if (training) {
-        rc = chan_reduce<RED_STATS>(stream, x, NULL, NULL, NULL, N, C, S, splits, parts);
+        rc = chan_reduce<RED_STATS>(stream, pl, x, NULL, NULL, NULL);
         if (rc != cudaSuccess) {
             return rc;
         }
-        bn_finalize_train<<<cgrid, NN_THREADS, 0, stream>>>(parts, splits, C, gamma, beta,
-                                                            running_mean, running_var, momentum,
-                                                            eps, save_mean, save_var, apply);
+        bn_finalize_train<<<chan_blocks(pl), NN_THREADS, 0, stream>>>(
+            pl.parts, pl.splits, C, gamma, beta, running_mean, running_var, momentum, eps,
+            save_mean, save_var, apply);
     } else {
-        bn_finalize_eval<<<cgrid, NN_THREADS, 0, stream>>>(C, gamma, beta, running_mean,
-                                                           running_var, eps, apply);
+        bn_finalize_eval<<<chan_blocks(pl), NN_THREADS, 0, stream>>>(C, gamma, beta, running_mean,
+                                                                     running_var, eps, apply);
     }
     rc = cudaGetLastError();
     if (rc != cudaSuccess) {
@@ -421,17 +432,15 @@ extern "C" cudaError_t cuda_k_bn_backward(cudaStream_t stream, const float *x, c
     if (total == 0) {
         return cudaSuccess;
     }
-    int splits = nn_splits(N, C, S, sm_count);
-    Triple *parts = (Triple *)scratch;
-    CudaNnBnGrad *grad = (CudaNnBnGrad *)((char *)scratch + nn_records_offset(C, splits));
-    cudaError_t rc =
-        chan_reduce<RED_GRAD>(stream, x, dy, y_relu, save_mean, N, C, S, splits, parts);
+    ChanPlan pl = chan_plan(scratch, N, C, S, sm_count);
+    CudaNnBnGrad *grad = (CudaNnBnGrad *)pl.records;
+    cudaError_t rc = chan_reduce<RED_GRAD>(stream, pl, x, dy, y_relu, save_mean);
     if (rc != cudaSuccess) {
         return rc;
     }
     double m = (double)(N * S);
-    bn_finalize_grad<<<(unsigned int)ceil_div(C, NN_THREADS), NN_THREADS, 0, stream>>>(
-        parts, splits, C, m, gamma, save_mean, save_var, eps, dgamma, dbeta, grad);
+    bn_finalize_grad<<<chan_blocks(pl), NN_THREADS, 0, stream>>>(
+        pl.parts, pl.splits, C, m, gamma, save_mean, save_var, eps, dgamma, dbeta, grad);
     rc = cudaGetLastError();
     if (rc != cudaSuccess || dx == NULL) {
         return rc;
@@ -447,13 +456,11 @@ extern "C" cudaError_t cuda_k_bias_grad(cudaStream_t stream, const float *dy, in
     if (N * C * S == 0) {
         return cudaSuccess; /* nothing to add */
     }
-    int splits = nn_splits(N, C, S, sm_count);
-    Triple *parts = (Triple *)scratch;
-    cudaError_t rc = chan_reduce<RED_SUM>(stream, NULL, dy, NULL, NULL, N, C, S, splits, parts);
+    ChanPlan pl = chan_plan(scratch, N, C, S, sm_count);
+    cudaError_t rc = chan_reduce<RED_SUM>(stream, pl, NULL, dy, NULL, NULL);
     if (rc != cudaSuccess) {
         return rc;
     }
-    bias_finalize<<<(unsigned int)ceil_div(C, NN_THREADS), NN_THREADS, 0, stream>>>(parts, splits,
-                                                                                    C, db);
+    bias_finalize<<<chan_blocks(pl), NN_THREADS, 0, stream>>>(pl.parts, pl.splits, C, db);
     return cudaGetLastError();
 }

@@ -26,15 +26,25 @@
 namespace
 {
 
-/* Output o of [N, C, OH, OW] (or input of [N, C, H, W]) as plane, row,
- * column. */
-__device__ __forceinline__ void split_index(int64_t o, int64_t rows, int64_t cols, int64_t *plane,
-                                            int64_t *r, int64_t *c)
+/* Output o of [N, C, OH, OW] as plane, row, column. */
+__device__ __forceinline__ void split_output(int64_t o, const CudaPoolGeom &g, int64_t *plane,
+                                             int64_t *oh, int64_t *ow)
 {
-    *c = o % cols;
-    int64_t t = o / cols;
-    *r = t % rows;
-    *plane = t / rows;
+    *ow = o % g.OW;
+    int64_t t = o / g.OW;
+    *oh = t % g.OH;
+    *plane = t / g.OH;
+}
+
+/* A grid-stride kernel over `total` items: nothing to launch when empty. */
+template <typename... Params, typename... Args>
+cudaError_t launch_over(cudaStream_t stream, int64_t total, void (*kernel)(Params...), Args... args)
+{
+    if (total == 0) {
+        return cudaSuccess;
+    }
+    kernel<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(args...);
+    return cudaGetLastError();
 }
 
 __global__ void __launch_bounds__(POOL_THREADS)
@@ -44,7 +54,7 @@ __global__ void __launch_bounds__(POOL_THREADS)
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += step) {
         int64_t nc, oh, ow, h0, h1, w0, w1;
-        split_index(o, g.OH, g.OW, &nc, &oh, &ow);
+        split_output(o, g, &nc, &oh, &ow);
         cuda_nn_pool_window(&g, oh, ow, &h0, &h1, &w0, &w1);
         const float *plane = x + nc * g.H * g.W;
         float best = __int_as_float(0xff800000); /* -inf, as ref (never kept: no window is empty) */
@@ -69,16 +79,12 @@ __global__ void __launch_bounds__(POOL_THREADS)
     int64_t total = g.N * g.C * g.H * g.W;
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
-        int64_t nc, ih, iw, oh0, oh1, ow0, ow1;
-        split_index(i, g.H, g.W, &nc, &ih, &iw);
-        cuda_nn_pool_outputs_of(ih, g.kh, g.sh, g.ph, g.OH, &oh0, &oh1);
-        cuda_nn_pool_outputs_of(iw, g.kw, g.sw, g.pw, g.OW, &ow0, &ow1);
-        int32_t me = (int32_t)(ih * g.W + iw);
-        const int64_t base = nc * g.OH * g.OW;
+        CudaNnPoolSources src = cuda_nn_pool_sources(&g, i);
+        int32_t me = (int32_t)(src.ih * g.W + src.iw);
         float acc = 0.0f;
-        for (int64_t oh = oh0; oh < oh1; oh++) {
-            for (int64_t ow = ow0; ow < ow1; ow++) {
-                int64_t o = base + oh * g.OW + ow;
+        for (int64_t oh = src.oh0; oh < src.oh1; oh++) {
+            for (int64_t ow = src.ow0; ow < src.ow1; ow++) {
+                int64_t o = src.out_base + oh * g.OW + ow;
                 if (ws[o] == me) {
                     acc += dy[o];
                 }
@@ -95,7 +101,7 @@ __global__ void __launch_bounds__(POOL_THREADS)
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += step) {
         int64_t nc, oh, ow, h0, h1, w0, w1;
-        split_index(o, g.OH, g.OW, &nc, &oh, &ow);
+        split_output(o, g, &nc, &oh, &ow);
         int64_t div = cuda_nn_pool_window(&g, oh, ow, &h0, &h1, &w0, &w1);
         const float *plane = x + nc * g.H * g.W;
         double acc = 0.0;
@@ -114,17 +120,13 @@ __global__ void __launch_bounds__(POOL_THREADS)
     int64_t total = g.N * g.C * g.H * g.W;
     int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
-        int64_t nc, ih, iw, oh0, oh1, ow0, ow1;
-        split_index(i, g.H, g.W, &nc, &ih, &iw);
-        cuda_nn_pool_outputs_of(ih, g.kh, g.sh, g.ph, g.OH, &oh0, &oh1);
-        cuda_nn_pool_outputs_of(iw, g.kw, g.sw, g.pw, g.OW, &ow0, &ow1);
-        const int64_t base = nc * g.OH * g.OW;
+        CudaNnPoolSources src = cuda_nn_pool_sources(&g, i);
         double acc = 0.0;
-        for (int64_t oh = oh0; oh < oh1; oh++) {
-            for (int64_t ow = ow0; ow < ow1; ow++) {
+        for (int64_t oh = src.oh0; oh < src.oh1; oh++) {
+            for (int64_t ow = src.ow0; ow < src.ow1; ow++) {
                 int64_t h0, h1, w0, w1;
                 int64_t div = cuda_nn_pool_window(&g, oh, ow, &h0, &h1, &w0, &w1);
-                acc += dy[base + oh * g.OW + ow] / (double)div;
+                acc += dy[src.out_base + oh * g.OW + ow] / (double)div;
             }
         }
         dx[i] = (float)acc;
@@ -169,70 +171,36 @@ __global__ void __launch_bounds__(POOL_THREADS)
 extern "C" cudaError_t cuda_k_maxpool_forward(cudaStream_t stream, const float *x, float *y,
                                               int32_t *ws, CudaPoolGeom g)
 {
-    int64_t total = g.N * g.C * g.OH * g.OW;
-    if (total == 0) {
-        return cudaSuccess;
-    }
-    maxpool_forward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(x, y, ws,
-                                                                                           g);
-    return cudaGetLastError();
+    return launch_over(stream, g.N * g.C * g.OH * g.OW, maxpool_forward, x, y, ws, g);
 }
 
 extern "C" cudaError_t cuda_k_maxpool_backward(cudaStream_t stream, const float *dy,
                                                const int32_t *ws, float *dx, CudaPoolGeom g)
 {
-    int64_t total = g.N * g.C * g.H * g.W;
-    if (total == 0) {
-        return cudaSuccess;
-    }
-    maxpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(dy, ws,
-                                                                                            dx, g);
-    return cudaGetLastError();
+    return launch_over(stream, g.N * g.C * g.H * g.W, maxpool_backward, dy, ws, dx, g);
 }
 
 extern "C" cudaError_t cuda_k_avgpool_forward(cudaStream_t stream, const float *x, float *y,
                                               CudaPoolGeom g)
 {
-    int64_t total = g.N * g.C * g.OH * g.OW;
-    if (total == 0) {
-        return cudaSuccess;
-    }
-    avgpool_forward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(x, y, g);
-    return cudaGetLastError();
+    return launch_over(stream, g.N * g.C * g.OH * g.OW, avgpool_forward, x, y, g);
 }
 
 extern "C" cudaError_t cuda_k_avgpool_backward(cudaStream_t stream, const float *dy, float *dx,
                                                CudaPoolGeom g)
 {
-    int64_t total = g.N * g.C * g.H * g.W;
-    if (total == 0) {
-        return cudaSuccess;
-    }
-    avgpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(dy, dx,
-                                                                                            g);
-    return cudaGetLastError();
+    return launch_over(stream, g.N * g.C * g.H * g.W, avgpool_backward, dy, dx, g);
 }
 
+/* One warp per row; an empty plane (S == 0) gives 0 / 0 = NaN, as in ref. */
 extern "C" cudaError_t cuda_k_global_avgpool_forward(cudaStream_t stream, const float *x, float *y,
                                                      int64_t NC, int64_t S)
 {
-    if (NC == 0) {
-        return cudaSuccess;
-    }
-    /* An empty plane (S == 0) gives 0 / 0 = NaN, as in ref. */
-    global_avgpool_forward<<<cuda_nn_grid_blocks(NC * 32, POOL_THREADS), POOL_THREADS, 0, stream>>>(
-        x, y, NC, S);
-    return cudaGetLastError();
+    return launch_over(stream, NC * 32, global_avgpool_forward, x, y, NC, S);
 }
 
 extern "C" cudaError_t cuda_k_global_avgpool_backward(cudaStream_t stream, const float *dy,
                                                       float *dx, int64_t NC, int64_t S)
 {
-    int64_t total = NC * S;
-    if (total == 0) {
-        return cudaSuccess;
-    }
-    global_avgpool_backward<<<cuda_nn_grid_blocks(total, POOL_THREADS), POOL_THREADS, 0, stream>>>(
-        dy, dx, total, S);
-    return cudaGetLastError();
+    return launch_over(stream, NC * S, global_avgpool_backward, dy, dx, NC * S, S);
 }
