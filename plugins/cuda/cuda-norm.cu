@@ -29,6 +29,7 @@
 #define NN_THREADS 256         /* block size of the plane, apply and finalize kernels */
 #define NN_COL_X CUDA_NN_COL_X /* cols kernel: channels per block */
 #define NN_COL_Y CUDA_NN_COL_Y /* cols kernel: rows read at once */
+#define NN_COL_THREADS (NN_COL_X * NN_COL_Y)
 
 /* Everything but the launchers has internal linkage: the plugin's other
  * .cu files may use the same names. */
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(NN_THREADS)
 /* S == 1: block (b, p) reduces part p of the rows for channels
  * [32 b, 32 b + 32); a (32, 8) block, threadIdx.x the channel. */
 template <int MODE>
-__global__ void __launch_bounds__(NN_COL_X *NN_COL_Y)
+__global__ void __launch_bounds__(NN_COL_THREADS)
     chan_reduce_cols(const float *x, const float *dy, const float *y_relu, const float *mean,
                      int64_t N, int64_t C, int splits, Triple *parts)
 {
