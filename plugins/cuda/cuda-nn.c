@@ -13,6 +13,8 @@
  * the launches are enqueued: stream order keeps the next user of the
  * workspace behind them.
  */
+#include "config.h"
+
 #include <stdarg.h>
 
 #include "cuda-nn-kernels.h"
