@@ -95,6 +95,9 @@ static const ShapeCase bias_grad_cases[] = {
     {"n5c7", 2, {5, 7}},
     {"n3c5h7w9", 4, {3, 5, 7, 9}},
     {"n2c16h4w4", 4, {2, 16, 4, 4}},
+    /* Large enough for a GPU to split each channel among several blocks. */
+    {"n4096c70", 2, {4096, 70}},
+    {"n16c40h33w31", 4, {16, 40, 33, 31}},
 };
 
 static void test_bias_grad(gconstpointer data)
@@ -235,6 +238,15 @@ static const ShapeCase bn_cases[] = {
     {"n4c16h5w5", 4, {4, 16, 5, 5}},
     {"n2c3h9w1", 4, {2, 3, 9, 1}},
     {"n6c10", 2, {6, 10}},
+};
+
+/* Large enough for a GPU to split each channel among several blocks. Not
+ * for batchnorm_relu_backward: its mask comes from each backend's own
+ * forward output, and among this many values one within rounding of 0
+ * takes opposite masks on the two sides now and then. */
+static const ShapeCase bn_large_cases[] = {
+    {"n16c40h33w31", 4, {16, 40, 33, 31}},
+    {"n4096c70", 2, {4096, 70}},
 };
 
 enum { BN_TRAIN, BN_EVAL, BN_BACKWARD };
@@ -536,6 +548,7 @@ static const PoolCase pool_cases[] = {
     {"n3c5h9k3s2p1_nopad", 3, 5, 9, 9, 3, 2, 1, FALSE},
     {"n2c4h9k5s2p2_nopad", 2, 4, 9, 9, 5, 2, 2, FALSE},
     {"n2c3h7k3s1p1_nopad", 2, 3, 7, 7, 3, 1, 1, FALSE},
+    {"n4c16h56k3s2p1", 4, 16, 56, 56, 3, 2, 1, TRUE},
 };
 
 enum { POOL_MAX_FWD, POOL_MAX_BWD, POOL_AVG_FWD, POOL_AVG_BWD };
@@ -611,6 +624,7 @@ static const ShapeCase gap_cases[] = {
     {"n2c16h4w4", 4, {2, 16, 4, 4}},
     {"n2c3h1w1", 4, {2, 3, 1, 1}},
     {"n2c64h9w9", 4, {2, 64, 9, 9}},
+    {"n4c3h50w50", 4, {4, 3, 50, 50}},
 };
 
 static void test_gap(const ConfData *d, gboolean backward)
@@ -663,6 +677,9 @@ static void conf_add_op_tests(TdmDevice *dev, const char *suffix)
     ADD_CASES("batchnorm_forward_train", bn_cases, test_bn_train);
     ADD_CASES("batchnorm_forward_eval", bn_cases, test_bn_eval);
     ADD_CASES("batchnorm_backward", bn_cases, test_bn_backward);
+    ADD_CASES("batchnorm_forward_train", bn_large_cases, test_bn_train);
+    ADD_CASES("batchnorm_forward_eval", bn_large_cases, test_bn_eval);
+    ADD_CASES("batchnorm_backward", bn_large_cases, test_bn_backward);
     ADD_CASES("relu_forward", eltwise_cases, test_relu_fwd);
     ADD_CASES("relu_backward", eltwise_cases, test_relu_bwd);
     ADD_CASES("add", eltwise_cases, test_add_new);
@@ -670,6 +687,8 @@ static void conf_add_op_tests(TdmDevice *dev, const char *suffix)
     ADD_CASES("batchnorm_relu_forward_train", bn_cases, test_bn_relu_train);
     ADD_CASES("batchnorm_relu_forward_eval", bn_cases, test_bn_relu_eval);
     ADD_CASES("batchnorm_relu_backward", bn_cases, test_bn_relu_backward);
+    ADD_CASES("batchnorm_relu_forward_train", bn_large_cases, test_bn_relu_train);
+    ADD_CASES("batchnorm_relu_forward_eval", bn_large_cases, test_bn_relu_eval);
     ADD_CASES("add_relu", eltwise_cases, test_add_relu_new);
     ADD_CASES("add_relu_into_a", eltwise_cases, test_add_relu_into_a);
     ADD_CASES("add_relu_into_b", eltwise_cases, test_add_relu_into_b);
