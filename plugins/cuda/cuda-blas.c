@@ -74,12 +74,11 @@ static const char *precision_name(TdmPrecision p)
  * made when a call failed. */
 static char *gemm_what(const GemmCall *g, const char *call)
 {
-    return g_strdup_printf("%s (c [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] = a%s [%" G_GINT64_FORMAT
-                           ", %" G_GINT64_FORMAT "] x b%s [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                           "]%s, %s)",
-                           call, g->M, g->N, g->trans_a ? "^T" : "", g->M, g->K,
-                           g->trans_b ? "^T" : "", g->K, g->N, g->bias ? " + bias" : "",
-                           precision_name(g->precision));
+    return g_strdup_printf(
+        "%s (c [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] = a%s [%" G_GINT64_FORMAT
+        ", %" G_GINT64_FORMAT "] x b%s [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]%s, %s)",
+        call, g->M, g->N, g->trans_a ? "^T" : "", g->M, g->K, g->trans_b ? "^T" : "", g->K, g->N,
+        g->bias ? " + bias" : "", precision_name(g->precision));
 }
 
 static gboolean gemm_lt(const GemmCall *g, cublasStatus_t rc, const char *call, GError **error)
@@ -149,27 +148,34 @@ static CudaPlan *gemm_plan_make(const GemmCall *g, const CudaPlanKey *key, const
     gboolean ok =
         gemm_lt(g, cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F),
                 "cublasLtMatmulDescCreate", error) &&
-        gemm_lt(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                                  sizeof(op_first)),
+        gemm_lt(g,
+                cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                               sizeof(op_first)),
                 set, error) &&
-        gemm_lt(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                                  sizeof(op_second)),
+        gemm_lt(g,
+                cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                               sizeof(op_second)),
                 set, error) &&
         (!g->bias ||
-         (gemm_lt(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                    &epilogue, sizeof(epilogue)),
+         (gemm_lt(g,
+                  cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                 sizeof(epilogue)),
                   set, error) &&
-          gemm_lt(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias_stand_in, sizeof(bias_stand_in)),
+          gemm_lt(g,
+                  cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                 &bias_stand_in, sizeof(bias_stand_in)),
                   set, error))) &&
-        gemm_lt(g, cublasLtMatrixLayoutCreate(&p->first, ab, (uint64_t)map->first.rows,
-                                              (uint64_t)map->first.cols, map->first.ld),
+        gemm_lt(g,
+                cublasLtMatrixLayoutCreate(&p->first, ab, (uint64_t)map->first.rows,
+                                           (uint64_t)map->first.cols, map->first.ld),
                 "cublasLtMatrixLayoutCreate (b)", error) &&
-        gemm_lt(g, cublasLtMatrixLayoutCreate(&p->second, ab, (uint64_t)map->second.rows,
-                                              (uint64_t)map->second.cols, map->second.ld),
+        gemm_lt(g,
+                cublasLtMatrixLayoutCreate(&p->second, ab, (uint64_t)map->second.rows,
+                                           (uint64_t)map->second.cols, map->second.ld),
                 "cublasLtMatrixLayoutCreate (a)", error) &&
-        gemm_lt(g, cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)map->m,
-                                              (uint64_t)map->n, map->ldc),
+        gemm_lt(g,
+                cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)map->m, (uint64_t)map->n,
+                                           map->ldc),
                 "cublasLtMatrixLayoutCreate (c)", error);
 
     cublasLtMatmulPreference_t pref = NULL;
@@ -180,16 +186,17 @@ static CudaPlan *gemm_plan_make(const GemmCall *g, const CudaPlanKey *key, const
     ok = ok &&
          gemm_lt(g, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate",
                  error) &&
-         gemm_lt(g, cublasLtMatmulPreferenceSetAttribute(pref,
-                                                         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &max_ws, sizeof(max_ws)),
+         gemm_lt(g,
+                 cublasLtMatmulPreferenceSetAttribute(
+                     pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)),
                  "cublasLtMatmulPreferenceSetAttribute", error) &&
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al->first, error) &&
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al->second, error) &&
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al->c, error) &&
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al->c, error) &&
-         gemm_lt(g, cublasLtMatmulAlgoGetHeuristic(g->cd->lt, p->desc, p->first, p->second,
-                                                   p->cd, p->cd, pref, 1, &result, &found),
+         gemm_lt(g,
+                 cublasLtMatmulAlgoGetHeuristic(g->cd->lt, p->desc, p->first, p->second, p->cd,
+                                                p->cd, pref, 1, &result, &found),
                  "cublasLtMatmulAlgoGetHeuristic", error);
     if (pref != NULL) {
         cublasLtMatmulPreferenceDestroy(pref);
@@ -221,8 +228,7 @@ static size_t scratch_take(size_t *off, size_t nbytes)
 /* Plan lookup, staging and the matmul; the caller holds the device lock.
  * M, N >= 1 here. */
 static gboolean gemm_locked(const GemmCall *g, TdmOpCache **cache, float alpha, TdmTensor *a,
-                            TdmTensor *b, float beta, TdmTensor *c, TdmTensor *bias,
-                            GError **error)
+                            TdmTensor *b, float beta, TdmTensor *c, TdmTensor *bias, GError **error)
 {
     CudaDevice *cd = g->cd;
     gboolean bf16 = g->precision == TDM_PRECISION_BF16;
@@ -250,8 +256,8 @@ static gboolean gemm_locked(const GemmCall *g, TdmOpCache **cache, float alpha, 
     if (empty_k) {
         cuda_blas_map(FALSE, FALSE, g->M, 1, 1, g->N, &map);
     } else {
-        cuda_blas_map(g->trans_a, g->trans_b, a->shape[0], a->shape[1], b->shape[0],
-                      b->shape[1], &map);
+        cuda_blas_map(g->trans_a, g->trans_b, a->shape[0], a->shape[1], b->shape[0], b->shape[1],
+                      &map);
     }
     GemmAlign al = {
         .first = staged_ab ? 256u : cuda_blas_alignment((uintptr_t)B),
@@ -262,9 +268,18 @@ static gboolean gemm_locked(const GemmCall *g, TdmOpCache **cache, float alpha, 
 
     CudaPlanKey key;
     cuda_key_init(&key);
-    int64_t head[] = {g->dev->index, g->precision, empty_k ? 0 : g->trans_a,
-                      empty_k ? 0 : g->trans_b, g->M, g->N, map.k, g->bias,
-                      al.first, al.second, al.c, al.bias};
+    int64_t head[] = {g->dev->index,
+                      g->precision,
+                      empty_k ? 0 : g->trans_a,
+                      empty_k ? 0 : g->trans_b,
+                      g->M,
+                      g->N,
+                      map.k,
+                      g->bias,
+                      al.first,
+                      al.second,
+                      al.c,
+                      al.bias};
     for (size_t i = 0; i < G_N_ELEMENTS(head); i++) {
         cuda_key_add(&key, head[i]);
     }
@@ -305,21 +320,24 @@ static gboolean gemm_locked(const GemmCall *g, TdmOpCache **cache, float alpha, 
     const void *bias_ptr = BIAS;
     if (ok && staged_bias) {
         bias_ptr = base + off_bias;
-        ok = gemm_rt(g, cudaMemcpyAsync(base + off_bias, BIAS, (size_t)g->N * sizeof(float),
-                                        cudaMemcpyDeviceToDevice, cd->compute),
+        ok = gemm_rt(g,
+                     cudaMemcpyAsync(base + off_bias, BIAS, (size_t)g->N * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, cd->compute),
                      "cudaMemcpyAsync (bias to aligned scratch)", error);
     }
     if (ok && bias_ptr != NULL) {
-        ok = gemm_lt(g, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &bias_ptr, sizeof(bias_ptr)),
+        ok = gemm_lt(g,
+                     cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias_ptr, sizeof(bias_ptr)),
                      "cublasLtMatmulDescSetAttribute (bias)", error);
     }
     if (ok) {
         /* C and D are the same matrix with the same layout: in place. */
-        ok = gemm_lt(g, cublasLtMatmul(cd->lt, p->desc, &alpha, first, p->first, second,
-                                       p->second, &beta, C, p->cd, C, p->cd, &p->algo,
-                                       p->workspace > 0 ? base + off_ws : NULL, p->workspace,
-                                       cd->compute),
+        ok = gemm_lt(g,
+                     cublasLtMatmul(cd->lt, p->desc, &alpha, first, p->first, second, p->second,
+                                    &beta, C, p->cd, C, p->cd, &p->algo,
+                                    p->workspace > 0 ? base + off_ws : NULL, p->workspace,
+                                    cd->compute),
                      "cublasLtMatmul", error);
     }
     cuda_plan_release(cache, plan);

@@ -46,18 +46,30 @@ typedef struct {
     size_t workspace; /* bytes the algorithm needs */
 } CudaGemmPlan;
 
+/* One usable cuDNN algorithm: cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+ * of the plan's kind, the math type it runs with, the workspace it needs. */
+typedef struct {
+    int algo;
+    cudnnMathType_t math;
+    size_t workspace;
+} CudaConvChoice;
+
+#define CUDA_CONV_CHOICES 8
+
 /* cuDNN convolution in one direction (cuda-conv.c). x/y/w describe the
  * tensors the convolution itself reads and writes (bf16 under BF16
  * precision, else f32); y32 is the f32 output-shaped tensor (bias add,
- * backward bias); bias is [1, O, 1, 1] f32. */
+ * backward bias); bias is [1, O, 1, 1] f32. The choices are the
+ * algorithms that passed the filters, best first; `cur` is the one in use
+ * (a later one takes over if cuDNN refuses it at run time). */
 typedef struct {
     cudnnTensorDescriptor_t x, y, y32, bias;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
-    cudnnActivationDescriptor_t act; /* ReLU, CONV_FWD_RELU only */
-    int algo;         /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t of the kind */
-    size_t workspace; /* bytes the algorithm needs */
-    gboolean fused;   /* CONV_FWD_RELU: cudnnConvolutionBiasActivationForward works */
+    cudnnActivationDescriptor_t act; /* ReLU, CONV_FWD_RELU in f32/tf32 only */
+    CudaConvChoice choice[CUDA_CONV_CHOICES];
+    int n_choices, cur;
+    gboolean fused; /* CONV_FWD_RELU: cudnnConvolutionBiasActivationForward is used */
 } CudaConvPlan;
 
 typedef struct _CudaPlan CudaPlan;
