@@ -147,8 +147,7 @@ static void check_case(gboolean ta, gboolean tb, int64_t M, int64_t N, int64_t K
         if (!(fabs((double)got[i] - want[i]) <= 1e-5 * MAX(1.0, fabs(want[i])))) {
             g_error("gemm ta=%d tb=%d M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
                     " K=%" G_GINT64_FORMAT " beta=%g bias=%d: element %" G_GINT64_FORMAT
-                    " (row %" G_GINT64_FORMAT ", col %" G_GINT64_FORMAT
-                    "): mapped %.9g, ref %.9g",
+                    " (row %" G_GINT64_FORMAT ", col %" G_GINT64_FORMAT "): mapped %.9g, ref %.9g",
                     ta, tb, M, N, K, beta, with_bias, i, i / N, i % N, got[i], want[i]);
         }
     }
