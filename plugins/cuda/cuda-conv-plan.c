@@ -173,6 +173,13 @@ static gboolean conv_rank(const ConvCall *c, CudaConvPlan *p, const ConvFind *fi
                 (ConvPerf){r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType};
         }
     }
+    if (find != NULL) {
+        /* A trial that failed to launch is reported in its record, but may
+         * also leave the runtime's last error set, which cuda_op_end would
+         * then blame on this op: the records have said it already. (A
+         * sticky fault stays visible to the next call whatever this does.) */
+        (void)cudaGetLastError();
+    }
     return ok;
 }
 
