@@ -34,6 +34,8 @@
  * Threads: handles and the workspace are the logical device's; the
  * device lock is held from the plan lookup to the last enqueue.
  */
+#include "config.h"
+
 #include <string.h>
 
 #include "cuda-blas-map.h"

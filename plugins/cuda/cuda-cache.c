@@ -6,6 +6,8 @@
  * No lock: a cache slot belongs to one call site, which one thread drives
  * (a dp replica has its own modules and so its own slots).
  */
+#include "config.h"
+
 #include <string.h>
 
 #include "cuda-cache.h"

@@ -22,6 +22,8 @@
  * norm). Each kept choice records its math type and the workspace
  * cudnnGet*WorkspaceSize gives for it.
  */
+#include "config.h"
+
 #include <string.h>
 
 #include "cuda-conv.h"

@@ -41,6 +41,8 @@
  * Threads: the device lock is held from the plan lookup to the last
  * enqueue (handles and workspace are the logical device's).
  */
+#include "config.h"
+
 #include <limits.h>
 #include <string.h>
 
