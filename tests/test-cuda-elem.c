@@ -238,7 +238,7 @@ static void test_dropout(void)
 
 /* ---- cast: every pair, both normalize settings ---- */
 
-static const TdmDType all_dtypes[] = {TDM_DTYPE_F32, TDM_DTYPE_I32, TDM_DTYPE_I64,
+static const TdmDType all_dtypes[] = {TDM_DTYPE_F32, TDM_DTYPE_I32,  TDM_DTYPE_I64,
                                       TDM_DTYPE_U8,  TDM_DTYPE_BF16, TDM_DTYPE_F16};
 
 /* n elements of dtype t: random bits, values near every range's edges,
@@ -318,8 +318,8 @@ static void test_cast(void)
                         memcpy(&w, want + i * esz, esz);
                         memcpy(&g, got + i * esz, esz);
                         g_error("cast %s -> %s (normalize %d): element %" G_GINT64_FORMAT
-                                ": ref bits 0x%" G_GINT64_MODIFIER "x, cuda-elem 0x%" G_GINT64_MODIFIER
-                                "x",
+                                ": ref bits 0x%" G_GINT64_MODIFIER
+                                "x, cuda-elem 0x%" G_GINT64_MODIFIER "x",
                                 tdm_dtype_name(st), tdm_dtype_name(dt), normalize, i, w, g);
                     }
                 }
@@ -411,8 +411,8 @@ static void test_adamw(void)
             g_assert_true(tdm_op_adamw_update(ref, &hp, tp, tg, tm, tv, &err));
             g_assert_no_error(err);
             float *want_p = read_all(tp), *want_m = read_all(tm), *want_v = read_all(tv);
-            CudaElemAdamW e = cuda_elem_adamw_params(hp.lr, hp.beta1, hp.beta2, hp.eps,
-                                                     hp.weight_decay, hp.step);
+            CudaElemAdamW e =
+                cuda_elem_adamw_params(hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.step);
             for (int64_t i = 0; i < n; i++) {
                 cuda_elem_adamw(&e, &p[i], g[i], &m[i], &v[i]);
                 assert_close("adamw param", i, want_p[i], p[i], 1e-6);
@@ -544,7 +544,7 @@ static float ref_xent(const float *logits, int64_t n, int64_t K, const gint64 *l
  * large offsets among ordinary rows. */
 static float *xent_logits(int64_t N, int64_t K)
 {
-    float *x = g_new(float, N * K);
+    float *x = g_new(float, (size_t)(N * K));
     for (int64_t r = 0; r < N; r++) {
         float *row = x + r * K;
         double offset = r % 7 == 3 ? 500.0 : 0.0;
@@ -580,7 +580,8 @@ static float *xent_logits(int64_t N, int64_t K)
 
 static void test_softmax_xent(void)
 {
-    const int64_t shapes[][2] = {{1, 1}, {37, 11}, {64, 10}, {300, 3}, {5, 100}, {3, 1000}, {2, 33}};
+    const int64_t shapes[][2] = {{1, 1},   {37, 11},  {64, 10}, {300, 3},
+                                 {5, 100}, {3, 1000}, {2, 33}};
     const float epss[] = {0.0f, 0.1f};
     int rows_checked = 0;
     for (guint si = 0; si < G_N_ELEMENTS(shapes); si++) {
@@ -594,7 +595,7 @@ static void test_softmax_xent(void)
                 labels[r] = g_rand_int_range(rng, 0, (gint32)K);
             }
             /* the batch: mean loss, gradient of the mean, hits */
-            float *want_d = g_new(float, N * K), *got_d = g_new(float, N * K);
+            float *want_d = g_new(float, (size_t)(N * K)), *got_d = g_new(float, (size_t)(N * K));
             int64_t want_hits = 0, got_hits = 0;
             float want_loss = ref_xent(x, N, K, labels, ldt, eps, want_d, &want_hits);
             double *row_loss = g_new(double, N);

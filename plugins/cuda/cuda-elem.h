@@ -312,8 +312,7 @@ static inline CUDA_ELEM void cuda_elem_store_int_from_float(void *base, int t, i
         break;
     case CUDA_ELEM_I64:
         /* the largest double below 2^63 */
-        ((int64_t *)base)[i] =
-            cuda_elem_to_int(v, -9223372036854775808.0, 9223372036854774784.0);
+        ((int64_t *)base)[i] = cuda_elem_to_int(v, -9223372036854775808.0, 9223372036854774784.0);
         break;
     default:
         ((uint8_t *)base)[i] = (uint8_t)cuda_elem_to_int(v, 0.0, 255.0);
@@ -376,10 +375,9 @@ static inline CUDA_ELEM void cuda_elem_sgd(const CudaElemSgd *h, float *p, float
     double g = cuda_elem_dadd((double)grad, cuda_elem_dmul(h->weight_decay, (double)*p));
     double d = g;
     if (h->use_buf) {
-        double b = h->first_step
-                       ? g
-                       : cuda_elem_dadd(cuda_elem_dmul(h->momentum, (double)*buf),
-                                        cuda_elem_dmul(h->one_minus_dampening, g));
+        double b = h->first_step ? g
+                                 : cuda_elem_dadd(cuda_elem_dmul(h->momentum, (double)*buf),
+                                                  cuda_elem_dmul(h->one_minus_dampening, g));
         *buf = (float)b;
         d = h->nesterov ? cuda_elem_dadd(g, cuda_elem_dmul(h->momentum, b)) : b;
     }
@@ -420,7 +418,8 @@ static inline CUDA_ELEM void cuda_elem_adamw(const CudaElemAdamW *h, float *p, f
                                              float *v)
 {
     double g = (double)grad;
-    double mm = cuda_elem_dadd(cuda_elem_dmul(h->b1, (double)*m), cuda_elem_dmul(h->one_minus_b1, g));
+    double mm =
+        cuda_elem_dadd(cuda_elem_dmul(h->b1, (double)*m), cuda_elem_dmul(h->one_minus_b1, g));
     double vv = cuda_elem_dadd(cuda_elem_dmul(h->b2, (double)*v),
                                cuda_elem_dmul(cuda_elem_dmul(h->one_minus_b2, g), g));
     double denom = cuda_elem_dadd(cuda_elem_ddiv(sqrt(vv), h->sqrt_bc2), h->eps);
@@ -520,8 +519,8 @@ static inline CUDA_ELEM double cuda_elem_xent_lane_grad(const float *row, int64_
 }
 
 /* A row's loss from the label's logit and the row's sum of log-probabilities. */
-static inline CUDA_ELEM double cuda_elem_xent_loss(double eps, int64_t K, float x_label,
-                                                   double lse, double sum_logp)
+static inline CUDA_ELEM double cuda_elem_xent_loss(double eps, int64_t K, float x_label, double lse,
+                                                   double sum_logp)
 {
     double logp_y = cuda_elem_dsub((double)x_label, lse);
     return cuda_elem_dsub(cuda_elem_dmul(-(1.0 - eps), logp_y),

@@ -46,13 +46,13 @@ cudaError_t cuda_k_bf16_to_f32(cudaStream_t s, const void *src, float *dst, int6
 /* ---- dropout (cuda-ops.cu): the mask of backend.h's rule ---- */
 cudaError_t cuda_k_dropout_forward(cudaStream_t s, const float *x, uint8_t *mask, float *y,
                                    int64_t n, float p, uint64_t seed);
-cudaError_t cuda_k_dropout_backward(cudaStream_t s, const uint8_t *mask, const float *dy,
-                                    float *dx, int64_t n, float p);
+cudaError_t cuda_k_dropout_backward(cudaStream_t s, const uint8_t *mask, const float *dy, float *dx,
+                                    int64_t n, float p);
 
 /* ---- optimizer updates (cuda-ops.cu), grad zeroed after use when
  * zero_grad; buf may be NULL when hp->use_buf is 0 ---- */
-cudaError_t cuda_k_sgd(cudaStream_t s, const CudaElemSgd *hp, float *param, float *grad,
-                       float *buf, int64_t n, int zero_grad);
+cudaError_t cuda_k_sgd(cudaStream_t s, const CudaElemSgd *hp, float *param, float *grad, float *buf,
+                       int64_t n, int zero_grad);
 cudaError_t cuda_k_adamw(cudaStream_t s, const CudaElemAdamW *hp, float *param, float *grad,
                          float *exp_avg, float *exp_avg_sq, int64_t n, int zero_grad);
 
@@ -97,8 +97,7 @@ int64_t cuda_k_softmax_xent_scratch(int64_t n);
  * scratch: cuda_k_softmax_xent_scratch(n) bytes of device memory. */
 cudaError_t cuda_k_softmax_xent(cudaStream_t s, const float *logits, const void *labels,
                                 int labels_i64, int64_t n, int64_t k, float label_smoothing,
-                                float *dlogits, void *scratch, CudaXentState *state,
-                                float *stats);
+                                float *dlogits, void *scratch, CudaXentState *state, float *stats);
 
 #ifdef __cplusplus
 }

@@ -20,17 +20,15 @@
 
 #include "cuda-kernels.h"
 
-namespace {
+static const int kWarp = 32;
+static const int kRowsPerBlock = 8;
+static const int kRowThreads = kWarp * kRowsPerBlock;
+static const int64_t kMaxRowBlocks = 65536;
+static const int kFinishThreads = 256; /* a power of two: the tree below halves it */
+static const unsigned kFullMask = 0xffffffffu;
+static const unsigned long long kNoRow = ~0ULL;
 
-const int kWarp = 32;
-const int kRowsPerBlock = 8;
-const int kRowThreads = kWarp * kRowsPerBlock;
-const int64_t kMaxRowBlocks = 65536;
-const int kFinishThreads = 256; /* a power of two: the tree below halves it */
-const unsigned kFullMask = 0xffffffffu;
-const unsigned long long kNoRow = ~0ULL;
-
-__device__ double warp_sum(double v)
+static __device__ double warp_sum(double v)
 {
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
         v = cuda_elem_dadd(v, __shfl_xor_sync(kFullMask, v, offset));
@@ -38,14 +36,14 @@ __device__ double warp_sum(double v)
     return v;
 }
 
-__device__ int64_t label_at(const void *labels, int labels_i64, int64_t r)
+static __device__ int64_t label_at(const void *labels, int labels_i64, int64_t r)
 {
     return labels_i64 ? ((const int64_t *)labels)[r] : (int64_t)((const int32_t *)labels)[r];
 }
 
-__global__ void xent_rows_kernel(const float *logits, const void *labels, int labels_i64,
-                                 int64_t n, int64_t k, double eps, float *dlogits,
-                                 double *row_loss, int32_t *row_hit, CudaXentState *state)
+static __global__ void xent_rows_kernel(const float *logits, const void *labels, int labels_i64,
+                                        int64_t n, int64_t k, double eps, float *dlogits,
+                                        double *row_loss, int32_t *row_hit, CudaXentState *state)
 {
     const int lane = (int)(threadIdx.x % kWarp);
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / kWarp);
@@ -86,9 +84,9 @@ __global__ void xent_rows_kernel(const float *logits, const void *labels, int la
     }
 }
 
-__global__ void xent_finish_kernel(const double *row_loss, const int32_t *row_hit,
-                                   const void *labels, int labels_i64, int64_t n, int64_t k,
-                                   CudaXentState *state, float *stats)
+static __global__ void xent_finish_kernel(const double *row_loss, const int32_t *row_hit,
+                                          const void *labels, int labels_i64, int64_t n, int64_t k,
+                                          CudaXentState *state, float *stats)
 {
     __shared__ double loss_part[kFinishThreads];
     __shared__ long long hit_part[kFinishThreads];
@@ -137,8 +135,6 @@ __global__ void xent_finish_kernel(const double *row_loss, const int32_t *row_hi
     }
 }
 
-} /* namespace */
-
 extern "C" {
 
 int64_t cuda_k_softmax_xent_scratch(int64_t n)
@@ -149,8 +145,7 @@ int64_t cuda_k_softmax_xent_scratch(int64_t n)
 
 cudaError_t cuda_k_softmax_xent(cudaStream_t s, const float *logits, const void *labels,
                                 int labels_i64, int64_t n, int64_t k, float label_smoothing,
-                                float *dlogits, void *scratch, CudaXentState *state,
-                                float *stats)
+                                float *dlogits, void *scratch, CudaXentState *state, float *stats)
 {
     if (n <= 0 || k <= 0) {
         return cudaErrorInvalidValue; /* the front end refuses empty logits */

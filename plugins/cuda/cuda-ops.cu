@@ -16,30 +16,28 @@
 
 #include "cuda-kernels.h"
 
-namespace {
+static const int kThreads = 256;
+static const int64_t kMaxBlocks = 65536;
 
-const int kThreads = 256;
-const int64_t kMaxBlocks = 65536;
-
-unsigned grid_for(int64_t n)
+static unsigned grid_for(int64_t n)
 {
     int64_t blocks = (n + kThreads - 1) / kThreads;
     return (unsigned)(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-__device__ inline int64_t first_index()
+static __device__ inline int64_t first_index()
 {
     return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 }
 
-__device__ inline int64_t index_step()
+static __device__ inline int64_t index_step()
 {
     return (int64_t)gridDim.x * blockDim.x;
 }
 
 /* One grid-stride launch over n elements; nothing to launch for n <= 0. */
 template <typename... P, typename... A>
-cudaError_t launch(cudaStream_t s, int64_t n, void (*kernel)(P...), A... args)
+static cudaError_t launch(cudaStream_t s, int64_t n, void (*kernel)(P...), A... args)
 {
     if (n <= 0) {
         return cudaSuccess;
@@ -50,42 +48,42 @@ cudaError_t launch(cudaStream_t s, int64_t n, void (*kernel)(P...), A... args)
 
 /* ---- elementwise ---- */
 
-__global__ void relu_kernel(const float *x, float *y, int64_t n)
+static __global__ void relu_kernel(const float *x, float *y, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         y[i] = cuda_elem_relu(x[i]);
     }
 }
 
-__global__ void relu_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
+static __global__ void relu_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         dx[i] = cuda_elem_relu_backward(y[i], dy[i]);
     }
 }
 
-__global__ void add_kernel(const float *a, const float *b, float *y, int64_t n)
+static __global__ void add_kernel(const float *a, const float *b, float *y, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         y[i] = cuda_elem_add(a[i], b[i]);
     }
 }
 
-__global__ void add_relu_kernel(const float *a, const float *b, float *y, int64_t n)
+static __global__ void add_relu_kernel(const float *a, const float *b, float *y, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         y[i] = cuda_elem_add_relu(a[i], b[i]);
     }
 }
 
-__global__ void fill_kernel(float *x, float value, int64_t n)
+static __global__ void fill_kernel(float *x, float value, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         x[i] = value;
     }
 }
 
-__global__ void scale_kernel(float *x, float alpha, int64_t n)
+static __global__ void scale_kernel(float *x, float alpha, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         x[i] *= alpha;
@@ -94,7 +92,7 @@ __global__ void scale_kernel(float *x, float alpha, int64_t n)
 
 /* (float)((double)y + (double)alpha * x): the product of two floats is
  * exact in double, so a contracted multiply-add rounds as ref does. */
-__global__ void axpy_kernel(float alpha, const float *x, float *y, int64_t n)
+static __global__ void axpy_kernel(float alpha, const float *x, float *y, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         y[i] = (float)cuda_elem_dadd((double)y[i], cuda_elem_dmul((double)alpha, (double)x[i]));
@@ -105,21 +103,22 @@ __global__ void axpy_kernel(float alpha, const float *x, float *y, int64_t n)
 
 /* The pair is the same for every thread: the switches inside
  * cuda_elem_cast never diverge. */
-__global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n, int normalize)
+static __global__ void cast_kernel(const void *src, int st, void *dst, int dt, int64_t n,
+                                   int normalize)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         cuda_elem_cast(src, st, dst, dt, i, normalize);
     }
 }
 
-__global__ void f32_to_bf16_kernel(const float *src, uint16_t *dst, int64_t n)
+static __global__ void f32_to_bf16_kernel(const float *src, uint16_t *dst, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         dst[i] = cuda_elem_f32_to_bf16(src[i]);
     }
 }
 
-__global__ void bf16_to_f32_kernel(const uint16_t *src, float *dst, int64_t n)
+static __global__ void bf16_to_f32_kernel(const uint16_t *src, float *dst, int64_t n)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         dst[i] = cuda_elem_bf16_to_f32(src[i]);
@@ -128,8 +127,8 @@ __global__ void bf16_to_f32_kernel(const uint16_t *src, float *dst, int64_t n)
 
 /* ---- dropout ---- */
 
-__global__ void dropout_forward_kernel(const float *x, uint8_t *mask, float *y, int64_t n,
-                                       float p, float scale, uint64_t seed)
+static __global__ void dropout_forward_kernel(const float *x, uint8_t *mask, float *y, int64_t n,
+                                              float p, float scale, uint64_t seed)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         uint8_t keep = (uint8_t)cuda_elem_dropout_keep(seed, (uint64_t)i, p);
@@ -138,8 +137,8 @@ __global__ void dropout_forward_kernel(const float *x, uint8_t *mask, float *y, 
     }
 }
 
-__global__ void dropout_backward_kernel(const uint8_t *mask, const float *dy, float *dx,
-                                        int64_t n, float scale)
+static __global__ void dropout_backward_kernel(const uint8_t *mask, const float *dy, float *dx,
+                                               int64_t n, float scale)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         dx[i] = cuda_elem_dropout_apply(mask[i], dy[i], scale);
@@ -148,8 +147,8 @@ __global__ void dropout_backward_kernel(const uint8_t *mask, const float *dy, fl
 
 /* ---- optimizer updates: each element read once, written once ---- */
 
-__global__ void sgd_kernel(CudaElemSgd hp, float *param, float *grad, float *buf, int64_t n,
-                           int zero_grad)
+static __global__ void sgd_kernel(CudaElemSgd hp, float *param, float *grad, float *buf, int64_t n,
+                                  int zero_grad)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         float p = param[i];
@@ -165,8 +164,8 @@ __global__ void sgd_kernel(CudaElemSgd hp, float *param, float *grad, float *buf
     }
 }
 
-__global__ void adamw_kernel(CudaElemAdamW hp, float *param, float *grad, float *m, float *v,
-                             int64_t n, int zero_grad)
+static __global__ void adamw_kernel(CudaElemAdamW hp, float *param, float *grad, float *m, float *v,
+                                    int64_t n, int zero_grad)
 {
     for (int64_t i = first_index(); i < n; i += index_step()) {
         float p = param[i], mm = m[i], vv = v[i];
@@ -182,13 +181,13 @@ __global__ void adamw_kernel(CudaElemAdamW hp, float *param, float *grad, float 
 
 /* ---- sum of squares ---- */
 
-const int kSumThreads = 256;     /* a power of two: the tree below halves it */
-const int64_t kSumPerThread = 8; /* elements per thread before another block pays */
-const int kSumMaxBlocks = 1024;
+static const int kSumThreads = 256;     /* a power of two: the tree below halves it */
+static const int64_t kSumPerThread = 8; /* elements per thread before another block pays */
+static const int kSumMaxBlocks = 1024;
 
 /* The block's threads' values summed in a fixed tree order; the result
  * in thread 0. */
-__device__ double block_sum(double v)
+static __device__ double block_sum(double v)
 {
     __shared__ double part[kSumThreads];
     part[threadIdx.x] = v;
@@ -202,7 +201,7 @@ __device__ double block_sum(double v)
     return part[0];
 }
 
-__global__ void sum_squares_partial_kernel(const float *x, int64_t n, double *partials)
+static __global__ void sum_squares_partial_kernel(const float *x, int64_t n, double *partials)
 {
     double acc = 0.0;
     for (int64_t i = first_index(); i < n; i += index_step()) {
@@ -215,7 +214,7 @@ __global__ void sum_squares_partial_kernel(const float *x, int64_t n, double *pa
     }
 }
 
-__global__ void sum_squares_final_kernel(const double *partials, int nparts, double *result)
+static __global__ void sum_squares_final_kernel(const double *partials, int nparts, double *result)
 {
     double acc = 0.0;
     for (int i = threadIdx.x; i < nparts; i += blockDim.x) {
@@ -226,8 +225,6 @@ __global__ void sum_squares_final_kernel(const double *partials, int nparts, dou
         *result = total;
     }
 }
-
-} /* namespace */
 
 extern "C" {
 
@@ -286,18 +283,17 @@ cudaError_t cuda_k_bf16_to_f32(cudaStream_t s, const void *src, float *dst, int6
 cudaError_t cuda_k_dropout_forward(cudaStream_t s, const float *x, uint8_t *mask, float *y,
                                    int64_t n, float p, uint64_t seed)
 {
-    return launch(s, n, dropout_forward_kernel, x, mask, y, n, p, cuda_elem_dropout_scale(p),
-                  seed);
+    return launch(s, n, dropout_forward_kernel, x, mask, y, n, p, cuda_elem_dropout_scale(p), seed);
 }
 
-cudaError_t cuda_k_dropout_backward(cudaStream_t s, const uint8_t *mask, const float *dy,
-                                    float *dx, int64_t n, float p)
+cudaError_t cuda_k_dropout_backward(cudaStream_t s, const uint8_t *mask, const float *dy, float *dx,
+                                    int64_t n, float p)
 {
     return launch(s, n, dropout_backward_kernel, mask, dy, dx, n, cuda_elem_dropout_scale(p));
 }
 
-cudaError_t cuda_k_sgd(cudaStream_t s, const CudaElemSgd *hp, float *param, float *grad,
-                       float *buf, int64_t n, int zero_grad)
+cudaError_t cuda_k_sgd(cudaStream_t s, const CudaElemSgd *hp, float *param, float *grad, float *buf,
+                       int64_t n, int zero_grad)
 {
     return launch(s, n, sgd_kernel, *hp, param, grad, buf, n, zero_grad);
 }

@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "cuda.h"
 #include "cuda-kernels.h"
+#include "cuda.h"
 
 /* cuda-elem.h numbers element types as TdmDType, so dtypes pass through. */
 G_STATIC_ASSERT(CUDA_ELEM_F32 == (int)TDM_DTYPE_F32);
@@ -176,12 +176,12 @@ gboolean cuda_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = cuda_check_plain(op, "x", x, error) &&
-                  cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
-                  launched(dev,
-                           cuda_k_relu(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y),
-                                       tdm_tensor_numel(x)),
-                           op, "cuda_k_relu", x, error);
+    gboolean ok =
+        cuda_check_plain(op, "x", x, error) &&
+        cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
+        launched(dev,
+                 cuda_k_relu(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y), tdm_tensor_numel(x)),
+                 op, "cuda_k_relu", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -226,8 +226,8 @@ gboolean cuda_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b
     return add_run(dev, "add", FALSE, a, b, y, error);
 }
 
-gboolean cuda_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
-                       TdmTensor *y, GError **error)
+gboolean cuda_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
+                       GError **error)
 {
     return add_run(dev, "add_relu", TRUE, a, b, y, error);
 }
@@ -346,16 +346,16 @@ static gboolean xent_run(TdmDevice *dev, const char *op, TdmTensor *logits, TdmT
     return ok;
 }
 
-gboolean cuda_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                           TdmTensor *labels, float label_smoothing, float *loss,
-                           TdmTensor *dlogits, int64_t *correct, GError **error)
+gboolean cuda_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits, TdmTensor *labels,
+                           float label_smoothing, float *loss, TdmTensor *dlogits, int64_t *correct,
+                           GError **error)
 {
     const char *op = "softmax_xent";
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = xent_run(dev, op, logits, labels, label_smoothing, dlogits, NULL, loss, correct,
-                           error);
+    gboolean ok =
+        xent_run(dev, op, logits, labels, label_smoothing, dlogits, NULL, loss, correct, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -367,8 +367,8 @@ gboolean cuda_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = xent_run(dev, op, logits, labels, label_smoothing, dlogits, stats, NULL, NULL,
-                           error);
+    gboolean ok =
+        xent_run(dev, op, logits, labels, label_smoothing, dlogits, stats, NULL, NULL, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -384,8 +384,7 @@ gboolean cuda_vector_check_deferred(TdmDevice *dev, GError **error)
     g_mutex_lock(&v->lock);
     gboolean ok = TRUE;
     if (v->mirror_queued) {
-        ok = cuda_check(dev, cudaEventSynchronize(v->mirrored), op, "cudaEventSynchronize",
-                        error);
+        ok = cuda_check(dev, cudaEventSynchronize(v->mirrored), op, "cudaEventSynchronize", error);
         v->mirror_queued = !ok;
     }
     ok = ok && report_deferred(dev, v, op, error);
@@ -402,14 +401,14 @@ gboolean cuda_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = cuda_check_plain(op, "x", x, error) &&
-                  cuda_ensure_out(mask, TDM_DTYPE_U8, x->ndim, x->shape, error) &&
-                  cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
-                  launched(dev,
-                           cuda_k_dropout_forward(cuda_dev(dev)->compute, cuda_f32(x),
-                                                  tdm_tensor_data(mask), cuda_f32(y),
-                                                  tdm_tensor_numel(x), p, seed),
-                           op, "cuda_k_dropout_forward", x, error);
+    gboolean ok =
+        cuda_check_plain(op, "x", x, error) &&
+        cuda_ensure_out(mask, TDM_DTYPE_U8, x->ndim, x->shape, error) &&
+        cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
+        launched(dev,
+                 cuda_k_dropout_forward(cuda_dev(dev)->compute, cuda_f32(x), tdm_tensor_data(mask),
+                                        cuda_f32(y), tdm_tensor_numel(x), p, seed),
+                 op, "cuda_k_dropout_forward", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -420,14 +419,13 @@ gboolean cuda_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmT
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = cuda_check_plain(op, "mask", mask, error) &&
-                  cuda_check_plain(op, "dy", dy, error) &&
-                  cuda_ensure_out(dx, TDM_DTYPE_F32, dy->ndim, dy->shape, error) &&
-                  launched(dev,
-                           cuda_k_dropout_backward(cuda_dev(dev)->compute, tdm_tensor_data(mask),
-                                                   cuda_f32(dy), cuda_f32(dx),
-                                                   tdm_tensor_numel(dy), p),
-                           op, "cuda_k_dropout_backward", dy, error);
+    gboolean ok =
+        cuda_check_plain(op, "mask", mask, error) && cuda_check_plain(op, "dy", dy, error) &&
+        cuda_ensure_out(dx, TDM_DTYPE_F32, dy->ndim, dy->shape, error) &&
+        launched(dev,
+                 cuda_k_dropout_backward(cuda_dev(dev)->compute, tdm_tensor_data(mask),
+                                         cuda_f32(dy), cuda_f32(dx), tdm_tensor_numel(dy), p),
+                 op, "cuda_k_dropout_backward", dy, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -439,11 +437,10 @@ gboolean cuda_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error)
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = cuda_check_plain(op, "x", x, error) &&
-                  launched(dev,
-                           cuda_k_fill(cuda_dev(dev)->compute, cuda_f32(x), value,
-                                       tdm_tensor_numel(x)),
-                           op, "cuda_k_fill", x, error);
+    gboolean ok =
+        cuda_check_plain(op, "x", x, error) &&
+        launched(dev, cuda_k_fill(cuda_dev(dev)->compute, cuda_f32(x), value, tdm_tensor_numel(x)),
+                 op, "cuda_k_fill", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -460,8 +457,8 @@ static gboolean copy_run(TdmDevice *dev, const char *op, TdmTensor *src, TdmTens
         return TRUE;
     }
     if (s + nbytes <= d || d + nbytes <= s) {
-        return cuda_check(dev, cudaMemcpyAsync(d, s, nbytes, cudaMemcpyDeviceToDevice, stream),
-                          op, "cudaMemcpyAsync", error);
+        return cuda_check(dev, cudaMemcpyAsync(d, s, nbytes, cudaMemcpyDeviceToDevice, stream), op,
+                          "cudaMemcpyAsync", error);
     }
     CudaVec *v = cuda_vec_get(dev, op, error);
     if (v == NULL) {
@@ -495,11 +492,10 @@ gboolean cuda_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error)
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = cuda_check_plain(op, "x", x, error) &&
-                  launched(dev,
-                           cuda_k_scale(cuda_dev(dev)->compute, cuda_f32(x), alpha,
-                                        tdm_tensor_numel(x)),
-                           op, "cuda_k_scale", x, error);
+    gboolean ok =
+        cuda_check_plain(op, "x", x, error) &&
+        launched(dev, cuda_k_scale(cuda_dev(dev)->compute, cuda_f32(x), alpha, tdm_tensor_numel(x)),
+                 op, "cuda_k_scale", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -530,15 +526,14 @@ static gboolean sum_squares_run(TdmDevice *dev, const char *op, TdmTensor *x, do
     int blocks = cuda_k_sum_squares_blocks(n);
     g_mutex_lock(&v->lock);
     double *parts = cuda_vec_scratch(dev, v, (size_t)(blocks + 1) * sizeof(double), error);
-    gboolean ok =
-        parts != NULL &&
-        launched(dev, cuda_k_sum_squares(s, cuda_f32(x), n, parts, parts + blocks), op,
-                 "cuda_k_sum_squares", x, error) &&
-        cuda_check(dev,
-                   cudaMemcpyAsync(&v->host->sum_squares, parts + blocks, sizeof(double),
-                                   cudaMemcpyDeviceToHost, s),
-                   op, "cudaMemcpyAsync", error) &&
-        cuda_check(dev, cudaStreamSynchronize(s), op, "cudaStreamSynchronize", error);
+    gboolean ok = parts != NULL &&
+                  launched(dev, cuda_k_sum_squares(s, cuda_f32(x), n, parts, parts + blocks), op,
+                           "cuda_k_sum_squares", x, error) &&
+                  cuda_check(dev,
+                             cudaMemcpyAsync(&v->host->sum_squares, parts + blocks, sizeof(double),
+                                             cudaMemcpyDeviceToHost, s),
+                             op, "cudaMemcpyAsync", error) &&
+                  cuda_check(dev, cudaStreamSynchronize(s), op, "cudaStreamSynchronize", error);
     if (ok && result != NULL) {
         *result = v->host->sum_squares;
     }
@@ -564,15 +559,15 @@ gboolean cuda_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean norm
         return FALSE;
     }
     /* An empty slot is shaped like src, in its own dtype. */
-    gboolean ok = cuda_check_plain(op, "src", src, error) &&
-                  (dst->storage != NULL ||
-                   cuda_ensure_out(dst, dst->dtype, src->ndim, src->shape, error)) &&
-                  cuda_check_plain(op, "dst", dst, error) &&
-                  launched(dev,
-                           cuda_k_cast(cuda_dev(dev)->compute, tdm_tensor_data(src),
-                                       (int)src->dtype, tdm_tensor_data(dst), (int)dst->dtype,
-                                       tdm_tensor_numel(src), normalize_u8 ? 1 : 0),
-                           op, "cuda_k_cast", src, error);
+    gboolean ok =
+        cuda_check_plain(op, "src", src, error) &&
+        (dst->storage != NULL || cuda_ensure_out(dst, dst->dtype, src->ndim, src->shape, error)) &&
+        cuda_check_plain(op, "dst", dst, error) &&
+        launched(dev,
+                 cuda_k_cast(cuda_dev(dev)->compute, tdm_tensor_data(src), (int)src->dtype,
+                             tdm_tensor_data(dst), (int)dst->dtype, tdm_tensor_numel(src),
+                             normalize_u8 ? 1 : 0),
+                 op, "cuda_k_cast", src, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -597,8 +592,8 @@ static gboolean sgd_run(TdmDevice *dev, const char *op, const TdmSgdParams *hp, 
     return cuda_op_end(dev, op, ok, error);
 }
 
-gboolean cuda_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
-                         TdmTensor *grad, TdmTensor *momentum_buf, GError **error)
+gboolean cuda_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param, TdmTensor *grad,
+                         TdmTensor *momentum_buf, GError **error)
 {
     return sgd_run(dev, "sgd_update", hp, param, grad, momentum_buf, FALSE, error);
 }
@@ -616,15 +611,15 @@ static gboolean adamw_run(TdmDevice *dev, const char *op, const TdmAdamWParams *
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    CudaElemAdamW e = cuda_elem_adamw_params(hp->lr, hp->beta1, hp->beta2, hp->eps,
-                                             hp->weight_decay, hp->step);
+    CudaElemAdamW e =
+        cuda_elem_adamw_params(hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->step);
     gboolean ok = cuda_check_plain(op, "param", param, error) &&
                   cuda_check_plain(op, "grad", grad, error) &&
                   cuda_check_plain(op, "exp_avg", exp_avg, error) &&
                   cuda_check_plain(op, "exp_avg_sq", exp_avg_sq, error) &&
                   launched(dev,
-                           cuda_k_adamw(cuda_dev(dev)->compute, &e, cuda_f32(param),
-                                        cuda_f32(grad), cuda_f32(exp_avg), cuda_f32(exp_avg_sq),
+                           cuda_k_adamw(cuda_dev(dev)->compute, &e, cuda_f32(param), cuda_f32(grad),
+                                        cuda_f32(exp_avg), cuda_f32(exp_avg_sq),
                                         tdm_tensor_numel(param), zero ? 1 : 0),
                            op, "cuda_k_adamw", param, error);
     return cuda_op_end(dev, op, ok, error);
@@ -637,9 +632,9 @@ gboolean cuda_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *
     return adamw_run(dev, "adamw_update", hp, param, grad, exp_avg, exp_avg_sq, FALSE, error);
 }
 
-gboolean cuda_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp,
-                                     TdmTensor *param, TdmTensor *grad, TdmTensor *exp_avg,
-                                     TdmTensor *exp_avg_sq, GError **error)
+gboolean cuda_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
+                                     TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
+                                     GError **error)
 {
     return adamw_run(dev, "adamw_update_zero_grad", hp, param, grad, exp_avg, exp_avg_sq, TRUE,
                      error);
