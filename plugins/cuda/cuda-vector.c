@@ -238,7 +238,8 @@ gboolean cuda_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTens
  * mirror holds it (caller holds v->lock and knows no copy into the mirror
  * is pending): an error, and the record cleared on both sides so that it
  * is reported once. */
-static gboolean report_deferred(TdmDevice *dev, CudaVec *v, const char *op, GError **error)
+static gboolean report_deferred(TdmDevice *dev, CudaVec *v, const char *op, gboolean this_call,
+                                GError **error)
 {
     CudaXentState *m = &v->host->xent;
     if (m->first_bad_row < 0) {
@@ -254,9 +255,11 @@ static gboolean report_deferred(TdmDevice *dev, CudaVec *v, const char *op, GErr
         return FALSE;
     }
     g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                "cuda %s on %s: label %lld of row %lld is outside [0, %lld) (found on the device "
-                "by an earlier softmax_xent_stats call, which left the statistics untouched)",
-                op, dev->name, label, row, k);
+                "cuda %s on %s: label %lld of row %lld is outside [0, %lld) (%s)", op, dev->name,
+                label, row, k,
+                this_call ? "the statistics were left untouched"
+                          : "found on the device by an earlier softmax_xent_stats call, which "
+                            "left the statistics untouched");
     return FALSE;
 }
 
@@ -272,7 +275,9 @@ static gboolean report_deferred(TdmDevice *dev, CudaVec *v, const char *op, GErr
  * event complete reports the label as an error naming its row. A training
  * loop thus stops one step after a bad batch at the latest (usually at
  * the step after the copy lands); cuda_vector_check_deferred() lets a
- * synchronisation point report it too. */
+ * synchronisation point report it too. Under TDM_CUDA_SYNC=1, where every
+ * op waits anyway, the call itself waits for the copy and reports its own
+ * bad label, as ref does. */
 static gboolean xent_run(TdmDevice *dev, const char *op, TdmTensor *logits, TdmTensor *labels,
                          float label_smoothing, TdmTensor *dlogits, TdmTensor *stats, float *loss,
                          int64_t *correct, GError **error)
@@ -297,7 +302,7 @@ static gboolean xent_run(TdmDevice *dev, const char *op, TdmTensor *logits, TdmT
         cudaError_t rc = cudaEventQuery(v->mirrored);
         if (rc == cudaSuccess) {
             v->mirror_queued = FALSE;
-            ok = report_deferred(dev, v, op, error);
+            ok = report_deferred(dev, v, op, FALSE, error);
         } else if (rc == cudaErrorNotReady) {
             (void)cudaGetLastError(); /* not an error: clear it for cuda_op_end */
         } else {
@@ -317,7 +322,11 @@ static gboolean xent_run(TdmDevice *dev, const char *op, TdmTensor *logits, TdmT
                     cudaMemcpyAsync(&v->host->xent, v->state, sizeof(CudaXentState),
                                     cudaMemcpyDeviceToHost, s),
                     op, "cudaMemcpyAsync (loss state)", error);
-    if (ok && stats != NULL) {
+    if (ok && stats != NULL && cuda_dev(dev)->sync_each_op) {
+        ok = cuda_check(dev, cudaStreamSynchronize(s), op, "cudaStreamSynchronize", error) &&
+             report_deferred(dev, v, op, TRUE, error);
+        v->mirror_queued = FALSE;
+    } else if (ok && stats != NULL) {
         ok = cuda_check(dev, cudaEventRecord(v->mirrored, s), op, "cudaEventRecord", error);
         v->mirror_queued = ok;
     } else if (ok) {
@@ -333,7 +342,7 @@ static gboolean xent_run(TdmDevice *dev, const char *op, TdmTensor *logits, TdmT
                         op, dev->name, r->bad_label, r->bad_row, k);
             ok = FALSE;
         } else {
-            ok = report_deferred(dev, v, op, error);
+            ok = report_deferred(dev, v, op, FALSE, error);
         }
         if (ok && loss != NULL) {
             *loss = cuda_elem_xent_mean(r->total, n);
@@ -387,7 +396,7 @@ gboolean cuda_vector_check_deferred(TdmDevice *dev, GError **error)
         ok = cuda_check(dev, cudaEventSynchronize(v->mirrored), op, "cudaEventSynchronize", error);
         v->mirror_queued = !ok;
     }
-    ok = ok && report_deferred(dev, v, op, error);
+    ok = ok && report_deferred(dev, v, op, FALSE, error);
     g_mutex_unlock(&v->lock);
     return ok;
 }
