@@ -67,6 +67,10 @@ static __global__ void xent_rows_kernel(const float *logits, const void *labels,
 
         const double lse =
             cuda_elem_xent_lse(mx, warp_sum(cuda_elem_xent_lane_sumexp(row, k, lane, kWarp, mx)));
+        /* read by every lane before any lane's gradient pass, which
+         * overwrites the row when dlogits is logits */
+        const float x_label = bad ? 0.0f : row[y];
+        __syncwarp(kFullMask);
         float *drow = dlogits != nullptr ? dlogits + r * k : nullptr;
         const double sum_logp =
             warp_sum(cuda_elem_xent_lane_grad(row, k, lane, kWarp, lse, eps, y, n, drow));
@@ -77,7 +81,7 @@ static __global__ void xent_rows_kernel(const float *logits, const void *labels,
                 row_loss[r] = 0.0;
                 row_hit[r] = 0;
             } else {
-                row_loss[r] = cuda_elem_xent_loss(eps, k, row[y], lse, sum_logp);
+                row_loss[r] = cuda_elem_xent_loss(eps, k, x_label, lse, sum_logp);
                 row_hit[r] = arg == y;
             }
         }
