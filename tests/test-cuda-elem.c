@@ -22,27 +22,16 @@
 #include <tandem/tandem.h>
 
 #include "../plugins/cuda/cuda-elem.h"
+#include "test-util.h"
 
 static TdmDevice *ref;
 static GRand *rng;
 
 /* ---- helpers ---- */
 
-static TdmTensor *tensor_from(TdmDType dtype, int ndim, const int64_t *shape, const void *host)
-{
-    GError *err = NULL;
-    TdmTensor *t = tdm_tensor_new(ref, dtype, ndim, shape, &err);
-    g_assert_no_error(err);
-    if (host != NULL) {
-        g_assert_true(tdm_tensor_write(t, host, &err));
-        g_assert_no_error(err);
-    }
-    return t;
-}
-
 static TdmTensor *vec_from(TdmDType dtype, int64_t n, const void *host)
 {
-    return tensor_from(dtype, 1, &n, host);
+    return test_tensor_with(ref, dtype, 1, &n, host);
 }
 
 static void *read_all(TdmTensor *t)
@@ -52,20 +41,6 @@ static void *read_all(TdmTensor *t)
     g_assert_true(tdm_tensor_read(t, host, &err));
     g_assert_no_error(err);
     return host;
-}
-
-static guint32 bits_of(float f)
-{
-    guint32 u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-static float float_of(guint32 u)
-{
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
 }
 
 /* Random floats with every kind of special value among them. */
@@ -79,9 +54,9 @@ static float *random_floats(int64_t n, double range)
     float *x = g_new(float, n);
     for (int64_t i = 0; i < n; i++) {
         if (i < (int64_t)G_N_ELEMENTS(special)) {
-            x[i] = float_of(special[i]);
+            x[i] = cuda_elem_u2f(special[i]);
         } else if (i % 5 == 0) {
-            x[i] = float_of(g_rand_int(rng)); /* any bit pattern */
+            x[i] = cuda_elem_u2f(g_rand_int(rng)); /* any bit pattern */
         } else {
             x[i] = (float)g_rand_double_range(rng, -range, range);
         }
@@ -92,9 +67,9 @@ static float *random_floats(int64_t n, double range)
 static void assert_same_floats(const char *what, const float *want, const float *got, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        if (bits_of(want[i]) != bits_of(got[i])) {
+        if (cuda_elem_f2u(want[i]) != cuda_elem_f2u(got[i])) {
             g_error("%s: element %" G_GINT64_FORMAT ": ref %g (0x%08x), cuda-elem %g (0x%08x)",
-                    what, i, want[i], bits_of(want[i]), got[i], bits_of(got[i]));
+                    what, i, want[i], cuda_elem_f2u(want[i]), got[i], cuda_elem_f2u(got[i]));
         }
     }
 }
@@ -124,6 +99,12 @@ static void assert_close(const char *what, int64_t i, double want, double got, d
 
 /* ---- relu, add ---- */
 
+/* relu in the shape of the two-input functions (the second is unused) */
+static float elem_relu(float x, float unused)
+{
+    return cuda_elem_relu(x);
+}
+
 static void test_elementwise(void)
 {
     const int64_t n = 20011;
@@ -135,52 +116,46 @@ static void test_elementwise(void)
         b[i] = b[j];
         b[j] = t;
     }
-    TdmTensor *ta = vec_from(TDM_DTYPE_F32, n, a), *tb = vec_from(TDM_DTYPE_F32, n, b);
-    TdmTensor *y = tdm_tensor_new_empty(ref, TDM_DTYPE_F32);
-    float *want, *got = g_new(float, n);
-    GError *err = NULL;
-
-    g_assert_true(tdm_op_relu_forward(ref, NULL, ta, y, &err));
-    want = read_all(y);
+    /* relu_backward gets y = relu(a), the forward output */
+    float *ra = g_new(float, n);
     for (int64_t i = 0; i < n; i++) {
-        got[i] = cuda_elem_relu(a[i]);
+        ra[i] = cuda_elem_relu(a[i]);
     }
-    assert_same_floats("relu_forward", want, got, n);
-    g_free(want);
-
-    /* y = relu(a): the forward output, as relu_backward receives it */
-    TdmTensor *dx = tdm_tensor_new_empty(ref, TDM_DTYPE_F32);
-    g_assert_true(tdm_op_relu_backward(ref, NULL, y, tb, dx, &err));
-    want = read_all(dx);
-    for (int64_t i = 0; i < n; i++) {
-        got[i] = cuda_elem_relu_backward(cuda_elem_relu(a[i]), b[i]);
+    const struct {
+        const char *name;
+        const float *x0, *x1;
+        float (*elem)(float, float);
+    } ops[] = {
+        {"relu_forward", a, b, elem_relu},
+        {"relu_backward", ra, b, cuda_elem_relu_backward},
+        {"add", a, b, cuda_elem_add},
+        {"add_relu", a, b, cuda_elem_add_relu},
+    };
+    float *got = g_new(float, n);
+    for (guint o = 0; o < G_N_ELEMENTS(ops); o++) {
+        TdmTensor *t0 = vec_from(TDM_DTYPE_F32, n, ops[o].x0);
+        TdmTensor *t1 = vec_from(TDM_DTYPE_F32, n, ops[o].x1);
+        TdmTensor *y = tdm_tensor_new_empty(ref, TDM_DTYPE_F32);
+        g_autoptr(GError) err = NULL;
+        gboolean ok = o == 0   ? tdm_op_relu_forward(ref, NULL, t0, y, &err)
+                      : o == 1 ? tdm_op_relu_backward(ref, NULL, t0, t1, y, &err)
+                      : o == 2 ? tdm_op_add(ref, NULL, t0, t1, y, &err)
+                               : tdm_op_add_relu(ref, NULL, t0, t1, y, &err);
+        g_assert_no_error(err);
+        g_assert_true(ok);
+        float *want = read_all(y);
+        for (int64_t i = 0; i < n; i++) {
+            got[i] = ops[o].elem(ops[o].x0[i], ops[o].x1[i]);
+        }
+        assert_same_floats(ops[o].name, want, got, n);
+        g_free(want);
+        tdm_tensor_unref(t0);
+        tdm_tensor_unref(t1);
+        tdm_tensor_unref(y);
     }
-    assert_same_floats("relu_backward", want, got, n);
-    g_free(want);
-
-    g_assert_true(tdm_op_add(ref, NULL, ta, tb, y, &err));
-    want = read_all(y);
-    for (int64_t i = 0; i < n; i++) {
-        got[i] = cuda_elem_add(a[i], b[i]);
-    }
-    assert_same_floats("add", want, got, n);
-    g_free(want);
-
-    g_assert_true(tdm_op_add_relu(ref, NULL, ta, tb, y, &err));
-    want = read_all(y);
-    for (int64_t i = 0; i < n; i++) {
-        got[i] = cuda_elem_add_relu(a[i], b[i]);
-    }
-    assert_same_floats("add_relu", want, got, n);
-    g_free(want);
-    g_assert_no_error(err);
-
-    tdm_tensor_unref(ta);
-    tdm_tensor_unref(tb);
-    tdm_tensor_unref(y);
-    tdm_tensor_unref(dx);
     g_free(a);
     g_free(b);
+    g_free(ra);
     g_free(got);
 }
 
@@ -250,7 +225,7 @@ static void *cast_source(TdmDType t, int64_t n)
         switch (t) {
         case TDM_DTYPE_F32: {
             static const double scales[] = {1.0, 300.0, 7e4, 3e9, 2e19, 1e-6};
-            float v = i % 3 == 0 ? float_of(g_rand_int(rng))
+            float v = i % 3 == 0 ? cuda_elem_u2f(g_rand_int(rng))
                                  : (float)(g_rand_double_range(rng, -1, 1) *
                                            scales[g_rand_int_range(rng, 0, 6)]);
             if (i < 32) {
@@ -258,7 +233,7 @@ static void *cast_source(TdmDType t, int64_t n)
                                              0x4f000000u, 0xcf000000u, 0x5f000000u, 0xdf000000u,
                                              0x477ff000u, 0x477fefffu, 0x38800000u, 0x387fffffu,
                                              0x33000000u, 0x33000001u, 0x3f808000u, 0x3f818000u};
-                v = i < 16 ? float_of(sp[i]) : (float)(i - 16) + 0.5f;
+                v = i < 16 ? cuda_elem_u2f(sp[i]) : (float)(i - 16) + 0.5f;
             }
             ((float *)p)[i] = v;
             break;
@@ -365,7 +340,7 @@ static void test_sgd(void)
             float before = buf[i];
             cuda_elem_sgd(&e, &p[i], g[i], &buf[i]);
             if (!e.use_buf) {
-                g_assert_true(bits_of(before) == bits_of(buf[i]));
+                g_assert_true(cuda_elem_f2u(before) == cuda_elem_f2u(buf[i]));
             }
             assert_close("sgd param", i, want_p[i], p[i], 1e-6);
             assert_close("sgd momentum_buf", i, want_b[i], buf[i], 1e-6);
@@ -515,7 +490,7 @@ static float ref_xent(const float *logits, int64_t n, int64_t K, const gint64 *l
                       TdmDType label_dtype, float eps, float *dlogits, int64_t *correct)
 {
     int64_t shape[2] = {n, K};
-    TdmTensor *tl = tensor_from(TDM_DTYPE_F32, 2, shape, logits);
+    TdmTensor *tl = test_tensor_with(ref, TDM_DTYPE_F32, 2, shape, logits);
     void *lab = g_malloc((size_t)n * 8);
     for (int64_t i = 0; i < n; i++) {
         if (label_dtype == TDM_DTYPE_I32) {

@@ -440,17 +440,26 @@ gboolean cuda_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmT
 
 /* ---- vector ops (plain contiguous tensors, checked by the front ends) ---- */
 
-gboolean cuda_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error)
+/* x = value (fill) or x *= value (scale): one tensor, one kernel. */
+static gboolean fill_or_scale(TdmDevice *dev, const char *op, TdmTensor *x, float value,
+                              gboolean scale, GError **error)
 {
-    const char *op = "fill";
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok =
-        cuda_check_plain(op, "x", x, error) &&
-        launched(dev, cuda_k_fill(cuda_dev(dev)->compute, cuda_f32(x), value, tdm_tensor_numel(x)),
-                 op, "cuda_k_fill", x, error);
+    cudaStream_t s = cuda_dev(dev)->compute;
+    int64_t n = tdm_tensor_numel(x);
+    gboolean ok = cuda_check_plain(op, "x", x, error) &&
+                  launched(dev,
+                           scale ? cuda_k_scale(s, cuda_f32(x), value, n)
+                                 : cuda_k_fill(s, cuda_f32(x), value, n),
+                           op, scale ? "cuda_k_scale" : "cuda_k_fill", x, error);
     return cuda_op_end(dev, op, ok, error);
+}
+
+gboolean cuda_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error)
+{
+    return fill_or_scale(dev, "fill", x, value, FALSE, error);
 }
 
 /* ref copies with memmove; cudaMemcpyAsync wants disjoint ranges, so
@@ -497,15 +506,7 @@ gboolean cuda_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **erro
 
 gboolean cuda_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error)
 {
-    const char *op = "scale";
-    if (!cuda_op_begin(dev, op, error)) {
-        return FALSE;
-    }
-    gboolean ok =
-        cuda_check_plain(op, "x", x, error) &&
-        launched(dev, cuda_k_scale(cuda_dev(dev)->compute, cuda_f32(x), alpha, tdm_tensor_numel(x)),
-                 op, "cuda_k_scale", x, error);
-    return cuda_op_end(dev, op, ok, error);
+    return fill_or_scale(dev, "scale", x, alpha, TRUE, error);
 }
 
 gboolean cuda_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error)
