@@ -40,7 +40,7 @@
 
 #include "cuda-blas-map.h"
 #include "cuda-cache.h"
-#include "cuda-launchers.h"
+#include "cuda-kernels.h"
 
 /* The most workspace the heuristic may choose an algorithm for: NVIDIA's
  * recommendation for Hopper (smaller GPUs need less, and take less). */

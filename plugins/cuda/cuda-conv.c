@@ -47,7 +47,7 @@
 #include <string.h>
 
 #include "cuda-conv.h"
-#include "cuda-launchers.h"
+#include "cuda-kernels.h"
 
 /* Scratch pieces start on this boundary; tensors below STAGE_ALIGN go
  * through scratch. */

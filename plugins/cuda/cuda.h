@@ -24,12 +24,15 @@
  *
  * Files: cuda-backend.c (plugin, probe, devices, class table, errors),
  * cuda-transfer.c (memory, copies, read/write, streams and events, device
- * information), cuda-alloc.c (the caching allocator, cuda-alloc.h),
- * cuda-blas.c (gemm through cuBLASLt), cuda-conv.c (cuDNN convolutions),
- * cuda-ops.c (the C side of the hand-written kernels: argument checks and
- * launches), cuda-kernels.h (the extern "C" launchers of the .cu files),
- * cuda-elem.h (per-element arithmetic shared by the kernels and the CPU
- * tests), cuda-ops.cu, cuda-norm.cu, cuda-pool.cu, cuda-loss.cu (kernels).
+ * information), cuda-nvml.c (utilisation through NVML, loaded at run
+ * time), cuda-alloc.c (the caching allocator), cuda-blas.c (gemm through
+ * cuBLASLt), cuda-conv.c and cuda-conv-plan.c (cuDNN convolutions),
+ * cuda-cache.c (what an op cache holds), cuda-vector.c and cuda-nn.c (the
+ * C side of the hand-written kernels: argument checks and launches),
+ * cuda-kernels.h and cuda-nn-kernels.h (the extern "C" launchers of the .cu
+ * files), cuda-elem.h and cuda-nn-elem.h (arithmetic shared by the kernels
+ * and the CPU tests), cuda-ops.cu, cuda-loss.cu, cuda-norm.cu, cuda-pool.cu
+ * (the kernels).
  */
 #ifndef TDM_CUDA_H
 #define TDM_CUDA_H
@@ -123,112 +126,60 @@ gboolean cuda_copy_peer(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const
                         size_t n, GError **error);
 
 /* ---- memory, transfers, streams, device information (cuda-transfer.c) ---- */
-void *cuda_alloc(TdmDevice *dev, size_t nbytes, GError **error);
-void cuda_free(TdmDevice *dev, void *ptr, size_t nbytes);
+TdmAllocFn cuda_alloc;
+TdmFreeFn cuda_free;
 void *cuda_host_alloc(TdmDevice *dev, size_t nbytes, GError **error);
 void cuda_host_free(TdmDevice *dev, void *ptr);
 gboolean cuda_copy_h2d(TdmDevice *dev, void *dst, const void *src, size_t n, gboolean async,
                        GError **error);
 gboolean cuda_copy_d2h(TdmDevice *dev, void *dst, const void *src, size_t n, GError **error);
 gboolean cuda_copy_d2d(TdmDevice *dev, void *dst, const void *src, size_t n, GError **error);
-gboolean cuda_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);
-gboolean cuda_write(TdmDevice *dev, TdmTensor *t, const void *host, GError **error);
-gboolean cuda_reorder(TdmDevice *dev, TdmOpCache **cache, TdmTensor *src, const TdmTensor *like,
-                      TdmTensor *dst, GError **error);
+TdmReadFn cuda_read;
+TdmWriteFn cuda_write;
+TdmReorderFn cuda_reorder;
 gboolean cuda_synchronize(TdmDevice *dev, GError **error);
 extern const TdmStreamOps cuda_stream_ops;
-gboolean cuda_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
+TdmDeviceInfoFn cuda_device_info;
 
 /* ---- dense algebra (cuda-blas.c) and convolution (cuda-conv.c) ---- */
-gboolean cuda_gemm(TdmDevice *dev, TdmOpCache **cache, gboolean trans_a, gboolean trans_b,
-                   float alpha, TdmTensor *a, TdmTensor *b, float beta, TdmTensor *c,
-                   TdmTensor *bias, GError **error);
-gboolean cuda_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                             TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                             GError **error);
-gboolean cuda_conv2d_relu_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                                  TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                                  GError **error);
-gboolean cuda_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                                   TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
-                                   TdmTensor *dx, GError **error);
-gboolean cuda_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
-                                     TdmTensor *x, TdmTensor *dy, TdmTensor *dw, TdmTensor *db,
-                                     GError **error);
+TdmGemmFn cuda_gemm;
+TdmConv2dForwardFn cuda_conv2d_forward;
+TdmConv2dForwardFn cuda_conv2d_relu_forward;
+TdmConv2dBackwardDataFn cuda_conv2d_backward_data;
+TdmConv2dBackwardFilterFn cuda_conv2d_backward_filter;
 /* Frees what cuda-blas.c and cuda-conv.c keep in an op cache. */
 void cuda_cache_free(TdmDevice *dev, TdmOpCache *cache);
 
-/* ---- hand-written kernels (cuda-ops.c) ---- */
-gboolean cuda_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
-                        GError **error);
-gboolean cuda_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
-                                TdmTensor *running_var, float momentum, float eps,
-                                gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
-                                TdmTensor *y, GError **error);
-gboolean cuda_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
-                                 TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
-                                 float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
-                                 GError **error);
-gboolean cuda_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                     TdmTensor *gamma, TdmTensor *beta, TdmTensor *running_mean,
-                                     TdmTensor *running_var, float momentum, float eps,
-                                     gboolean training, TdmTensor *save_mean,
-                                     TdmTensor *save_var, TdmTensor *workspace, TdmTensor *y,
-                                     GError **error);
-gboolean cuda_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                      TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
-                                      TdmTensor *gamma, TdmTensor *save_mean,
-                                      TdmTensor *save_var, float eps, TdmTensor *dx,
-                                      TdmTensor *dgamma, TdmTensor *dbeta, GError **error);
-gboolean cuda_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
-                           GError **error);
-gboolean cuda_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
-                            TdmTensor *dx, GError **error);
-gboolean cuda_add(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b, TdmTensor *y,
-                  GError **error);
-gboolean cuda_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
-                       TdmTensor *y, GError **error);
-gboolean cuda_maxpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                TdmTensor *x, TdmTensor *y, TdmTensor *workspace, GError **error);
-gboolean cuda_maxpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                 TdmTensor *dy, TdmTensor *workspace, const TdmTensor *x_like,
-                                 TdmTensor *dx, GError **error);
-gboolean cuda_avgpool2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                TdmTensor *x, TdmTensor *y, GError **error);
-gboolean cuda_avgpool2d_backward(TdmDevice *dev, TdmOpCache **cache, const TdmPool2dParams *p,
-                                 TdmTensor *dy, const TdmTensor *x_like, TdmTensor *dx,
-                                 GError **error);
-gboolean cuda_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
-                                     TdmTensor *y, GError **error);
-gboolean cuda_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy,
-                                      const TdmTensor *x_like, TdmTensor *dx, GError **error);
-gboolean cuda_softmax_xent(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                           TdmTensor *labels, float label_smoothing, float *loss,
-                           TdmTensor *dlogits, int64_t *correct, GError **error);
-gboolean cuda_softmax_xent_stats(TdmDevice *dev, TdmOpCache **cache, TdmTensor *logits,
-                                 TdmTensor *labels, float label_smoothing, TdmTensor *dlogits,
-                                 TdmTensor *stats, GError **error);
-gboolean cuda_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint64 seed,
-                              TdmTensor *x, TdmTensor *mask, TdmTensor *y, GError **error);
-gboolean cuda_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmTensor *mask,
-                               TdmTensor *dy, TdmTensor *dx, GError **error);
-gboolean cuda_fill(TdmDevice *dev, TdmTensor *x, float value, GError **error);
-gboolean cuda_copy(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, GError **error);
-gboolean cuda_scale(TdmDevice *dev, TdmTensor *x, float alpha, GError **error);
-gboolean cuda_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GError **error);
-gboolean cuda_sum_squares(TdmDevice *dev, TdmTensor *x, double *result, GError **error);
-gboolean cuda_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean normalize_u8,
-                   GError **error);
-gboolean cuda_sgd_update(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
-                         TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
-gboolean cuda_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *param,
-                           TdmTensor *grad, TdmTensor *exp_avg, TdmTensor *exp_avg_sq,
-                           GError **error);
-gboolean cuda_sgd_update_zero_grad(TdmDevice *dev, const TdmSgdParams *hp, TdmTensor *param,
-                                   TdmTensor *grad, TdmTensor *momentum_buf, GError **error);
-gboolean cuda_adamw_update_zero_grad(TdmDevice *dev, const TdmAdamWParams *hp,
-                                     TdmTensor *param, TdmTensor *grad, TdmTensor *exp_avg,
-                                     TdmTensor *exp_avg_sq, GError **error);
+/* ---- hand-written kernels: cuda-nn.c (bias_grad, batch norm, pooling),
+ * cuda-vector.c (the rest) ---- */
+TdmBiasGradFn cuda_bias_grad;
+TdmBatchnormForwardFn cuda_batchnorm_forward;
+TdmBatchnormBackwardFn cuda_batchnorm_backward;
+TdmBatchnormReluForwardFn cuda_batchnorm_relu_forward;
+TdmBatchnormReluBackwardFn cuda_batchnorm_relu_backward;
+TdmReluForwardFn cuda_relu_forward;
+TdmReluBackwardFn cuda_relu_backward;
+TdmAddFn cuda_add;
+TdmAddFn cuda_add_relu;
+TdmMaxpool2dForwardFn cuda_maxpool2d_forward;
+TdmMaxpool2dBackwardFn cuda_maxpool2d_backward;
+TdmAvgpool2dForwardFn cuda_avgpool2d_forward;
+TdmAvgpool2dBackwardFn cuda_avgpool2d_backward;
+TdmGlobalAvgpoolForwardFn cuda_global_avgpool_forward;
+TdmGlobalAvgpoolBackwardFn cuda_global_avgpool_backward;
+TdmSoftmaxXentFn cuda_softmax_xent;
+TdmSoftmaxXentStatsFn cuda_softmax_xent_stats;
+TdmDropoutForwardFn cuda_dropout_forward;
+TdmDropoutBackwardFn cuda_dropout_backward;
+TdmFillFn cuda_fill;
+TdmCopyFn cuda_copy;
+TdmScaleFn cuda_scale;
+TdmAxpyFn cuda_axpy;
+TdmSumSquaresFn cuda_sum_squares;
+TdmCastFn cuda_cast;
+TdmSgdUpdateFn cuda_sgd_update;
+TdmAdamwUpdateFn cuda_adamw_update;
+TdmSgdUpdateFn cuda_sgd_update_zero_grad;
+TdmAdamwUpdateFn cuda_adamw_update_zero_grad;
 
 #endif /* TDM_CUDA_H */
