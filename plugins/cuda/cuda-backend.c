@@ -376,7 +376,6 @@ void *cuda_workspace(TdmDevice *dev, size_t nbytes, GError **error)
 gboolean cuda_set_precision(TdmDevice *dev, TdmPrecision precision, GError **error)
 {
     CudaDevice *d = cuda_dev(dev);
-    const char *names[] = {"fp32", "tf32", "bf16"};
     if ((int)precision < 0 || precision > TDM_PRECISION_BF16) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "set_precision on %s: unknown precision %d", d->name, (int)precision);
@@ -387,8 +386,8 @@ gboolean cuda_set_precision(TdmDevice *dev, TdmPrecision precision, GError **err
         g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
                     "set_precision on %s: %s needs compute capability 8.0 or newer, %s (%s) has "
                     "%d.%d",
-                    d->name, names[precision], d->name, d->props.prop.name, d->props.prop.major,
-                    d->props.prop.minor);
+                    d->name, tdm_precision_name(precision), d->name, d->props.prop.name,
+                    d->props.prop.major, d->props.prop.minor);
         return FALSE;
     }
     /* cuBLAS's default math is strict FP32 (TF32 only when asked for);
@@ -501,11 +500,11 @@ static void cuda_device_close(TdmDevice *dev)
     if (d->cublas != NULL) {
         cublasDestroy(d->cublas);
     }
-    if (d->copy != NULL) {
-        cudaStreamDestroy(d->copy);
-    }
-    if (d->compute != NULL) {
-        cudaStreamDestroy(d->compute);
+    cudaStream_t streams[] = {d->copy, d->compute};
+    for (size_t i = 0; i < G_N_ELEMENTS(streams); i++) {
+        if (streams[i] != NULL) {
+            cudaStreamDestroy(streams[i]);
+        }
     }
     (void)cudaGetLastError();
     g_mutex_clear(&d->lock);

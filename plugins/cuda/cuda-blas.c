@@ -60,18 +60,6 @@ typedef struct {
     gboolean bias;
 } GemmCall;
 
-static const char *precision_name(TdmPrecision p)
-{
-    switch (p) {
-    case TDM_PRECISION_TF32:
-        return "tf32";
-    case TDM_PRECISION_BF16:
-        return "bf16";
-    default:
-        return "fp32";
-    }
-}
-
 /* "cublasLtMatmul (c [M, N] = a^T [M, K] x b [K, N] + bias, fp32)": only
  * made when a call failed. */
 static char *gemm_what(const GemmCall *g, const char *call)
@@ -80,7 +68,7 @@ static char *gemm_what(const GemmCall *g, const char *call)
         "%s (c [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] = a%s [%" G_GINT64_FORMAT
         ", %" G_GINT64_FORMAT "] x b%s [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]%s, %s)",
         call, g->M, g->N, g->trans_a ? "^T" : "", g->M, g->K, g->trans_b ? "^T" : "", g->K, g->N,
-        g->bias ? " + bias" : "", precision_name(g->precision));
+        g->bias ? " + bias" : "", tdm_precision_name(g->precision));
 }
 
 static gboolean gemm_lt(const GemmCall *g, cublasStatus_t rc, const char *call, GError **error)
@@ -103,14 +91,11 @@ static gboolean gemm_rt(const GemmCall *g, cudaError_t rc, const char *call, GEr
 
 void cuda_gemm_plan_clear(CudaGemmPlan *p)
 {
-    if (p->first != NULL) {
-        cublasLtMatrixLayoutDestroy(p->first);
-    }
-    if (p->second != NULL) {
-        cublasLtMatrixLayoutDestroy(p->second);
-    }
-    if (p->cd != NULL) {
-        cublasLtMatrixLayoutDestroy(p->cd);
+    cublasLtMatrixLayout_t layouts[] = {p->first, p->second, p->cd};
+    for (size_t i = 0; i < G_N_ELEMENTS(layouts); i++) {
+        if (layouts[i] != NULL) {
+            cublasLtMatrixLayoutDestroy(layouts[i]);
+        }
     }
     if (p->desc != NULL) {
         cublasLtMatmulDescDestroy(p->desc);

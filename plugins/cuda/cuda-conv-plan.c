@@ -28,11 +28,6 @@
 
 #include "cuda-conv.h"
 
-static const char *precision_name(TdmPrecision p)
-{
-    return p == TDM_PRECISION_TF32 ? "tf32" : p == TDM_PRECISION_BF16 ? "bf16" : "fp32";
-}
-
 char *cuda_conv_what(const ConvCall *c, const char *call, int algo)
 {
     const TdmConv2dParams *p = c->p;
@@ -44,7 +39,7 @@ char *cuda_conv_what(const ConvCall *c, const char *call, int algo)
         "], stride %dx%d, pad %dx%d, dilation %dx%d, groups %d, %s%s)",
         head, c->N, c->C, c->H, c->W, c->O, c->Cg, c->KH, c->KW, c->N, c->O, c->OH, c->OW,
         p->stride_h, p->stride_w, p->pad_h, p->pad_w, p->dilation_h, p->dilation_w, p->groups,
-        precision_name(c->precision), c->deterministic ? ", deterministic" : "");
+        tdm_precision_name(c->precision), c->deterministic ? ", deterministic" : "");
 }
 
 gboolean cuda_conv_dnn(const ConvCall *c, cudnnStatus_t rc, const char *call, int algo,
@@ -123,58 +118,54 @@ static gboolean conv_rank(const ConvCall *c, CudaConvPlan *p, const ConvFind *fi
                           int *n, GError **error)
 {
     cudnnHandle_t h = c->cd->cudnn;
+    /* The records of the plan's kind: same fields, one type per kind. */
+    union {
+        cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    } r;
     int got = 0;
-    gboolean ok;
+    cudnnStatus_t rc;
+    const char *call;
     *n = 0;
     if (c->kind == CUDA_PLAN_CONV_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         int want = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-        ok = find ? cuda_conv_dnn(c,
-                                  cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                      h, p->w, find->in1, p->y, find->in2, p->conv, p->x, find->out,
-                                      want, &got, r, find->ws, find->ws_bytes),
-                                  "cudnnFindConvolutionBackwardDataAlgorithmEx", -1, error)
-                  : cuda_conv_dnn(c,
-                                  cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                      h, p->w, p->y, p->conv, p->x, want, &got, r),
-                                  "cudnnGetConvolutionBackwardDataAlgorithm_v7", -1, error);
-        for (int i = 0; ok && i < got; i++) {
-            perf[(*n)++] =
-                (ConvPerf){r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType};
-        }
+        call = find ? "cudnnFindConvolutionBackwardDataAlgorithmEx"
+                    : "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+        rc = find
+                 ? cudnnFindConvolutionBackwardDataAlgorithmEx(h, p->w, find->in1, p->y, find->in2,
+                                                               p->conv, p->x, find->out, want, &got,
+                                                               r.data, find->ws, find->ws_bytes)
+                 : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, want,
+                                                               &got, r.data);
     } else if (c->kind == CUDA_PLAN_CONV_BWD_FILTER) {
-        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         int want = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-        ok = find ? cuda_conv_dnn(c,
-                                  cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                      h, p->x, find->in1, p->y, find->in2, p->conv, p->w, find->out,
-                                      want, &got, r, find->ws, find->ws_bytes),
-                                  "cudnnFindConvolutionBackwardFilterAlgorithmEx", -1, error)
-                  : cuda_conv_dnn(c,
-                                  cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                                      h, p->x, p->y, p->conv, p->w, want, &got, r),
-                                  "cudnnGetConvolutionBackwardFilterAlgorithm_v7", -1, error);
-        for (int i = 0; ok && i < got; i++) {
-            perf[(*n)++] =
-                (ConvPerf){r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType};
-        }
+        call = find ? "cudnnFindConvolutionBackwardFilterAlgorithmEx"
+                    : "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
+        rc = find ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                        h, p->x, find->in1, p->y, find->in2, p->conv, p->w, find->out, want, &got,
+                        r.filter, find->ws, find->ws_bytes)
+                  : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w,
+                                                                  want, &got, r.filter);
     } else {
-        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int want = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-        ok = find ? cuda_conv_dnn(c,
-                                  cudnnFindConvolutionForwardAlgorithmEx(
-                                      h, p->x, find->in1, p->w, find->in2, p->conv, p->y, find->out,
-                                      want, &got, r, find->ws, find->ws_bytes),
-                                  "cudnnFindConvolutionForwardAlgorithmEx", -1, error)
-                  : cuda_conv_dnn(c,
-                                  cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv,
-                                                                         p->y, want, &got, r),
-                                  "cudnnGetConvolutionForwardAlgorithm_v7", -1, error);
-        for (int i = 0; ok && i < got; i++) {
-            perf[(*n)++] =
-                (ConvPerf){r[i].algo, r[i].status, r[i].memory, r[i].determinism, r[i].mathType};
-        }
+        call = find ? "cudnnFindConvolutionForwardAlgorithmEx"
+                    : "cudnnGetConvolutionForwardAlgorithm_v7";
+        rc = find ? cudnnFindConvolutionForwardAlgorithmEx(h, p->x, find->in1, p->w, find->in2,
+                                                           p->conv, p->y, find->out, want, &got,
+                                                           r.fwd, find->ws, find->ws_bytes)
+                  : cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, want, &got,
+                                                           r.fwd);
     }
+    gboolean ok = cuda_conv_dnn(c, rc, call, -1, error);
+#define CONV_PERF(rec)                                                                             \
+    ((ConvPerf){(rec).algo, (rec).status, (rec).memory, (rec).determinism, (rec).mathType})
+    for (int i = 0; ok && i < got; i++) {
+        perf[(*n)++] = c->kind == CUDA_PLAN_CONV_BWD_DATA     ? CONV_PERF(r.data[i])
+                       : c->kind == CUDA_PLAN_CONV_BWD_FILTER ? CONV_PERF(r.filter[i])
+                                                              : CONV_PERF(r.fwd[i]);
+    }
+#undef CONV_PERF
     if (find != NULL) {
         /* A trial that failed to launch is reported in its record, but may
          * also leave the runtime's last error set, which cuda_op_end would
