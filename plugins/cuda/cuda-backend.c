@@ -325,6 +325,17 @@ gboolean cuda_op_end(TdmDevice *dev, const char *op, gboolean ok, GError **error
     return ok;
 }
 
+gboolean cuda_launched(TdmDevice *dev, cudaError_t rc, const char *op, const char *kernel,
+                       const TdmTensor *t, GError **error)
+{
+    if (rc == cudaSuccess) {
+        return TRUE;
+    }
+    g_autofree char *shape = tdm_tensor_shape_string(t);
+    g_autofree char *what = g_strdup_printf("%s %s", kernel, shape);
+    return cuda_check(dev, rc, op, what, error);
+}
+
 gboolean cuda_check_plain(const char *op, const char *what, const TdmTensor *t, GError **error)
 {
     if (t->layout != NULL || !tdm_tensor_is_contiguous(t)) {

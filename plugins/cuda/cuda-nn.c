@@ -31,19 +31,6 @@ static int nn_sm_count(TdmDevice *dev)
                : 132;
 }
 
-/* The status of a launcher; on failure a GError naming the op, the kernel
- * and the shape of `t` (built only then: success allocates nothing). */
-static gboolean nn_launched(TdmDevice *dev, cudaError_t rc, const char *op, const char *kernel,
-                            const TdmTensor *t, GError **error)
-{
-    if (rc == cudaSuccess) {
-        return TRUE;
-    }
-    g_autofree char *shape = tdm_tensor_shape_string(t);
-    g_autofree char *what = g_strdup_printf("%s %s", kernel, shape);
-    return cuda_check(dev, rc, op, what, error);
-}
-
 /* The inputs named in the NULL-terminated list of (name, tensor) pairs
  * are plain; with `optional`, a NULL tensor passes too. */
 static gboolean nn_check_plain_all(const char *op, GError **error, gboolean optional,
@@ -110,7 +97,7 @@ static gboolean bias_grad_run(TdmDevice *dev, const char *op, TdmTensor *dy, Tdm
     cudaError_t rc =
         cuda_k_bias_grad(cuda_dev(dev)->compute, cuda_f32(dy), N, C, S, cuda_f32(db), scratch, sm);
     g_mutex_unlock(&cuda_dev(dev)->lock);
-    return nn_launched(dev, rc, op, "bias_grad", dy, error);
+    return cuda_launched(dev, rc, op, "bias_grad", dy, error);
 }
 
 gboolean cuda_bias_grad(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy, TdmTensor *bias_grad,
@@ -149,8 +136,8 @@ static gboolean bn_forward_body(TdmDevice *dev, const char *op, TdmTensor *x, Td
         nn_f32_or_null(beta), nn_f32_or_null(running_mean), nn_f32_or_null(running_var), momentum,
         eps, training, nn_f32_or_null(sm_out), nn_f32_or_null(sv_out), relu, scratch, sm);
     g_mutex_unlock(&cuda_dev(dev)->lock);
-    return nn_launched(dev, rc, op, training ? "bn_forward (training)" : "bn_forward (eval)", x,
-                       error);
+    return cuda_launched(dev, rc, op, training ? "bn_forward (training)" : "bn_forward (eval)", x,
+                         error);
 }
 
 static gboolean bn_forward_op(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *gamma,
@@ -209,7 +196,7 @@ static gboolean bn_backward_body(TdmDevice *dev, const char *op, TdmTensor *x, T
         nn_f32_or_null(gamma), cuda_f32(save_mean), cuda_f32(save_var), eps, nn_f32_or_null(dx),
         nn_f32_or_null(dgamma), nn_f32_or_null(dbeta), scratch, sm);
     g_mutex_unlock(&cuda_dev(dev)->lock);
-    return nn_launched(dev, rc, op, "bn_backward", x, error);
+    return cuda_launched(dev, rc, op, "bn_backward", x, error);
 }
 
 static gboolean bn_backward_op(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *y_relu,
@@ -333,7 +320,7 @@ static gboolean pool_body(TdmDevice *dev, const char *op, NnPoolKind kind, const
         rc = cuda_k_avgpool_backward(stream, cuda_f32(in), cuda_f32(out), g);
         break;
     }
-    return nn_launched(dev, rc, op, kernels[kind], in, error);
+    return cuda_launched(dev, rc, op, kernels[kind], in, error);
 }
 
 static gboolean pool_op(TdmDevice *dev, const char *op, NnPoolKind kind, const TdmPool2dParams *p,
@@ -380,11 +367,11 @@ gboolean cuda_global_avgpool_forward(TdmDevice *dev, TdmOpCache **cache, TdmTens
     /* y is [N, C] (the first two dims of x), as ref. */
     gboolean ok = cuda_check_plain(op, "x", x, error) &&
                   cuda_ensure_out(y, TDM_DTYPE_F32, 2, x->shape, error) &&
-                  nn_launched(dev,
-                              cuda_k_global_avgpool_forward(cuda_dev(dev)->compute, cuda_f32(x),
-                                                            cuda_f32(y), x->shape[0] * x->shape[1],
-                                                            x->shape[2] * x->shape[3]),
-                              op, "global_avgpool_forward", x, error);
+                  cuda_launched(dev,
+                                cuda_k_global_avgpool_forward(
+                                    cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y),
+                                    x->shape[0] * x->shape[1], x->shape[2] * x->shape[3]),
+                                op, "global_avgpool_forward", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -399,10 +386,10 @@ gboolean cuda_global_avgpool_backward(TdmDevice *dev, TdmOpCache **cache, TdmTen
     int64_t xshape[4] = {x_like->shape[0], x_like->shape[1], x_like->shape[2], x_like->shape[3]};
     gboolean ok = cuda_check_plain(op, "dy", dy, error) &&
                   cuda_ensure_out(dx, TDM_DTYPE_F32, 4, xshape, error) &&
-                  nn_launched(dev,
-                              cuda_k_global_avgpool_backward(cuda_dev(dev)->compute, cuda_f32(dy),
-                                                             cuda_f32(dx), xshape[0] * xshape[1],
-                                                             xshape[2] * xshape[3]),
-                              op, "global_avgpool_backward", dx, error);
+                  cuda_launched(dev,
+                                cuda_k_global_avgpool_backward(cuda_dev(dev)->compute, cuda_f32(dy),
+                                                               cuda_f32(dx), xshape[0] * xshape[1],
+                                                               xshape[2] * xshape[3]),
+                                op, "global_avgpool_backward", dx, error);
     return cuda_op_end(dev, op, ok, error);
 }

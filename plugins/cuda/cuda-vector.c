@@ -155,18 +155,6 @@ static void *cuda_vec_scratch(TdmDevice *dev, CudaVec *v, size_t nbytes, GError 
     return v->scratch;
 }
 
-/* A launcher's status, naming the kernel and the shape when it failed. */
-static gboolean launched(TdmDevice *dev, cudaError_t rc, const char *op, const char *kernel,
-                         const TdmTensor *t, GError **error)
-{
-    if (rc == cudaSuccess) {
-        return TRUE;
-    }
-    g_autofree char *shape = tdm_tensor_shape_string(t);
-    g_autofree char *what = g_strdup_printf("%s %s", kernel, shape);
-    return cuda_check(dev, rc, op, what, error);
-}
-
 /* ---- elementwise ---- */
 
 gboolean cuda_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
@@ -179,9 +167,9 @@ gboolean cuda_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     gboolean ok =
         cuda_check_plain(op, "x", x, error) &&
         cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
-        launched(dev,
-                 cuda_k_relu(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y), tdm_tensor_numel(x)),
-                 op, "cuda_k_relu", x, error);
+        cuda_launched(
+            dev, cuda_k_relu(cuda_dev(dev)->compute, cuda_f32(x), cuda_f32(y), tdm_tensor_numel(x)),
+            op, "cuda_k_relu", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -192,12 +180,13 @@ gboolean cuda_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, Td
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok = cuda_check_plain(op, "y", y, error) && cuda_check_plain(op, "dy", dy, error) &&
-                  cuda_ensure_out(dx, TDM_DTYPE_F32, y->ndim, y->shape, error) &&
-                  launched(dev,
-                           cuda_k_relu_backward(cuda_dev(dev)->compute, cuda_f32(y), cuda_f32(dy),
-                                                cuda_f32(dx), tdm_tensor_numel(y)),
-                           op, "cuda_k_relu_backward", y, error);
+    gboolean ok =
+        cuda_check_plain(op, "y", y, error) && cuda_check_plain(op, "dy", dy, error) &&
+        cuda_ensure_out(dx, TDM_DTYPE_F32, y->ndim, y->shape, error) &&
+        cuda_launched(dev,
+                      cuda_k_relu_backward(cuda_dev(dev)->compute, cuda_f32(y), cuda_f32(dy),
+                                           cuda_f32(dx), tdm_tensor_numel(y)),
+                      op, "cuda_k_relu_backward", y, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -212,10 +201,10 @@ static gboolean add_run(TdmDevice *dev, const char *op, gboolean relu, TdmTensor
     if (ok) {
         cudaStream_t s = cuda_dev(dev)->compute;
         int64_t n = tdm_tensor_numel(a);
-        ok = relu ? launched(dev, cuda_k_add_relu(s, cuda_f32(a), cuda_f32(b), cuda_f32(y), n), op,
-                             "cuda_k_add_relu", a, error)
-                  : launched(dev, cuda_k_add(s, cuda_f32(a), cuda_f32(b), cuda_f32(y), n), op,
-                             "cuda_k_add", a, error);
+        ok = relu ? cuda_launched(dev, cuda_k_add_relu(s, cuda_f32(a), cuda_f32(b), cuda_f32(y), n),
+                                  op, "cuda_k_add_relu", a, error)
+                  : cuda_launched(dev, cuda_k_add(s, cuda_f32(a), cuda_f32(b), cuda_f32(y), n), op,
+                                  "cuda_k_add", a, error);
     }
     return cuda_op_end(dev, op, ok, error);
 }
@@ -312,12 +301,12 @@ static gboolean xent_run(TdmDevice *dev, const char *op, TdmTensor *logits, TdmT
     void *scratch =
         ok ? cuda_vec_scratch(dev, v, (size_t)cuda_k_softmax_xent_scratch(n), error) : NULL;
     ok = scratch != NULL &&
-         launched(dev,
-                  cuda_k_softmax_xent(s, cuda_f32(logits), tdm_tensor_data(labels),
-                                      labels->dtype == TDM_DTYPE_I64, n, k, label_smoothing,
-                                      dlogits != NULL ? cuda_f32(dlogits) : NULL, scratch, v->state,
-                                      stats != NULL ? cuda_f32(stats) : NULL),
-                  op, "cuda_k_softmax_xent", logits, error) &&
+         cuda_launched(dev,
+                       cuda_k_softmax_xent(s, cuda_f32(logits), tdm_tensor_data(labels),
+                                           labels->dtype == TDM_DTYPE_I64, n, k, label_smoothing,
+                                           dlogits != NULL ? cuda_f32(dlogits) : NULL, scratch,
+                                           v->state, stats != NULL ? cuda_f32(stats) : NULL),
+                       op, "cuda_k_softmax_xent", logits, error) &&
          cuda_check(dev,
                     cudaMemcpyAsync(&v->host->xent, v->state, sizeof(CudaXentState),
                                     cudaMemcpyDeviceToHost, s),
@@ -410,14 +399,14 @@ gboolean cuda_dropout_forward(TdmDevice *dev, TdmOpCache **cache, float p, guint
     if (!cuda_op_begin(dev, op, error)) {
         return FALSE;
     }
-    gboolean ok =
-        cuda_check_plain(op, "x", x, error) &&
-        cuda_ensure_out(mask, TDM_DTYPE_U8, x->ndim, x->shape, error) &&
-        cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
-        launched(dev,
-                 cuda_k_dropout_forward(cuda_dev(dev)->compute, cuda_f32(x), tdm_tensor_data(mask),
-                                        cuda_f32(y), tdm_tensor_numel(x), p, seed),
-                 op, "cuda_k_dropout_forward", x, error);
+    gboolean ok = cuda_check_plain(op, "x", x, error) &&
+                  cuda_ensure_out(mask, TDM_DTYPE_U8, x->ndim, x->shape, error) &&
+                  cuda_ensure_out(y, TDM_DTYPE_F32, x->ndim, x->shape, error) &&
+                  cuda_launched(dev,
+                                cuda_k_dropout_forward(cuda_dev(dev)->compute, cuda_f32(x),
+                                                       tdm_tensor_data(mask), cuda_f32(y),
+                                                       tdm_tensor_numel(x), p, seed),
+                                op, "cuda_k_dropout_forward", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -431,10 +420,10 @@ gboolean cuda_dropout_backward(TdmDevice *dev, TdmOpCache **cache, float p, TdmT
     gboolean ok =
         cuda_check_plain(op, "mask", mask, error) && cuda_check_plain(op, "dy", dy, error) &&
         cuda_ensure_out(dx, TDM_DTYPE_F32, dy->ndim, dy->shape, error) &&
-        launched(dev,
-                 cuda_k_dropout_backward(cuda_dev(dev)->compute, tdm_tensor_data(mask),
-                                         cuda_f32(dy), cuda_f32(dx), tdm_tensor_numel(dy), p),
-                 op, "cuda_k_dropout_backward", dy, error);
+        cuda_launched(dev,
+                      cuda_k_dropout_backward(cuda_dev(dev)->compute, tdm_tensor_data(mask),
+                                              cuda_f32(dy), cuda_f32(dx), tdm_tensor_numel(dy), p),
+                      op, "cuda_k_dropout_backward", dy, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -450,10 +439,10 @@ static gboolean fill_or_scale(TdmDevice *dev, const char *op, TdmTensor *x, floa
     cudaStream_t s = cuda_dev(dev)->compute;
     int64_t n = tdm_tensor_numel(x);
     gboolean ok = cuda_check_plain(op, "x", x, error) &&
-                  launched(dev,
-                           scale ? cuda_k_scale(s, cuda_f32(x), value, n)
-                                 : cuda_k_fill(s, cuda_f32(x), value, n),
-                           op, scale ? "cuda_k_scale" : "cuda_k_fill", x, error);
+                  cuda_launched(dev,
+                                scale ? cuda_k_scale(s, cuda_f32(x), value, n)
+                                      : cuda_k_fill(s, cuda_f32(x), value, n),
+                                op, scale ? "cuda_k_scale" : "cuda_k_fill", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -516,10 +505,10 @@ gboolean cuda_axpy(TdmDevice *dev, float alpha, TdmTensor *x, TdmTensor *y, GErr
         return FALSE;
     }
     gboolean ok = cuda_check_plain(op, "x", x, error) && cuda_check_plain(op, "y", y, error) &&
-                  launched(dev,
-                           cuda_k_axpy(cuda_dev(dev)->compute, alpha, cuda_f32(x), cuda_f32(y),
-                                       tdm_tensor_numel(x)),
-                           op, "cuda_k_axpy", x, error);
+                  cuda_launched(dev,
+                                cuda_k_axpy(cuda_dev(dev)->compute, alpha, cuda_f32(x), cuda_f32(y),
+                                            tdm_tensor_numel(x)),
+                                op, "cuda_k_axpy", x, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -537,8 +526,8 @@ static gboolean sum_squares_run(TdmDevice *dev, const char *op, TdmTensor *x, do
     g_mutex_lock(&v->lock);
     double *parts = cuda_vec_scratch(dev, v, (size_t)(blocks + 1) * sizeof(double), error);
     gboolean ok = parts != NULL &&
-                  launched(dev, cuda_k_sum_squares(s, cuda_f32(x), n, parts, parts + blocks), op,
-                           "cuda_k_sum_squares", x, error) &&
+                  cuda_launched(dev, cuda_k_sum_squares(s, cuda_f32(x), n, parts, parts + blocks),
+                                op, "cuda_k_sum_squares", x, error) &&
                   cuda_check(dev,
                              cudaMemcpyAsync(&v->host->sum_squares, parts + blocks, sizeof(double),
                                              cudaMemcpyDeviceToHost, s),
@@ -573,11 +562,11 @@ gboolean cuda_cast(TdmDevice *dev, TdmTensor *src, TdmTensor *dst, gboolean norm
         cuda_check_plain(op, "src", src, error) &&
         (dst->storage != NULL || cuda_ensure_out(dst, dst->dtype, src->ndim, src->shape, error)) &&
         cuda_check_plain(op, "dst", dst, error) &&
-        launched(dev,
-                 cuda_k_cast(cuda_dev(dev)->compute, tdm_tensor_data(src), (int)src->dtype,
-                             tdm_tensor_data(dst), (int)dst->dtype, tdm_tensor_numel(src),
-                             normalize_u8 ? 1 : 0),
-                 op, "cuda_k_cast", src, error);
+        cuda_launched(dev,
+                      cuda_k_cast(cuda_dev(dev)->compute, tdm_tensor_data(src), (int)src->dtype,
+                                  tdm_tensor_data(dst), (int)dst->dtype, tdm_tensor_numel(src),
+                                  normalize_u8 ? 1 : 0),
+                      op, "cuda_k_cast", src, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -591,14 +580,14 @@ static gboolean sgd_run(TdmDevice *dev, const char *op, const TdmSgdParams *hp, 
     }
     CudaElemSgd e = cuda_elem_sgd_params(hp->lr, hp->momentum, hp->dampening, hp->weight_decay,
                                          hp->nesterov, hp->first_step);
-    gboolean ok = cuda_check_plain(op, "param", param, error) &&
-                  cuda_check_plain(op, "grad", grad, error) &&
-                  (!e.use_buf || cuda_check_plain(op, "momentum_buf", momentum_buf, error)) &&
-                  launched(dev,
-                           cuda_k_sgd(cuda_dev(dev)->compute, &e, cuda_f32(param), cuda_f32(grad),
-                                      e.use_buf ? cuda_f32(momentum_buf) : NULL,
-                                      tdm_tensor_numel(param), zero ? 1 : 0),
-                           op, "cuda_k_sgd", param, error);
+    gboolean ok =
+        cuda_check_plain(op, "param", param, error) && cuda_check_plain(op, "grad", grad, error) &&
+        (!e.use_buf || cuda_check_plain(op, "momentum_buf", momentum_buf, error)) &&
+        cuda_launched(dev,
+                      cuda_k_sgd(cuda_dev(dev)->compute, &e, cuda_f32(param), cuda_f32(grad),
+                                 e.use_buf ? cuda_f32(momentum_buf) : NULL, tdm_tensor_numel(param),
+                                 zero ? 1 : 0),
+                      op, "cuda_k_sgd", param, error);
     return cuda_op_end(dev, op, ok, error);
 }
 
@@ -623,15 +612,15 @@ static gboolean adamw_run(TdmDevice *dev, const char *op, const TdmAdamWParams *
     }
     CudaElemAdamW e =
         cuda_elem_adamw_params(hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->step);
-    gboolean ok = cuda_check_plain(op, "param", param, error) &&
-                  cuda_check_plain(op, "grad", grad, error) &&
-                  cuda_check_plain(op, "exp_avg", exp_avg, error) &&
-                  cuda_check_plain(op, "exp_avg_sq", exp_avg_sq, error) &&
-                  launched(dev,
-                           cuda_k_adamw(cuda_dev(dev)->compute, &e, cuda_f32(param), cuda_f32(grad),
-                                        cuda_f32(exp_avg), cuda_f32(exp_avg_sq),
-                                        tdm_tensor_numel(param), zero ? 1 : 0),
-                           op, "cuda_k_adamw", param, error);
+    gboolean ok =
+        cuda_check_plain(op, "param", param, error) && cuda_check_plain(op, "grad", grad, error) &&
+        cuda_check_plain(op, "exp_avg", exp_avg, error) &&
+        cuda_check_plain(op, "exp_avg_sq", exp_avg_sq, error) &&
+        cuda_launched(dev,
+                      cuda_k_adamw(cuda_dev(dev)->compute, &e, cuda_f32(param), cuda_f32(grad),
+                                   cuda_f32(exp_avg), cuda_f32(exp_avg_sq), tdm_tensor_numel(param),
+                                   zero ? 1 : 0),
+                      op, "cuda_k_adamw", param, error);
     return cuda_op_end(dev, op, ok, error);
 }
 

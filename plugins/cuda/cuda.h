@@ -100,6 +100,11 @@ gboolean cuda_check_cudnn(TdmDevice *dev, cudnnStatus_t rc, const char *op, cons
 gboolean cuda_op_begin(TdmDevice *dev, const char *op, GError **error);
 gboolean cuda_op_end(TdmDevice *dev, const char *op, gboolean ok, GError **error);
 
+/* The status of a kernel launcher; on failure a GError naming the op,
+ * the kernel and the shape of `t` (built only then: success allocates
+ * nothing). */
+gboolean cuda_launched(TdmDevice *dev, cudaError_t rc, const char *op, const char *kernel,
+                       const TdmTensor *t, GError **error);
 /* The tensor is plain and dense (the only tensors the kernels index), in
  * `dtype`; `what` names it in the message. */
 gboolean cuda_check_plain(const char *op, const char *what, const TdmTensor *t, GError **error);
