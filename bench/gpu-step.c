@@ -18,8 +18,8 @@
  *
  * --precision sets the device's precision (tdm_device_set_precision: TF32
  * or bf16 GEMM and convolution, fp32 master weights) before the model is
- * built; a backend that cannot refuses with a clear error. --check-steady fails (exit 1) when the allocator's reserved bytes
- * or the peak of allocated bytes grow after the warm-up: a steady step
+ * built; a backend that cannot refuses with a clear error. --check-steady fails (exit 1) when the
+ * allocator's reserved bytes or the peak of allocated bytes grow after the warm-up: a steady step
  * must reuse what the first steps allocated.
  *
  * Output: one line "RESULT impl=tandem model=... img_per_s=... peak_mib=...
@@ -60,10 +60,24 @@ static gboolean parse_int(const char *arg, const char *value, int min, int *out)
     return TRUE;
 }
 
+typedef struct {
+    const char *name;
+    int *out;
+    int min;
+} IntOption;
+
 static gboolean parse_options(int argc, char **argv, Options *o)
 {
     *o = (Options){.device = "cuda", .model = "resnet8", .precision = "fp32", .batch = 1024,
                    .channels = 1, .size = 28, .classes = 10, .warmup = 10, .steps = 50};
+    /* The options that take a value: text kept as given, or integers. */
+    const struct {
+        const char *name;
+        const char **out;
+    } texts[] = {{"--device", &o->device}, {"--model", &o->model}, {"--precision", &o->precision}};
+    const IntOption ints[] = {{"--batch", &o->batch, 1},   {"--channels", &o->channels, 1},
+                              {"--size", &o->size, 1},     {"--classes", &o->classes, 2},
+                              {"--warmup", &o->warmup, 1}, {"--steps", &o->steps, 1}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,27 +86,21 @@ static gboolean parse_options(int argc, char **argv, Options *o)
             o->check_steady = TRUE;
             continue;
         }
-        if (strcmp(a, "--device") == 0) {
-            o->device = v;
-        } else if (strcmp(a, "--model") == 0) {
-            o->model = v;
-        } else if (strcmp(a, "--precision") == 0) {
-            o->precision = v;
-        } else if (strcmp(a, "--batch") == 0) {
-            ok = parse_int(a, v, 1, &o->batch);
-        } else if (strcmp(a, "--channels") == 0) {
-            ok = parse_int(a, v, 1, &o->channels);
-        } else if (strcmp(a, "--size") == 0) {
-            ok = parse_int(a, v, 1, &o->size);
-        } else if (strcmp(a, "--classes") == 0) {
-            ok = parse_int(a, v, 2, &o->classes);
-        } else if (strcmp(a, "--warmup") == 0) {
-            ok = parse_int(a, v, 1, &o->warmup);
-        } else if (strcmp(a, "--steps") == 0) {
-            ok = parse_int(a, v, 1, &o->steps);
+        const char **text = NULL;
+        const IntOption *num = NULL;
+        for (size_t k = 0; k < G_N_ELEMENTS(texts); k++) {
+            text = strcmp(a, texts[k].name) == 0 ? texts[k].out : text;
+        }
+        for (size_t k = 0; k < G_N_ELEMENTS(ints); k++) {
+            num = strcmp(a, ints[k].name) == 0 ? &ints[k] : num;
+        }
+        if (text != NULL) {
+            *text = v;
+        } else if (num != NULL) {
+            ok = parse_int(a, v, num->min, num->out);
         } else {
-            fprintf(stderr, "gpu-step: unknown argument '%s' (see the header of bench/gpu-step.c)\n",
-                    a);
+            fprintf(stderr,
+                    "gpu-step: unknown argument '%s' (see the header of bench/gpu-step.c)\n", a);
             return FALSE;
         }
         if (!ok || v == NULL) {
@@ -191,8 +199,8 @@ static int run(const Options *o, GError **error)
     qsort(t, (size_t)o->steps, sizeof(double), cmp_double);
     double med = t[o->steps / 2];
     /* Unknown figures are -1 on both reads, so they compare equal. */
-    gboolean steady = end.reserved_bytes == warm.reserved_bytes &&
-                      end.peak_bytes == warm.peak_bytes;
+    gboolean steady =
+        end.reserved_bytes == warm.reserved_bytes && end.peak_bytes == warm.peak_bytes;
     printf("RESULT impl=tandem device=%s model=%s batch=%d input=%dx%dx%d precision=%s "
            "steps=%d median_ms=%.4f img_per_s=%.1f peak_mib=%.1f reserved_mib=%.1f "
            "steady=%s loss=%.4f\n",
