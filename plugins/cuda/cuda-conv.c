@@ -410,9 +410,14 @@ static gboolean conv_run(ConvCall *c, TdmOpCache **cache, ConvJob *job, GError *
     return ok;
 }
 
-static void conv_call_init(ConvCall *c, TdmDevice *dev, const char *op, const TdmConv2dParams *p,
-                           CudaPlanKind kind)
+/* Opens the op (cuda_op_begin) and fills the call's fixed fields; FALSE
+ * (error set) when the op could not begin. */
+static gboolean conv_begin(ConvCall *c, TdmDevice *dev, const char *op, const TdmConv2dParams *p,
+                           CudaPlanKind kind, GError **error)
 {
+    if (!cuda_op_begin(dev, op, error)) {
+        return FALSE;
+    }
     memset(c, 0, sizeof(*c));
     c->dev = dev;
     c->cd = cuda_dev(dev);
@@ -421,6 +426,7 @@ static void conv_call_init(ConvCall *c, TdmDevice *dev, const char *op, const Td
     c->kind = kind;
     /* For messages before the lock; conv_lock reads it again. */
     c->precision = c->cd->precision;
+    return TRUE;
 }
 
 /* Takes the device lock and reads the mode the op runs in: the job's
@@ -438,6 +444,27 @@ static void conv_unlock(ConvCall *c)
     g_mutex_unlock(&c->cd->lock);
 }
 
+/* A job whose two inputs are `in1` and `in2`, read through bf16 staged
+ * copies under BF16 precision. */
+static void job_inputs(ConvJob *job, gboolean bf16, const TdmTensor *in1, const TdmTensor *in2)
+{
+    size_t es = bf16 ? 2 : sizeof(float);
+    PieceMode in = bf16 ? PIECE_BF16_IN : PIECE_IN;
+    memset(job, 0, sizeof(*job));
+    piece_set(job, P_IN1, in, cuda_f32(in1), tdm_tensor_numel(in1), es);
+    piece_set(job, P_IN2, in, cuda_f32(in2), tdm_tensor_numel(in2), es);
+}
+
+/* The job's f32 output `out` of n values, written by cuDNN through a bf16
+ * scratch copy under BF16 precision. */
+static void job_output(ConvJob *job, gboolean bf16, TdmTensor *out, int64_t n)
+{
+    if (bf16) {
+        piece_set(job, P_OUT_BF, PIECE_SCRATCH, NULL, n, 2);
+    }
+    piece_set(job, P_OUT, PIECE_OUT, cuda_f32(out), n, sizeof(float));
+}
+
 /* ---- the ops ---- */
 
 static gboolean conv_forward_any(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
@@ -445,11 +472,10 @@ static gboolean conv_forward_any(TdmDevice *dev, TdmOpCache **cache, const TdmCo
                                  gboolean relu, GError **error)
 {
     const char *op = relu ? "conv2d_relu_forward" : "conv2d_forward";
-    if (!cuda_op_begin(dev, op, error)) {
+    ConvCall c;
+    if (!conv_begin(&c, dev, op, p, relu ? CUDA_PLAN_CONV_FWD_RELU : CUDA_PLAN_CONV_FWD, error)) {
         return FALSE;
     }
-    ConvCall c;
-    conv_call_init(&c, dev, op, p, relu ? CUDA_PLAN_CONV_FWD_RELU : CUDA_PLAN_CONV_FWD);
     gboolean ok = cuda_check_plain(op, "x", x, error) && cuda_check_plain(op, "w", w, error) &&
                   (bias == NULL || cuda_check_plain(op, "bias", bias, error)) &&
                   conv_geometry(&c, x, w, error);
@@ -464,16 +490,9 @@ static gboolean conv_forward_any(TdmDevice *dev, TdmOpCache **cache, const TdmCo
     if (ok && ny > 0) {
         conv_lock(&c);
         gboolean bf16 = c.precision == TDM_PRECISION_BF16;
-        size_t es = bf16 ? 2 : sizeof(float);
         ConvJob job;
-        memset(&job, 0, sizeof(job));
-        PieceMode in = bf16 ? PIECE_BF16_IN : PIECE_IN;
-        piece_set(&job, P_IN1, in, cuda_f32(x), tdm_tensor_numel(x), es);
-        piece_set(&job, P_IN2, in, cuda_f32(w), tdm_tensor_numel(w), es);
-        if (bf16) {
-            piece_set(&job, P_OUT_BF, PIECE_SCRATCH, NULL, ny, 2);
-        }
-        piece_set(&job, P_OUT, PIECE_OUT, cuda_f32(y), ny, sizeof(float));
+        job_inputs(&job, bf16, x, w);
+        job_output(&job, bf16, y, ny);
         /* The fused call reads y as its z (times alpha2 = 0): staged
          * scratch may hold any bits, NaN included, so it starts at zero. */
         job.pc[P_OUT].zero_first = relu && !bf16;
@@ -507,11 +526,10 @@ gboolean cuda_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const Tdm
                                    TdmTensor *dx, GError **error)
 {
     const char *op = "conv2d_backward_data";
-    if (!cuda_op_begin(dev, op, error)) {
+    ConvCall c;
+    if (!conv_begin(&c, dev, op, p, CUDA_PLAN_CONV_BWD_DATA, error)) {
         return FALSE;
     }
-    ConvCall c;
-    conv_call_init(&c, dev, op, p, CUDA_PLAN_CONV_BWD_DATA);
     gboolean ok = cuda_check_plain(op, "dy", dy, error) && cuda_check_plain(op, "w", w, error) &&
                   conv_geometry(&c, x_like, w, error);
     int64_t xshape[4] = {c.N, c.C, c.H, c.W};
@@ -525,16 +543,9 @@ gboolean cuda_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const Tdm
     } else if (ok && nx > 0) {
         conv_lock(&c);
         gboolean bf16 = c.precision == TDM_PRECISION_BF16;
-        size_t es = bf16 ? 2 : sizeof(float);
         ConvJob job;
-        memset(&job, 0, sizeof(job));
-        PieceMode in = bf16 ? PIECE_BF16_IN : PIECE_IN;
-        piece_set(&job, P_IN1, in, cuda_f32(w), tdm_tensor_numel(w), es);
-        piece_set(&job, P_IN2, in, cuda_f32(dy), ndy, es);
-        if (bf16) {
-            piece_set(&job, P_OUT_BF, PIECE_SCRATCH, NULL, nx, 2);
-        }
-        piece_set(&job, P_OUT, PIECE_OUT, cuda_f32(dx), nx, sizeof(float));
+        job_inputs(&job, bf16, w, dy);
+        job_output(&job, bf16, dx, nx);
         ok = conv_run(&c, cache, &job, error);
         conv_unlock(&c);
     }
@@ -546,11 +557,10 @@ gboolean cuda_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const T
                                      GError **error)
 {
     const char *op = "conv2d_backward_filter";
-    if (!cuda_op_begin(dev, op, error)) {
+    ConvCall c;
+    if (!conv_begin(&c, dev, op, p, CUDA_PLAN_CONV_BWD_FILTER, error)) {
         return FALSE;
     }
-    ConvCall c;
-    conv_call_init(&c, dev, op, p, CUDA_PLAN_CONV_BWD_FILTER);
     gboolean ok = cuda_check_plain(op, "x", x, error) && cuda_check_plain(op, "dy", dy, error) &&
                   cuda_check_plain(op, "dw", dw, error) &&
                   (db == NULL || cuda_check_plain(op, "db", db, error)) &&
@@ -560,12 +570,8 @@ gboolean cuda_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const T
     if (ok && ndy > 0 && ndw > 0) {
         conv_lock(&c);
         gboolean bf16 = c.precision == TDM_PRECISION_BF16;
-        size_t es = bf16 ? 2 : sizeof(float);
         ConvJob job;
-        memset(&job, 0, sizeof(job));
-        PieceMode in = bf16 ? PIECE_BF16_IN : PIECE_IN;
-        piece_set(&job, P_IN1, in, cuda_f32(x), tdm_tensor_numel(x), es);
-        piece_set(&job, P_IN2, in, cuda_f32(dy), ndy, es);
+        job_inputs(&job, bf16, x, dy);
         if (bf16) {
             /* The bf16 gradient, its f32 copy, then dw += it (cublasSaxpy
              * takes dw as it is, so P_OUT is never staged here). */
