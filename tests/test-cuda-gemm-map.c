@@ -188,29 +188,42 @@ static void test_all_shapes(gconstpointer data)
     }
 }
 
+/* One shape and scaling of check_case. */
+typedef struct {
+    int64_t M, N, K;
+    float alpha, beta;
+    gboolean with_bias;
+} GemmCase;
+
+/* Each case under the four transpose combinations (combination outer),
+ * with seeds counting up from `seed`. */
+static void check_cases(const GemmCase *cases, size_t n, guint32 seed)
+{
+    for (int combo = 0; combo < 4; combo++) {
+        gboolean ta = (combo & 1) != 0, tb = (combo & 2) != 0;
+        for (size_t i = 0; i < n; i++) {
+            const GemmCase *g = &cases[i];
+            check_case(ta, tb, g->M, g->N, g->K, g->alpha, g->beta, g->with_bias, seed++);
+        }
+    }
+}
+
 /* A few larger, lopsided shapes (tall, wide, long inner dimension). */
 static void test_lopsided(void)
 {
-    guint32 seed = 77;
-    for (int combo = 0; combo < 4; combo++) {
-        gboolean ta = (combo & 1) != 0, tb = (combo & 2) != 0;
-        check_case(ta, tb, 130, 3, 9, 1.0f, 0.0f, TRUE, seed++);
-        check_case(ta, tb, 2, 129, 11, 1.0f, 1.0f, FALSE, seed++);
-        check_case(ta, tb, 6, 5, 300, 2.0f, 0.5f, TRUE, seed++);
-        check_case(ta, tb, 64, 10, 784, 1.0f, 0.0f, TRUE, seed++);
-    }
+    static const GemmCase cases[] = {{130, 3, 9, 1.0f, 0.0f, TRUE},
+                                     {2, 129, 11, 1.0f, 1.0f, FALSE},
+                                     {6, 5, 300, 2.0f, 0.5f, TRUE},
+                                     {64, 10, 784, 1.0f, 0.0f, TRUE}};
+    check_cases(cases, G_N_ELEMENTS(cases), 77);
 }
 
 /* K = 0: c = beta c + bias, computed as K = 1 over zero operands. */
 static void test_empty_inner(void)
 {
-    guint32 seed = 500;
-    for (int combo = 0; combo < 4; combo++) {
-        gboolean ta = (combo & 1) != 0, tb = (combo & 2) != 0;
-        check_case(ta, tb, 3, 4, 0, 1.0f, 0.0f, TRUE, seed++);
-        check_case(ta, tb, 1, 5, 0, 1.0f, 0.5f, TRUE, seed++);
-        check_case(ta, tb, 4, 1, 0, 1.0f, 1.0f, FALSE, seed++);
-    }
+    static const GemmCase cases[] = {
+        {3, 4, 0, 1.0f, 0.0f, TRUE}, {1, 5, 0, 1.0f, 0.5f, TRUE}, {4, 1, 0, 1.0f, 1.0f, FALSE}};
+    check_cases(cases, G_N_ELEMENTS(cases), 500);
 }
 
 static void test_alignment(void)
