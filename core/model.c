@@ -232,6 +232,23 @@ static void init_values(const TdmParam *p, guint64 seed, guint index, float *v)
     }
 }
 
+/* A flat f32 arena of n floats on `dev` in *arena (left NULL when n is 0);
+ * `what` names it in the error. */
+static gboolean arena_new(TdmDevice *dev, size_t n, const char *what, TdmTensor **arena,
+                          GError **error)
+{
+    if (n == 0) {
+        return TRUE;
+    }
+    int64_t shape[1] = {(int64_t)n};
+    *arena = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, shape, error);
+    if (*arena == NULL) {
+        g_prefix_error(error, "model %s arena (%zu floats): ", what, n);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean place_params(TdmModel *model, guint64 seed, gboolean init, GError **error)
 {
     TdmDevice *dev = model->device;
@@ -246,21 +263,9 @@ static gboolean place_params(TdmModel *model, guint64 seed, gboolean init, GErro
     }
     model->n_values = n_values;
     model->n_grads = n_grads;
-    if (n_values > 0) {
-        int64_t shape[1] = {(int64_t)n_values};
-        model->value_arena = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, shape, error);
-        if (model->value_arena == NULL) {
-            g_prefix_error(error, "model value arena (%zu floats): ", n_values);
-            return FALSE;
-        }
-    }
-    if (n_grads > 0) {
-        int64_t shape[1] = {(int64_t)n_grads};
-        model->grad_arena = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, shape, error);
-        if (model->grad_arena == NULL) {
-            g_prefix_error(error, "model gradient arena (%zu floats): ", n_grads);
-            return FALSE;
-        }
+    if (!arena_new(dev, n_values, "value", &model->value_arena, error) ||
+        !arena_new(dev, n_grads, "gradient", &model->grad_arena, error)) {
+        return FALSE;
     }
     float *host = NULL;
     size_t host_n = 0;
