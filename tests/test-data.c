@@ -175,13 +175,21 @@ static void remove_idx_dir(const char *dir)
     g_rmdir(dir);
 }
 
-static void test_idx_values(void)
+/* The "train" split of the idx files in `dir`, which must open. */
+static TdmDataset *open_idx(const char *dir)
 {
-    g_autofree char *dir = make_idx_dir(5, 3, 4, 0x803, 5, 0, 0);
     g_autofree char *spec = g_strconcat("idx:", dir, NULL);
     g_autoptr(GError) error = NULL;
     TdmDataset *ds = tdm_dataset_open(spec, "train", &error);
     g_assert_no_error(error);
+    return ds;
+}
+
+static void test_idx_values(void)
+{
+    g_autofree char *dir = make_idx_dir(5, 3, 4, 0x803, 5, 0, 0);
+    g_autoptr(GError) error = NULL;
+    TdmDataset *ds = open_idx(dir);
     g_assert_cmpint(ds->length, ==, 5);
     g_assert_cmpint(ds->channels, ==, 1);
     g_assert_cmpint(ds->height, ==, 3);
@@ -215,6 +223,7 @@ static void test_idx_values(void)
     g_assert_cmpfloat(std[0], >, 0.0f);
     tdm_dataset_close(ds);
 
+    g_autofree char *spec = g_strconcat("idx:", dir, NULL);
     ds = tdm_dataset_open(spec, "test", &error);
     g_assert_no_error(error);
     tdm_dataset_close(ds);
@@ -314,10 +323,8 @@ static void check_concurrent_reads(TdmDataset *ds, guint8 *expect)
 static void test_idx_embedded(void)
 {
     g_autofree char *dir = embedded_dir();
-    g_autofree char *spec = g_strconcat("idx:", dir, NULL);
     g_autoptr(GError) error = NULL;
-    TdmDataset *ds = tdm_dataset_open(spec, "train", &error);
-    g_assert_no_error(error);
+    TdmDataset *ds = open_idx(dir);
     g_assert_cmpint(ds->length, ==, 10000);
     g_assert_cmpint(ds->height, ==, 28);
     g_assert_cmpint(ds->width, ==, 28);
@@ -335,16 +342,14 @@ static void test_idx_embedded(void)
         g_assert_cmpint(counts[c], >, 800); /* Fashion-MNIST is balanced */
     }
     /* Concurrent random reads on a freshly opened (not yet inflated) copy. */
-    TdmDataset *fresh = tdm_dataset_open(spec, "train", &error);
-    g_assert_no_error(error);
+    TdmDataset *fresh = open_idx(dir);
     check_concurrent_reads(fresh, all);
     tdm_dataset_close(fresh);
 
     /* A copy told that every sample comes (the idx reader then inflates the
      * whole file in one go, with libdeflate when built with it) reads the
      * same bytes, from several threads at once. */
-    TdmDataset *prepared = tdm_dataset_open(spec, "train", &error);
-    g_assert_no_error(error);
+    TdmDataset *prepared = open_idx(dir);
     g_assert_nonnull(prepared->klass->prepare);
     prepared->klass->prepare(prepared, prepared->length);
     check_concurrent_reads(prepared, all);
@@ -360,6 +365,7 @@ static void test_idx_embedded(void)
     g_assert_cmpfloat_with_epsilon(std[0], 0.3530, 1e-6);
     tdm_dataset_close(ds);
 
+    g_autofree char *spec = g_strconcat("idx:", dir, NULL);
     ds = tdm_dataset_open(spec, "test", &error);
     g_assert_no_error(error);
     g_assert_cmpint(ds->length, ==, 2000);
