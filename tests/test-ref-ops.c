@@ -42,6 +42,13 @@ static void expect(TdmTensor *t, const float *want, int64_t n, double tol)
     g_free(got);
 }
 
+static void unref_all(TdmTensor **tensors, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tdm_tensor_unref(tensors[i]);
+    }
+}
+
 #define OK(call)                                                                                   \
     do {                                                                                           \
         GError *err_ = NULL;                                                                       \
@@ -101,9 +108,7 @@ static void test_conv_by_hand(void)
     OK(B->conv2d_forward(dev, NULL, &pg, xg, wg, NULL, y, ERR));
     expect(y, gy, 2, 0);
     TdmTensor *all[] = {x, w, b, y, wr, dy, dx, dw, db, xg, wg};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* Finite differences: d/dx of sum(dy * f(x)) against the backward op. */
@@ -206,9 +211,7 @@ static void test_conv_finite_differences(void)
     g_free(dyv);
     g_free(dwv);
     TdmTensor *all[] = {x, dy, dx, y, c.w, dw};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- gemm ---- */
@@ -243,9 +246,7 @@ static void test_gemm_by_hand(void)
     OK(B->bias_grad(dev, NULL, a, db, ERR));
     expect(db, db_want, 2, 0);
     TdmTensor *all[] = {a, b, bias, c, c1, cn, db};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- softmax cross-entropy ---- */
@@ -358,14 +359,8 @@ static void test_batchnorm(void)
     }
     expect(dbt, &dbeta_want, 1, 1e-6);
     expect(dg, &dgamma_want, 1, 1e-6);
-    tdm_tensor_unref(dg);
-    tdm_tensor_unref(dbt);
-    tdm_tensor_unref(dx);
-    tdm_tensor_unref(dy);
-    TdmTensor *all[] = {x, gamma, beta, rm, rv, sm, sv, y};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    TdmTensor *all[] = {dg, dbt, dx, dy, x, gamma, beta, rm, rv, sm, sv, y};
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 typedef struct {
@@ -394,9 +389,7 @@ static void test_batchnorm_finite_differences(void)
     g_free(xv);
     g_free(dyv);
     TdmTensor *all[] = {b.gamma, b.beta, x, dy, y, sm, sv, dx};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- pooling ---- */
@@ -436,9 +429,7 @@ static void test_maxpool(void)
     const float dx3[9] = {0, 0, 0, 0, 1, 1, 0, 1, 1};
     expect(dy3, dx3, 9, 0);
     TdmTensor *all[] = {x, y, dx, ws, dy, x3, dy3};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 static void test_avgpool(void)
@@ -470,9 +461,7 @@ static void test_avgpool(void)
     OK(B->global_avgpool_backward(dev, NULL, g, x1, gdx, ERR));
     expect(gdx, spread, 9, 1e-7);
     TdmTensor *all[] = {x, y, dx, dy, x1, g, gdx};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- elementwise, dropout, vector ops ---- */
@@ -508,9 +497,7 @@ static void test_elementwise(void)
     g_clear_error(&err);
     c->layout = NULL;
     TdmTensor *all[] = {a, b, y, dx, c};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 static void test_dropout(void)
@@ -555,9 +542,7 @@ static void test_dropout(void)
     g_free(m2);
     g_free(yv);
     TdmTensor *all[] = {x, y, y2, dx, mask, mask2};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- cast ---- */
@@ -609,9 +594,7 @@ static void test_cast(void)
     g_assert_true(tdm_tensor_read(t32, ti, NULL));
     g_assert_cmpmem(ti, sizeof(ti), tw, sizeof(tw));
     TdmTensor *all[] = {src, h, back, bsrc, b16, u8, uf, tf, t32};
-    for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
-        tdm_tensor_unref(all[i]);
-    }
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- optimizers: values from torch.optim (PyTorch 1.13), one element ---- */
@@ -628,9 +611,8 @@ static void sgd_two_steps(TdmSgdParams hp, float want1, float want2, float want_
     OK(B->sgd_update(dev, &hp, p, gr, buf, ERR));
     expect(p, &want2, 1, 1e-6);
     expect(buf, &want_buf, 1, 1e-6);
-    tdm_tensor_unref(p);
-    tdm_tensor_unref(gr);
-    tdm_tensor_unref(buf);
+    TdmTensor *all[] = {p, gr, buf};
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 static void test_sgd(void)
@@ -670,10 +652,8 @@ static void test_adamw(void)
     expect(p, &want2, 1, 1e-6);
     expect(m, &m2, 1, 1e-6);
     expect(v, &v2, 1, 1e-6);
-    tdm_tensor_unref(p);
-    tdm_tensor_unref(g);
-    tdm_tensor_unref(m);
-    tdm_tensor_unref(v);
+    TdmTensor *all[] = {p, g, m, v};
+    unref_all(all, G_N_ELEMENTS(all));
 }
 
 /* ---- host transfers, reorder, devices ---- */
