@@ -47,19 +47,18 @@ static void prefix_child_error(GError **error, const TdmModule *child)
 static void sequential_fuse(TdmModule *m, guint i)
 {
     TdmModule *c = child_at(m, i);
-    if (c->klass == &tdm_batchnorm2d_class && i + 1 < m->children->len &&
-        child_at(m, i + 1)->klass == &tdm_relu_class) {
+    TdmModule *prev = i > 0 ? child_at(m, i - 1) : NULL;
+    gboolean relu_next = i + 1 < m->children->len && child_at(m, i + 1)->klass == &tdm_relu_class;
+    const TdmModuleClass *prev_class = prev != NULL ? prev->klass : NULL;
+    gboolean is_relu = c->klass == &tdm_relu_class;
+    if (c->klass == &tdm_batchnorm2d_class && relu_next) {
         tdm_batchnorm_request_relu(c);
-    } else if (c->klass == &tdm_relu_class && i > 0 &&
-               child_at(m, i - 1)->klass == &tdm_batchnorm2d_class &&
-               tdm_batchnorm_applied_relu(child_at(m, i - 1))) {
-        tdm_relu_request_passthrough(c);
-    } else if (c->klass == &tdm_conv2d_class && i + 1 < m->children->len &&
-               child_at(m, i + 1)->klass == &tdm_relu_class) {
+    } else if (c->klass == &tdm_conv2d_class && relu_next) {
         tdm_conv2d_request_relu(c);
-    } else if (c->klass == &tdm_relu_class && i > 0 &&
-               child_at(m, i - 1)->klass == &tdm_conv2d_class &&
-               tdm_conv2d_applied_relu(child_at(m, i - 1))) {
+    } else if (is_relu && prev_class == &tdm_batchnorm2d_class &&
+               tdm_batchnorm_applied_relu(prev)) {
+        tdm_relu_request_passthrough(c);
+    } else if (is_relu && prev_class == &tdm_conv2d_class && tdm_conv2d_applied_relu(prev)) {
         tdm_relu_request_forward_passthrough(c);
     }
 }
