@@ -313,6 +313,27 @@ static gboolean store_rpc(TdmStore *s, GByteArray *req, double wait_s, GByteArra
     return ok;
 }
 
+/* One field of a request. */
+typedef struct {
+    const void *data;
+    gsize len;
+} Field;
+
+/* Frames `op` with its n fields and makes the locked call, waiting the
+ * store's timeout; *m points into `reply`. */
+static gboolean store_request(TdmStore *s, guint8 op, const Field *fields, guint n,
+                              GByteArray *reply, Msg *m, GError **error)
+{
+    g_autoptr(GByteArray) req = g_byte_array_new();
+    gsize st;
+    frame_begin(req, op, n, &st);
+    for (guint i = 0; i < n; i++) {
+        frame_field(req, fields[i].data, fields[i].len);
+    }
+    frame_end(req, st);
+    return store_rpc(s, req, s->timeout_s, reply, m, error);
+}
+
 gboolean tdm_store_set(TdmStore *store, const char *key, const void *value, size_t len,
                        GError **error)
 {
@@ -320,15 +341,10 @@ gboolean tdm_store_set(TdmStore *store, const char *key, const void *value, size
     if (!check_key(store, key, len, error)) {
         return FALSE;
     }
-    g_autoptr(GByteArray) req = g_byte_array_new();
     g_autoptr(GByteArray) reply = g_byte_array_new();
-    gsize st;
     Msg m;
-    frame_begin(req, OP_SET, 2, &st);
-    frame_field(req, key, strlen(key));
-    frame_field(req, value, len);
-    frame_end(req, st);
-    return store_rpc(store, req, store->timeout_s, reply, &m, error);
+    const Field fields[] = {{key, strlen(key)}, {value, len}};
+    return store_request(store, OP_SET, fields, G_N_ELEMENTS(fields), reply, &m, error);
 }
 
 /* GET (one key) and WAIT (several) share the request and the timeout reply. */
@@ -445,18 +461,11 @@ GBytes *tdm_store_compare_set(TdmStore *store, const char *key, GBytes *expected
     if (!check_key(store, key, elen + dlen + 1, error)) {
         return NULL;
     }
-    g_autoptr(GByteArray) req = g_byte_array_new();
     g_autoptr(GByteArray) reply = g_byte_array_new();
-    gsize st;
     Msg m;
     guint8 has = expected != NULL;
-    frame_begin(req, OP_CAS, 4, &st);
-    frame_field(req, key, strlen(key));
-    frame_field(req, &has, 1);
-    frame_field(req, e, elen);
-    frame_field(req, d, dlen);
-    frame_end(req, st);
-    if (!store_rpc(store, req, store->timeout_s, reply, &m, error)) {
+    const Field fields[] = {{key, strlen(key)}, {&has, 1}, {e, elen}, {d, dlen}};
+    if (!store_request(store, OP_CAS, fields, G_N_ELEMENTS(fields), reply, &m, error)) {
         return NULL;
     }
     if (m.nfields != 2 || m.len[0] != 1) {
@@ -477,14 +486,10 @@ static gboolean store_key_bool(TdmStore *s, guint8 op, const char *key, gboolean
     if (!check_key(s, key, 0, error)) {
         return FALSE;
     }
-    g_autoptr(GByteArray) req = g_byte_array_new();
     g_autoptr(GByteArray) reply = g_byte_array_new();
-    gsize st;
     Msg m;
-    frame_begin(req, op, 1, &st);
-    frame_field(req, key, strlen(key));
-    frame_end(req, st);
-    if (!store_rpc(s, req, s->timeout_s, reply, &m, error)) {
+    const Field field = {key, strlen(key)};
+    if (!store_request(s, op, &field, 1, reply, &m, error)) {
         return FALSE;
     }
     if (m.nfields != 1 || m.len[0] != 1) {
