@@ -21,6 +21,8 @@
 
 #include <tandem/tandem.h>
 
+#include "../tests/rank-env.h"
+
 #define RUNS 5
 
 static void fail(const char *what, GError *error)
@@ -120,18 +122,7 @@ int main(int argc, char **argv)
     g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
     pid_t pids[64];
     for (int r = 0; r < world; r++) {
-        char **envp = g_get_environ();
-        char buf[32];
-        g_snprintf(buf, sizeof buf, "%d", r);
-        envp = g_environ_setenv(envp, "TDM_RANK", buf, TRUE);
-        envp = g_environ_setenv(envp, "TDM_LOCAL_RANK", buf, TRUE);
-        g_snprintf(buf, sizeof buf, "%d", world);
-        envp = g_environ_setenv(envp, "TDM_WORLD_SIZE", buf, TRUE);
-        envp = g_environ_setenv(envp, "TDM_LOCAL_WORLD_SIZE", buf, TRUE);
-        g_snprintf(buf, sizeof buf, "%d", tdm_store_server_get_port(server));
-        envp = g_environ_setenv(envp, "TDM_MASTER_PORT", buf, TRUE);
-        envp = g_environ_setenv(envp, "TDM_MASTER_ADDR", "127.0.0.1", TRUE);
-        envp = g_environ_setenv(envp, "TDM_STORE_TOKEN", token, TRUE);
+        char **envp = rank_env(g_get_environ(), r, world, tdm_store_server_get_port(server), token);
         fflush(NULL);
         pid_t pid = fork();
         if (pid == 0) {

@@ -16,6 +16,7 @@
 #include <tandem/tandem.h>
 
 #include "collectives-jobs.h"
+#include "rank-env.h"
 
 static char *self_exe(void)
 {
@@ -115,18 +116,7 @@ JobResult tdm_test_run_self(int world, const char *mode, char **extra, double li
     pid_t pids[16];
     double t0 = tdm_time_now();
     for (int r = 0; r < world; r++) {
-        char **envp = job_env(extra);
-        char buf[32];
-        g_snprintf(buf, sizeof buf, "%d", r);
-        envp = g_environ_setenv(envp, "TDM_RANK", buf, TRUE);
-        envp = g_environ_setenv(envp, "TDM_LOCAL_RANK", buf, TRUE);
-        g_snprintf(buf, sizeof buf, "%d", world);
-        envp = g_environ_setenv(envp, "TDM_WORLD_SIZE", buf, TRUE);
-        envp = g_environ_setenv(envp, "TDM_LOCAL_WORLD_SIZE", buf, TRUE);
-        g_snprintf(buf, sizeof buf, "%d", tdm_store_server_get_port(server));
-        envp = g_environ_setenv(envp, "TDM_MASTER_PORT", buf, TRUE);
-        envp = g_environ_setenv(envp, "TDM_MASTER_ADDR", "127.0.0.1", TRUE);
-        envp = g_environ_setenv(envp, "TDM_STORE_TOKEN", token, TRUE);
+        char **envp = rank_env(job_env(extra), r, world, tdm_store_server_get_port(server), token);
         g_autofree char *log = g_strdup_printf("%s/rank%d.log", dir, r);
         fflush(NULL);
         pid_t pid = fork();

@@ -5,4 +5,4 @@
 check_PROGRAMS += tests/test-collectives
 TESTS += tests/test-collectives
 tests_test_collectives_SOURCES = tests/test-collectives.c tests/collectives-jobs.c \
-	tests/collectives-jobs.h
+	tests/collectives-jobs.h tests/rank-env.h
