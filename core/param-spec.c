@@ -100,70 +100,59 @@ static void append_choices(GString *out, const TdmParamSpec *s, const char *sep)
     }
 }
 
-char *tdm_param_spec_describe(const TdmParamSpec *spec)
+/* The values `spec` takes, terse for listings ("int >= 1", "list of 2
+ * floats", "one of a|b") or in prose for error messages ("an integer >= 1",
+ * "2 numbers separated by commas", "one of a, b"). */
+static char *spec_text(const TdmParamSpec *spec, gboolean prose)
 {
-    g_return_val_if_fail(spec != NULL, NULL);
     GString *out = g_string_new(NULL);
+    gboolean ints = spec->type == TDM_PARAM_INT || spec->type == TDM_PARAM_INTS;
     switch (spec->type) {
     case TDM_PARAM_INT:
     case TDM_PARAM_FLOAT:
-        g_string_append(out, spec->type == TDM_PARAM_INT ? "int" : "float");
+        g_string_append(out, prose ? (ints ? "an integer" : "a number") : (ints ? "int" : "float"));
         append_range(out, spec);
         break;
     case TDM_PARAM_BOOL:
-        g_string_append(out, "bool");
+        g_string_append(out, prose ? "true or false" : "bool");
         break;
     case TDM_PARAM_CHOICE:
         g_string_append(out, "one of ");
-        append_choices(out, spec, "|");
-        break;
-    case TDM_PARAM_INTS:
-    case TDM_PARAM_FLOATS:
-        g_string_append(out, "list of ");
-        append_count(out, spec);
-        g_string_append(out, spec->type == TDM_PARAM_INTS ? "ints" : "floats");
-        append_range(out, spec);
-        break;
-    default:
-        g_string_append(out, "string");
-        break;
-    }
-    return g_string_free(out, FALSE);
-}
-
-char *tdm_param_spec_expected(const TdmParamSpec *spec)
-{
-    GString *out = g_string_new(NULL);
-    switch (spec->type) {
-    case TDM_PARAM_INT:
-    case TDM_PARAM_FLOAT:
-        g_string_append(out, spec->type == TDM_PARAM_INT ? "an integer" : "a number");
-        append_range(out, spec);
-        break;
-    case TDM_PARAM_BOOL:
-        g_string_append(out, "true or false");
-        break;
-    case TDM_PARAM_CHOICE:
-        g_string_append(out, "one of ");
-        append_choices(out, spec, ", ");
+        append_choices(out, spec, prose ? ", " : "|");
         break;
     case TDM_PARAM_INTS:
     case TDM_PARAM_FLOATS: {
-        append_count(out, spec);
         gboolean one = count_min(spec) == 1 && count_max(spec) == 1;
-        g_string_append(out, spec->type == TDM_PARAM_INTS ? "integer" : "number");
-        g_string_append(out, one ? "" : "s");
+        g_string_append(out, prose ? "" : "list of ");
+        append_count(out, spec);
+        if (prose) {
+            g_string_append(out, ints ? "integer" : "number");
+            g_string_append(out, one ? "" : "s");
+        } else {
+            g_string_append(out, ints ? "ints" : "floats");
+        }
         append_range(out, spec);
-        if (!one) {
+        if (prose && !one) {
             g_string_append(out, " separated by commas");
         }
         break;
     }
     default:
-        g_string_append(out, "text");
+        g_string_append(out, prose ? "text" : "string");
         break;
     }
     return g_string_free(out, FALSE);
+}
+
+char *tdm_param_spec_describe(const TdmParamSpec *spec)
+{
+    g_return_val_if_fail(spec != NULL, NULL);
+    return spec_text(spec, FALSE);
+}
+
+char *tdm_param_spec_expected(const TdmParamSpec *spec)
+{
+    return spec_text(spec, TRUE);
 }
 
 /* ---- values ---------------------------------------------------------------- */
