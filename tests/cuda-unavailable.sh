@@ -5,39 +5,9 @@
 # backends keep working, and the conformance test asked for cuda skips
 # (status 77) with the reason.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
-
-[ -x "$TANDEM" ] || skip_all "tandem is not built"
-[ "${TDM_CUDA_BUILT:-no}" = yes ] ||
-    skip_all "the cuda plugin is not built: ${TDM_CUDA_WHY:-configure found no CUDA toolkit}"
-plugin="$TDM_TOP_BUILDDIR/plugins/.libs/libtdm-cuda.so"
-[ -f "$plugin" ] || skip_all "the cuda plugin is configured but $plugin is missing"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-"$TANDEM" inspect >"$tmp/inspect" 2>"$tmp/inspect.err"
-rc=$?
-line=$(grep -E '^ +backend +cuda ' "$tmp/inspect")
-case $line in
-*" available"*) skip_all "a CUDA device is usable here (the GPU checks are tests/gpu/run's)" ;;
-esac
-if [ $rc -eq 0 ]; then ok "inspect exits 0"; else
-    fail "inspect exits 0" "exit $rc: $(cat "$tmp/inspect.err")"; fi
-if grep -q '^Plugin: cuda$' "$tmp/inspect"; then ok "the cuda plugin loads"; else
-    fail "the cuda plugin loads" "$(grep -A2 cuda "$tmp/inspect")"; fi
-# The reason: no driver on a machine like CI's; another one (no device,
-# an old driver) where a driver is installed.
-reason=$(printf '%s\n' "$line" | sed -n 's/.*unavailable: //p')
-if [ -n "$reason" ]; then ok "cuda is unavailable with a reason ($reason)"; else
-    fail "cuda is unavailable with a reason" "line: '$line'"; fi
-if [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || [ -e /usr/lib64/libcuda.so.1 ] ||
-        ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
-    skip "the reason names the missing driver" "libcuda.so.1 is installed here"
-else
-    case $reason in
-    "no NVIDIA driver (libcuda.so.1 not found)") ok "the reason names the missing driver" ;;
-    *) fail "the reason names the missing driver" "reason: '$reason'" ;;
-    esac
-fi
+. "$TDM_TOP_SRCDIR/tests/unavailable.sh"
+check_unavailable cuda backend "$TDM_CUDA_BUILT" "${TDM_CUDA_WHY:-configure found no CUDA toolkit}" \
+    "a CUDA device is usable here"
 
 # --device cuda fails, naming the backend and the reason.
 "$TANDEM" train --device cuda --model mlp --limit 64 --epochs 1 --no-eval --quiet \

@@ -7,41 +7,13 @@
 # plugin is not built (configure's reason) and where a GPU is usable (the
 # GPU checks are tests/gpu/run's).
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
-
-[ -x "$TANDEM" ] || skip_all "tandem is not built"
-[ "${TDM_NCCL_BUILT:-no}" = yes ] ||
-    skip_all "the nccl plugin is not built: ${TDM_NCCL_WHY:-configure found no NCCL}"
-plugin="$TDM_TOP_BUILDDIR/plugins/.libs/libtdm-nccl.so"
-[ -f "$plugin" ] || skip_all "the nccl plugin is configured but $plugin is missing"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-"$TANDEM" inspect >"$tmp/inspect" 2>"$tmp/inspect.err"
-rc=$?
-line=$(grep -E '^ +collective +nccl ' "$tmp/inspect")
-case $line in
-*" available"*) skip_all "NCCL is usable here (the GPU checks are tests/gpu/run's)" ;;
-esac
-if [ $rc -eq 0 ]; then ok "inspect exits 0"; else
-    fail "inspect exits 0" "exit $rc: $(cat "$tmp/inspect.err")"; fi
-if grep -q '^Plugin: nccl$' "$tmp/inspect"; then ok "the nccl plugin loads"; else
-    fail "the nccl plugin loads" "$(grep -A2 nccl "$tmp/inspect")"; fi
+. "$TDM_TOP_SRCDIR/tests/unavailable.sh"
+check_unavailable nccl collective "$TDM_NCCL_BUILT" "${TDM_NCCL_WHY:-configure found no NCCL}" \
+    "NCCL is usable here"
 if printf '%s\n' "$line" | grep -q 'priority  *80 '; then
     ok "nccl ranks above gloo and shm"
 else
     fail "nccl ranks above gloo and shm" "line: '$line'"
-fi
-reason=$(printf '%s\n' "$line" | sed -n 's/.*unavailable: //p')
-if [ -n "$reason" ]; then ok "nccl is unavailable with a reason ($reason)"; else
-    fail "nccl is unavailable with a reason" "line: '$line'"; fi
-if [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] || [ -e /usr/lib64/libcuda.so.1 ] ||
-        ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
-    skip "the reason names the missing driver" "libcuda.so.1 is installed here"
-else
-    case $reason in
-    "no NVIDIA driver (libcuda.so.1 not found)") ok "the reason names the missing driver" ;;
-    *) fail "the reason names the missing driver" "reason: '$reason'" ;;
-    esac
 fi
 
 # --collective nccl on cpu: a clean failure naming nccl and the reason.

@@ -11,7 +11,7 @@ tests_test_nccl_rdzv_SOURCES = tests/test-nccl-rdzv.c plugins/nccl/nccl-rdzv.c \
 	plugins/nccl/nccl-rdzv.h
 tests_test_nccl_rdzv_CFLAGS = $(TDMTEST_CFLAGS) -I$(top_srcdir)/plugins/nccl
 tests_test_nccl_rdzv_LDADD = $(TDMTEST_LIBS)
-EXTRA_DIST += tests/nccl-unavailable.sh
+EXTRA_DIST += tests/nccl-unavailable.sh tests/unavailable.sh
 AM_TESTS_ENVIRONMENT += \
 	export TDM_NCCL_BUILT='$(TDM_NCCL_BUILT)'; \
 	export TDM_NCCL_WHY='$(TDM_NCCL_WHY)';
