@@ -169,39 +169,41 @@ static char *expected_id_hex(int seed)
     return g_compute_checksum_for_data(G_CHECKSUM_SHA256, id, sizeof id);
 }
 
-/* Three ranks on three GPUs: the check passes and all get rank 0's id,
- * not the one their own seam would have made. */
-static void test_unique_id(void)
+/* Run three ranks (check the GPUs, then exchange the id) and expect the
+ * same output from every one. */
+static void expect_three(const RankSpec *specs, const char *want)
 {
     g_autoptr(TdmStoreServer) server = server_new();
-    RankSpec specs[] = {{0, "hostA", "0000:3B:00.0", 11},
-                        {1, "hostA", "0000:5e:00.0", 22},
-                        {2, "hostB", "0000:3b:00.0", 33}};
     char **out = run_ranks(server, 3, 30.0, "gi", specs, 3);
-    g_autofree char *hex = expected_id_hex(11);
-    g_autofree char *want = g_strdup_printf("gpus ok\nid %s\n", hex);
     for (int i = 0; i < 3; i++) {
         g_assert_cmpstr(out[i], ==, want);
     }
     g_strfreev(out);
 }
 
+/* Three ranks on three GPUs (one bus id on two hosts, in two cases): the
+ * check passes and all get rank 0's id, not the one their own seam would
+ * have made. */
+static void test_unique_id(void)
+{
+    RankSpec specs[] = {{0, "hostA", "0000:3B:00.0", 11},
+                        {1, "hostA", "0000:5e:00.0", 22},
+                        {2, "hostB", "0000:3b:00.0", 33}};
+    g_autofree char *hex = expected_id_hex(11);
+    g_autofree char *want = g_strdup_printf("gpus ok\nid %s\n", hex);
+    expect_three(specs, want);
+}
+
 /* Ranks 1 and 2 on one GPU of one host (the bus id in another case): every
  * rank refuses with the same message naming both ranks and the GPU. */
 static void test_duplicate_gpu(void)
 {
-    g_autoptr(TdmStoreServer) server = server_new();
     RankSpec specs[] = {{0, "hostA", "0000:3b:00.0", 1},
                         {1, "hostA", "0000:5e:00.0", 2},
                         {2, "hostA", "0000:5E:00.0", 3}};
-    char **out = run_ranks(server, 3, 30.0, "gi", specs, 3);
-    const char *want = "gpus refused: ranks 1 and 2 are both on GPU 0000:5e:00.0 of host hostA: "
-                       "NCCL needs one GPU per rank; use --collective shm (host-staged) or one "
-                       "process per GPU\n";
-    for (int i = 0; i < 3; i++) {
-        g_assert_cmpstr(out[i], ==, want);
-    }
-    g_strfreev(out);
+    expect_three(specs, "gpus refused: ranks 1 and 2 are both on GPU 0000:5e:00.0 of host "
+                        "hostA: NCCL needs one GPU per rank; use --collective shm (host-staged) "
+                        "or one process per GPU\n");
 }
 
 /* Rank 0 never comes: rank 1 gives up on the id within the timeout and

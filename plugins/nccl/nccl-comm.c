@@ -341,15 +341,19 @@ static void nccl_finalize(TdmComm *comm)
 
 static gboolean nccl_dtype(TdmDType dtype, ncclDataType_t *out)
 {
-    switch (dtype) {
-    case TDM_DTYPE_F32: *out = ncclFloat32; return TRUE;
-    case TDM_DTYPE_BF16: *out = ncclBfloat16; return TRUE;
-    case TDM_DTYPE_F16: *out = ncclFloat16; return TRUE;
-    case TDM_DTYPE_I32: *out = ncclInt32; return TRUE;
-    case TDM_DTYPE_I64: *out = ncclInt64; return TRUE;
-    case TDM_DTYPE_U8: *out = ncclUint8; return TRUE;
-    default: return FALSE;
+    static const struct {
+        TdmDType tdm;
+        ncclDataType_t nccl;
+    } map[] = {{TDM_DTYPE_F32, ncclFloat32}, {TDM_DTYPE_BF16, ncclBfloat16},
+               {TDM_DTYPE_F16, ncclFloat16}, {TDM_DTYPE_I32, ncclInt32},
+               {TDM_DTYPE_I64, ncclInt64},   {TDM_DTYPE_U8, ncclUint8}};
+    for (size_t i = 0; i < G_N_ELEMENTS(map); i++) {
+        if (map[i].tdm == dtype) {
+            *out = map[i].nccl;
+            return TRUE;
+        }
     }
+    return FALSE;
 }
 
 static ncclRedOp_t nccl_redop(TdmReduceOp op)
@@ -618,19 +622,14 @@ static void nccl_work_free(TdmComm *comm, TdmWork *w)
     }
 }
 
+/* Two slots a line: the operations pair up (start, then wait and free). */
 static const TdmCommClass nccl_class = {
     TDM_CLASS_HEADER(TDM_COMM_IFACE_VERSION, TdmCommClass),
-    .supports_device = nccl_supports_device,
-    .supports_job = nccl_supports_job,
-    .init = nccl_init,
-    .finalize = nccl_finalize,
-    .allreduce = nccl_allreduce,
-    .broadcast = nccl_broadcast,
-    .allgather = nccl_allgather,
-    .reduce_scatter = nccl_reduce_scatter,
-    .barrier = nccl_barrier,
-    .wait = nccl_wait,
-    .work_free = nccl_work_free,
+    .supports_device = nccl_supports_device, .supports_job = nccl_supports_job,
+    .init = nccl_init, .finalize = nccl_finalize,
+    .allreduce = nccl_allreduce, .broadcast = nccl_broadcast,
+    .allgather = nccl_allgather, .reduce_scatter = nccl_reduce_scatter,
+    .barrier = nccl_barrier, .wait = nccl_wait, .work_free = nccl_work_free,
 };
 
 /* No CUDA or NCCL call here (the launcher forks after loading plugins):
