@@ -81,7 +81,8 @@ static int child_main(char **argv)
         } else if (*s == 'i') {
             guint8 id[NCCL_RDZV_ID_BYTES];
             if (nccl_rdzv_exchange_id(&rz, &seam, id, &error)) {
-                g_autofree char *hex = g_compute_checksum_for_data(G_CHECKSUM_SHA256, id, sizeof id);
+                g_autofree char *hex =
+                    g_compute_checksum_for_data(G_CHECKSUM_SHA256, id, sizeof id);
                 printf("id %s\n", hex);
             } else {
                 printf("id error: %s\n", error->message);
@@ -124,8 +125,17 @@ static char **run_ranks(TdmStoreServer *server, int world, double timeout_s, con
     for (int i = 0; i < n; i++) {
         g_autofree char *r = g_strdup_printf("%d", specs[i].rank);
         g_autofree char *seed = g_strdup_printf("%d", specs[i].seed);
-        char *argv[] = {self,   "--rank",         port,           r,    w, t, (char *)steps,
-                        (char *)specs[i].host, (char *)specs[i].bus, seed, NULL};
+        char *argv[] = {self,
+                        "--rank",
+                        port,
+                        r,
+                        w,
+                        t,
+                        (char *)steps,
+                        (char *)specs[i].host,
+                        (char *)specs[i].bus,
+                        seed,
+                        NULL};
         GError *error = NULL;
         g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
                                                NULL, &pids[i], NULL, &fds[i], NULL, &error));
@@ -242,8 +252,8 @@ static void test_missing(void)
     RankSpec specs[] = {{0, "hostA", "0000:3b:00.0", 1}, {2, "hostA", "0000:5e:00.0", 2}};
     g_strfreev(run_ranks(server, 4, 5.0, "a", specs, 2));
     GError *error = NULL;
-    g_autoptr(TdmStore) store = tdm_store_connect("127.0.0.1", tdm_store_server_get_port(server),
-                                                  TOKEN, 10.0, &error);
+    g_autoptr(TdmStore) store =
+        tdm_store_connect("127.0.0.1", tdm_store_server_get_port(server), TOKEN, 10.0, &error);
     g_assert_no_error(error);
     NcclRdzv rz;
     nccl_rdzv_init(&rz, store, 1, 4, 5.0, 0);

@@ -40,8 +40,8 @@ typedef struct {
     cudaStream_t stream;  /* the plugin's own */
     cudaStream_t compute; /* the device's, transfer none */
     int ordinal;
-    float *one;           /* the barrier's 1-float buffer */
-    char *broken;         /* why every call fails from now on */
+    float *one;   /* the barrier's 1-float buffer */
+    char *broken; /* why every call fails from now on */
     NcclRdzv rz;
 } NcclComm;
 
@@ -84,15 +84,14 @@ static gboolean nccl_probe(gconstpointer klass, char **reason)
         return FALSE;
     }
     if (loaded < NCCL_VERSION_CODE) {
-        g_message("nccl: NCCL %s loaded, older than the %s the plugin was built with", now,
-                  built);
+        g_message("nccl: NCCL %s loaded, older than the %s the plugin was built with", now, built);
     }
     int count = 0;
     cudaError_t crc = cudaGetDeviceCount(&count);
     if (crc != cudaSuccess || count == 0) {
-        *reason = crc != cudaSuccess ? g_strdup_printf("cudaGetDeviceCount failed: %s",
-                                                       cudaGetErrorName(crc))
-                                     : g_strdup("no CUDA device visible");
+        *reason = crc != cudaSuccess
+                      ? g_strdup_printf("cudaGetDeviceCount failed: %s", cudaGetErrorName(crc))
+                      : g_strdup("no CUDA device visible");
         (void)cudaGetLastError();
         return FALSE;
     }
@@ -108,13 +107,12 @@ static gboolean nccl_supports_device(const TdmDevice *dev)
 }
 
 /* The CUDA device behind a tandem device, from its compute stream. */
-static gboolean device_ordinal(TdmDevice *dev, cudaStream_t *compute, int *ordinal,
-                               GError **error)
+static gboolean device_ordinal(TdmDevice *dev, cudaStream_t *compute, int *ordinal, GError **error)
 {
     *compute = tdm_device_native_stream(dev, TDM_STREAM_COMPUTE);
     if (*compute == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
-                    "nccl: device '%s' has no CUDA stream", tdm_device_type(dev));
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED, "nccl: device '%s' has no CUDA stream",
+                    tdm_device_type(dev));
         return FALSE;
     }
     cudaError_t rc = cudaStreamGetDevice(*compute, ordinal);
@@ -151,9 +149,8 @@ static char *seam_gpu_bus_id(gpointer ctx, GError **error)
     char bus[64] = "";
     cudaError_t rc = cudaDeviceGetPCIBusId(bus, (int)sizeof bus, ordinal);
     if (rc != cudaSuccess) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                    "nccl: cudaDeviceGetPCIBusId(%d): %s (%s)", ordinal, cudaGetErrorName(rc),
-                    cudaGetErrorString(rc));
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "nccl: cudaDeviceGetPCIBusId(%d): %s (%s)",
+                    ordinal, cudaGetErrorName(rc), cudaGetErrorString(rc));
         return NULL;
     }
     return g_strdup(bus);
@@ -275,8 +272,7 @@ static gboolean nccl_init(TdmComm *comm, GError **error)
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    gint64 deadline =
-        g_get_monotonic_time() + (gint64)(comm->opts.timeout_s * G_TIME_SPAN_SECOND);
+    gint64 deadline = g_get_monotonic_time() + (gint64)(comm->opts.timeout_s * G_TIME_SPAN_SECOND);
     ncclResult_t rc = ncclCommInitRankConfig(&s->nc, comm->world, uid, comm->rank, &config);
     if ((rc == ncclSuccess || rc == ncclInProgress) && s->nc != NULL) {
         rc = settle(s->nc, deadline);
@@ -292,9 +288,9 @@ static gboolean nccl_init(TdmComm *comm, GError **error)
                     "nccl: rank %d: communicator initialisation over %d ranks timed out after "
                     "%.1f s; %s%s",
                     comm->rank, comm->world, comm->opts.timeout_s,
-                    missing == NULL        ? "the store cannot say which ranks are missing"
-                    : missing[0] < 0       ? "every rank arrived (a peer is stuck in NCCL)"
-                                           : "ranks that never arrived: ",
+                    missing == NULL  ? "the store cannot say which ranks are missing"
+                    : missing[0] < 0 ? "every rank arrived (a peer is stuck in NCCL)"
+                                     : "ranks that never arrived: ",
                     missing != NULL && missing[0] >= 0 ? list : "");
         g_free(missing);
     } else {
@@ -328,8 +324,8 @@ static void nccl_finalize(TdmComm *comm)
         if (rc == ncclSuccess) {
             (void)ncclCommDestroy(s->nc);
         } else {
-            g_warning("nccl: rank %d: finalize failed (%s): aborting the communicator",
-                      comm->rank, ncclGetErrorString(rc));
+            g_warning("nccl: rank %d: finalize failed (%s): aborting the communicator", comm->rank,
+                      ncclGetErrorString(rc));
             (void)ncclCommAbort(s->nc);
         }
     }
@@ -359,11 +355,15 @@ static gboolean nccl_dtype(TdmDType dtype, ncclDataType_t *out)
 static ncclRedOp_t nccl_redop(TdmReduceOp op)
 {
     switch (op) {
-    case TDM_REDUCE_AVG: return ncclAvg;
-    case TDM_REDUCE_MAX: return ncclMax;
-    case TDM_REDUCE_MIN: return ncclMin;
+    case TDM_REDUCE_AVG:
+        return ncclAvg;
+    case TDM_REDUCE_MAX:
+        return ncclMax;
+    case TDM_REDUCE_MIN:
+        return ncclMin;
     case TDM_REDUCE_SUM:
-    default: return ncclSum;
+    default:
+        return ncclSum;
     }
 }
 
@@ -431,8 +431,8 @@ static TdmWork *op_start(TdmComm *comm, TdmCollOp op, guint64 seq, TdmTensor *a,
     ncclResult_t rc = issue(s, w, args);
     if (rc == ncclInProgress) {
         /* A non-blocking communicator may still be enqueueing. */
-        rc = settle(s->nc, g_get_monotonic_time() +
-                               (gint64)(comm->opts.timeout_s * G_TIME_SPAN_SECOND));
+        rc = settle(s->nc,
+                    g_get_monotonic_time() + (gint64)(comm->opts.timeout_s * G_TIME_SPAN_SECOND));
     }
     if (rc != ncclSuccess) {
         g_autofree char *why = g_strdup_printf(
@@ -572,8 +572,8 @@ static gboolean nccl_wait(TdmComm *comm, TdmWork *w, double timeout_s, int **mis
     for (;;) {
         if (s->broken != NULL) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
-                        "nccl: %s #%" G_GUINT64_FORMAT ": the communicator was aborted (%s)",
-                        name, w->seq, s->broken);
+                        "nccl: %s #%" G_GUINT64_FORMAT ": the communicator was aborted (%s)", name,
+                        w->seq, s->broken);
             return FALSE;
         }
         cudaError_t rc = cudaEventQuery(w->done);
@@ -582,8 +582,8 @@ static gboolean nccl_wait(TdmComm *comm, TdmWork *w, double timeout_s, int **mis
         }
         if (rc != cudaErrorNotReady) {
             g_autofree char *why = g_strdup_printf(
-                "%s #%" G_GUINT64_FORMAT " of %" G_GSIZE_FORMAT " bytes on rank %d: %s (%s)",
-                name, w->seq, w->bytes, comm->rank, cudaGetErrorName(rc), cudaGetErrorString(rc));
+                "%s #%" G_GUINT64_FORMAT " of %" G_GSIZE_FORMAT " bytes on rank %d: %s (%s)", name,
+                w->seq, w->bytes, comm->rank, cudaGetErrorName(rc), cudaGetErrorString(rc));
             g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "nccl: %s", why);
             comm_break(comm, why);
             return FALSE;
@@ -593,18 +593,17 @@ static gboolean nccl_wait(TdmComm *comm, TdmWork *w, double timeout_s, int **mis
         if (qrc != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
             ncclResult_t bad = qrc != ncclSuccess ? qrc : st;
             g_autofree char *why = g_strdup_printf(
-                "%s #%" G_GUINT64_FORMAT " of %" G_GSIZE_FORMAT " bytes on rank %d: %s (%s)",
-                name, w->seq, w->bytes, comm->rank, ncclGetErrorString(bad),
-                ncclGetLastError(s->nc));
+                "%s #%" G_GUINT64_FORMAT " of %" G_GSIZE_FORMAT " bytes on rank %d: %s (%s)", name,
+                w->seq, w->bytes, comm->rank, ncclGetErrorString(bad), ncclGetLastError(s->nc));
             g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "nccl: %s", why);
             comm_break(comm, why);
             return FALSE;
         }
         if (g_get_monotonic_time() >= deadline) {
-            g_autofree char *why = g_strdup_printf(
-                "%s #%" G_GUINT64_FORMAT " of %" G_GSIZE_FORMAT " bytes timed out after %.1f s "
-                "on rank %d",
-                name, w->seq, w->bytes, timeout_s, comm->rank);
+            g_autofree char *why = g_strdup_printf("%s #%" G_GUINT64_FORMAT " of %" G_GSIZE_FORMAT
+                                                   " bytes timed out after %.1f s "
+                                                   "on rank %d",
+                                                   name, w->seq, w->bytes, timeout_s, comm->rank);
             g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
                         "nccl: %s; the communicator was aborted", why);
             comm_break(comm, why);
@@ -623,6 +622,7 @@ static void nccl_work_free(TdmComm *comm, TdmWork *w)
 }
 
 /* Two slots a line: the operations pair up (start, then wait and free). */
+/* clang-format off */
 static const TdmCommClass nccl_class = {
     TDM_CLASS_HEADER(TDM_COMM_IFACE_VERSION, TdmCommClass),
     .supports_device = nccl_supports_device, .supports_job = nccl_supports_job,
@@ -631,12 +631,13 @@ static const TdmCommClass nccl_class = {
     .allgather = nccl_allgather, .reduce_scatter = nccl_reduce_scatter,
     .barrier = nccl_barrier, .wait = nccl_wait, .work_free = nccl_work_free,
 };
+/* clang-format on */
 
 /* No CUDA or NCCL call here (the launcher forks after loading plugins):
  * the probe does the work when the collective is first considered. */
 TDM_PLUGIN_INIT_FEATURE(nccl_plugin_init, TDM_FEATURE_COLLECTIVE, "nccl", 80, &nccl_class,
-                        "collectives over NCCL between GPUs (one GPU per rank; cuda tensors)",
-                        NULL, nccl_probe)
+                        "collectives over NCCL between GPUs (one GPU per rank; cuda tensors)", NULL,
+                        nccl_probe)
 
 TDM_PLUGIN_DEFINE(nccl, "nccl", "0.1", "MIT", "NCCL collectives for tensors on cuda devices",
                   "tandem", nccl_plugin_init)

@@ -23,13 +23,12 @@ static const char *restart_generation(void)
     return gen != NULL ? gen : "0";
 }
 
-void nccl_rdzv_init(NcclRdzv *rz, TdmStore *store, int rank, int world, double timeout_s,
-                    int probe)
+void nccl_rdzv_init(NcclRdzv *rz, TdmStore *store, int rank, int world, double timeout_s, int probe)
 {
     /* A digest, not the token itself: keys show up in debug logs. */
     const char *token = g_getenv("TDM_STORE_TOKEN");
-    g_autofree char *digest = g_compute_checksum_for_string(G_CHECKSUM_SHA256,
-                                                            token != NULL ? token : "", -1);
+    g_autofree char *digest =
+        g_compute_checksum_for_string(G_CHECKSUM_SHA256, token != NULL ? token : "", -1);
     digest[16] = '\0';
     rz->store = store;
     rz->rank = rank;
@@ -169,9 +168,8 @@ gboolean nccl_rdzv_exchange_id(NcclRdzv *rz, const NcclRdzvSeam *seam,
     GError *local = NULL;
     if (!wait_key(rz, key, deadline_of(rz), &local)) {
         if (local != NULL) {
-            g_propagate_prefixed_error(error, local,
-                                       "nccl: rank %d cannot read the unique id from the store: ",
-                                       rz->rank);
+            g_propagate_prefixed_error(
+                error, local, "nccl: rank %d cannot read the unique id from the store: ", rz->rank);
         } else {
             g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
                         "nccl: rank %d waited %.1f s for the NCCL unique id from rank 0; rank 0 "
