@@ -20,6 +20,10 @@
  * a plugin whose op runs later on a device stream never finds its buffer
  * freed and reused by a caller that dropped the tensor early (PyTorch's
  * recordStream); plugins need not reference them themselves.
+ * A plugin that moves host memory only (TDM_COMM_FLAG_HOST_STAGING) also
+ * serves a device whose memory is not host memory: the plugin gets host
+ * copies of the tensors and the wait writes the results back
+ * (comm-stage.c), so no plugin stages on its own.
  */
 #include "config.h"
 
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm-stage.h"
 #include "internal.h"
 
 typedef struct {
@@ -34,11 +39,14 @@ typedef struct {
     GMutex lock;      /* issue order == sequence order */
     char *key_prefix; /* store namespace of this communicator */
     char *broken;     /* why later calls fail, once one did */
+    TdmCommStage *stage; /* host staging; NULL when the plugin takes the device */
 } CommImpl;
 
 struct _TdmCommWork {
     TdmWork *work;
     TdmTensor *tensors[2]; /* referenced from issue to wait */
+    TdmTensor *staged[2];  /* host views of tensors[] given to the plugin */
+    int back;              /* index of the tensor the wait writes back, or -1 */
     TdmCollOp op;
     guint64 seq;
     int64_t count;
@@ -117,6 +125,15 @@ typedef struct {
     GPtrArray *refused; /* features whose supports_job said no */
 } SelectCtx;
 
+/* Whether `klass` serves `dev` through host staging: it moves host memory
+ * only, refuses the device, and the device's memory is not host memory. */
+static gboolean comm_stages(const TdmCommClass *klass, const TdmDevice *dev)
+{
+    return dev != NULL && (klass->flags & TDM_COMM_FLAG_HOST_STAGING) != 0 &&
+           klass->supports_device != NULL && !klass->supports_device(dev) &&
+           !tdm_device_host_accessible(dev);
+}
+
 static gboolean comm_feature_accept(TdmFeature *feature, gpointer user_data)
 {
     SelectCtx *ctx = user_data;
@@ -127,7 +144,7 @@ static gboolean comm_feature_accept(TdmFeature *feature, gpointer user_data)
         }
     }
     return ctx->device == NULL || klass->supports_device == NULL ||
-           klass->supports_device(ctx->device);
+           klass->supports_device(ctx->device) || comm_stages(klass, ctx->device);
 }
 
 static gboolean comm_select(CommImpl *impl, const char *spec, GError **error)
@@ -223,6 +240,9 @@ TdmComm *tdm_comm_new(const char *spec, TdmStore *store, const TdmDistEnv *env, 
         tdm_comm_free(comm);
         return NULL;
     }
+    if (comm_stages(comm->klass, dev)) {
+        impl->stage = tdm_comm_stage_new(dev);
+    }
     if (comm->klass->init != NULL && !comm->klass->init(comm, error)) {
         g_prefix_error(error, "collective '%s' on rank %d: ", tdm_feature_get_name(comm->feature),
                        comm->rank);
@@ -242,10 +262,17 @@ void tdm_comm_free(TdmComm *comm)
     if (comm->klass != NULL && comm->klass->finalize != NULL) {
         comm->klass->finalize(comm);
     }
+    tdm_comm_stage_free(impl->stage); /* after finalize: no call holds a buffer */
     g_mutex_clear(&impl->lock);
     g_free(impl->key_prefix);
     g_free(impl->broken);
     g_free(impl);
+}
+
+gboolean tdm_comm_is_staged(const TdmComm *comm)
+{
+    g_return_val_if_fail(comm != NULL, FALSE);
+    return ((const CommImpl *)comm)->stage != NULL;
 }
 
 /* ---- descriptions for messages ---- */
@@ -455,6 +482,48 @@ static gboolean plugin_has_op(const TdmCommClass *k, TdmCollOp op)
     return FALSE;
 }
 
+/* Reference the caller's tensors in `w` and, when the communicator stages,
+ * point *a and *b at host copies for the plugin: inputs read from the
+ * device, outputs only shaped; the wait writes back the one the op changes
+ * (the tensor itself for allreduce and broadcast, `out` otherwise). */
+static gboolean stage_inputs(CommImpl *impl, TdmCommWork *w, TdmTensor **a, TdmTensor **b,
+                             GError **error)
+{
+    w->tensors[0] = *a != NULL ? tdm_tensor_ref(*a) : NULL;
+    w->tensors[1] = *b != NULL ? tdm_tensor_ref(*b) : NULL;
+    w->back = -1;
+    if (impl->stage == NULL || w->op == TDM_COLL_BARRIER) {
+        return TRUE;
+    }
+    w->back = *b != NULL ? 1 : 0;
+    for (int i = 0; i < 2; i++) {
+        TdmTensor *t = w->tensors[i];
+        if (t == NULL) {
+            continue;
+        }
+        /* An output that is not also an input needs no read. */
+        gboolean copy_in = i == 0;
+        w->staged[i] = tdm_comm_stage_acquire(impl->stage, t, copy_in, error);
+        if (w->staged[i] == NULL) {
+            return FALSE;
+        }
+    }
+    *a = w->staged[0];
+    *b = w->staged[1];
+    return TRUE;
+}
+
+static void stage_release(CommImpl *impl, TdmCommWork *w)
+{
+    if (impl->stage != NULL) {
+        tdm_comm_stage_release(impl->stage, w->staged[0]);
+        tdm_comm_stage_release(impl->stage, w->staged[1]);
+        w->staged[0] = w->staged[1] = NULL;
+    }
+    g_clear_pointer(&w->tensors[0], tdm_tensor_unref);
+    g_clear_pointer(&w->tensors[1], tdm_tensor_unref);
+}
+
 static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmTensor *b,
                                GError **error)
 {
@@ -478,6 +547,10 @@ static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmT
     if (local == NULL && !plugin_has_op(k, w->op)) {
         g_set_error(&local, TDM_ERROR, TDM_ERROR_UNSUPPORTED, "collective '%s' has no %s",
                     tdm_feature_get_name(comm->feature), tdm_coll_op_name(w->op));
+    } else if (local == NULL && !stage_inputs(impl, w, &a, &b, &local)) {
+        g_autofree char *what = work_describe_short(w);
+        g_prefix_error(&local, "%s failed on rank %d: ", what, comm->rank);
+        impl->broken = g_strdup(local->message);
     } else if (local == NULL) {
         switch (w->op) {
         case TDM_COLL_ALLREDUCE:
@@ -514,12 +587,11 @@ static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmT
     g_mutex_unlock(&impl->lock);
 
     if (local != NULL) {
+        stage_release(impl, w);
         g_propagate_error(error, local);
         g_free(w);
         return NULL;
     }
-    w->tensors[0] = a != NULL ? tdm_tensor_ref(a) : NULL;
-    w->tensors[1] = b != NULL ? tdm_tensor_ref(b) : NULL;
     return w;
 }
 
@@ -602,6 +674,11 @@ gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error)
     if (ok && local != NULL) {
         g_clear_error(&local); /* a plugin must not set both */
     }
+    if (ok && work->back >= 0 && work->staged[work->back] != NULL &&
+        !tdm_comm_stage_copy_back(work->staged[work->back], work->tensors[work->back],
+                                  &local)) {
+        ok = FALSE;
+    }
     if (!ok) {
         if (local == NULL) {
             g_set_error(&local, TDM_ERROR, TDM_ERROR_FAILED, "no reason given by the plugin");
@@ -639,8 +716,7 @@ gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error)
     g_free(missing);
     comm->klass->work_free(comm, work->work);
     /* After work_free: the plugin is done with the buffers. */
-    g_clear_pointer(&work->tensors[0], tdm_tensor_unref);
-    g_clear_pointer(&work->tensors[1], tdm_tensor_unref);
+    stage_release(impl, work);
     g_free(work);
     return ok;
 }

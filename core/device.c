@@ -341,6 +341,17 @@ gboolean tdm_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
     return TRUE;
 }
 
+gboolean tdm_device_host_accessible(const TdmDevice *dev)
+{
+    g_return_val_if_fail(dev != NULL, FALSE);
+    TdmDeviceInfo info;
+    /* device_info takes the device to query it; it changes nothing. */
+    if (!tdm_device_info((TdmDevice *)dev, &info, NULL)) {
+        return FALSE;
+    }
+    return info.host_accessible;
+}
+
 /* ---- precision ---- */
 
 static const char *const precision_names[] = {

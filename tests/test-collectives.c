@@ -406,6 +406,16 @@ static void worker_ops(Worker *w)
                 tdm_feature_get_name(w->comm->feature), want);
         _exit(1);
     }
+    /* TDM_TEST_EXPECT_STAGED=1: the device claims memory the host cannot
+     * reach (TDM_REF_NOT_HOST), so the core must stage every op. */
+    const char *staged = g_getenv("TDM_TEST_EXPECT_STAGED");
+    if (staged != NULL && tdm_comm_is_staged(w->comm) != (strcmp(staged, "1") == 0)) {
+        fprintf(stderr, "rank %d: collective '%s' on %s (host memory: %s) is %sstaged\n",
+                w->rank, tdm_feature_get_name(w->comm->feature), w->dev->name,
+                tdm_device_host_accessible(w->dev) ? "yes" : "no",
+                tdm_comm_is_staged(w->comm) ? "" : "not ");
+        _exit(1);
+    }
     for (gsize s = 0; s < G_N_ELEMENTS(sizes); s++) {
         int64_t n = sizes[s];
         for (int op = TDM_REDUCE_SUM; op <= TDM_REDUCE_MIN; op++) {
@@ -684,8 +694,23 @@ int main(int argc, char **argv)
     /* Automatic selection prefers shm for host tensors on one host. */
     if (g_strv_contains((const char *const *)colls, "shm")) {
         job("automatic selection picks shm", "", 2, "ops", NULL, 60, "TDM_TEST_EXPECT_FEATURE=shm",
+            "TDM_TEST_EXPECT_STAGED=0", "TDM_COLLECTIVE=", NULL);
+    }
+#ifdef TDM_ENABLE_TEST_HOOKS
+    /* Host staging: ref devices that claim memory the host cannot reach, as
+     * cuda's, make shm and gloo run every op on staged host copies. */
+    for (int i = 0; colls[i] != NULL; i++) {
+        if (strcmp(colls[i], "shm") == 0 || strcmp(colls[i], "gloo") == 0) {
+            job("every op staged through host memory", colls[i], 2, "ops", NULL, 60,
+                "TDM_REF_NOT_HOST=1", "TDM_TEST_EXPECT_STAGED=1", NULL);
+        }
+    }
+    if (g_strv_contains((const char *const *)colls, "shm")) {
+        job("automatic selection stages through shm", "", 2, "ops", NULL, 60,
+            "TDM_REF_NOT_HOST=1", "TDM_TEST_EXPECT_FEATURE=shm", "TDM_TEST_EXPECT_STAGED=1",
             "TDM_COLLECTIVE=", NULL);
     }
+#endif
     printf("1..%d\n", n_tests);
     return n_failed > 0 ? 1 : 0;
 }

@@ -67,6 +67,16 @@ TDM_API const char *tdm_coll_op_name(TdmCollOp op);
 TDM_API const char *tdm_reduce_op_name(TdmReduceOp op);
 
 typedef struct _TdmCommClass TdmCommClass;
+
+/* TdmCommClass.flags. HOST_STAGING: the plugin moves host memory only, and
+ * the core may run it for a device whose memory the host cannot reach
+ * (cuda) by staging, as PyTorch's Gloo process group does for CUDA tensors:
+ * each input is read into a pinned host buffer (after the work queued on
+ * the device), the plugin runs on host views, and the result is written
+ * back at the wait. The buffers are allocated once per size and reused.
+ * Automatic selection still prefers a plugin of higher priority that
+ * accepts the device itself (nccl for cuda). */
+#define TDM_COMM_FLAG_HOST_STAGING (1u << 0)
 typedef struct _TdmWork TdmWork; /* plugin-defined */
 
 /* Seconds a collective waits when the options give no timeout. */
@@ -87,7 +97,10 @@ TDM_API void tdm_comm_options_init(TdmCommOptions *opts);
 struct _TdmCommClass {
     guint32 iface_version;  /* TDM_COMM_IFACE_VERSION */
     guint32 struct_size;    /* sizeof(TdmCommClass) */
-    /* Can this plugin move tensors of `dev`? (shm: host memory only).
+    /* Can this plugin move tensors of `dev`? (shm: host memory only, so
+     * tdm_device_host_accessible(dev)). A plugin with
+     * TDM_COMM_FLAG_HOST_STAGING is also chosen for a device it refuses
+     * whose memory is not host memory: the core then stages its tensors.
      * (optional: NULL means every device) */
     gboolean (*supports_device)(const TdmDevice *dev);
     /* Can it serve this job (shm: all ranks on one host)? Called on every
@@ -121,7 +134,9 @@ struct _TdmCommClass {
     gboolean (*wait)(TdmComm *comm, TdmWork *work, double timeout_s, int **missing,
                      GError **error);
     void (*work_free)(TdmComm *comm, TdmWork *work);
-    gpointer reserved[8];
+    /* TDM_COMM_FLAG_* (0: none). */
+    guint32 flags;
+    gpointer reserved[7];
 };
 
 struct _TdmComm {
@@ -146,6 +161,9 @@ typedef struct _TdmCommWork TdmCommWork;
 TDM_API TdmComm *tdm_comm_new(const char *spec, TdmStore *store, const TdmDistEnv *env,
                               TdmDevice *dev, const TdmCommOptions *opts, GError **error);
 TDM_API void tdm_comm_free(TdmComm *comm);
+/* Whether the communicator stages its tensors through host memory (its
+ * plugin has TDM_COMM_FLAG_HOST_STAGING and refuses the device itself). */
+TDM_API gboolean tdm_comm_is_staged(const TdmComm *comm);
 
 TDM_API TdmCommWork *tdm_comm_allreduce_async(TdmComm *comm, TdmTensor *t, TdmReduceOp op,
                                               GError **error);

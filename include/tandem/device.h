@@ -64,6 +64,10 @@ typedef struct {
  * (no device-wide synchronisation). FALSE with the error set when the
  * backend cannot query the device. */
 TDM_API gboolean tdm_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error);
+/* Whether the tensor memory of `dev` is host memory (TdmDeviceInfo's
+ * host_accessible; FALSE when the backend cannot say): what a collective
+ * that moves host memory only (shm, gloo) asks in supports_device. */
+TDM_API gboolean tdm_device_host_accessible(const TdmDevice *dev);
 /* Start a new peak: peak_bytes becomes the bytes allocated now. */
 TDM_API void tdm_device_reset_peak(TdmDevice *dev);
 /* Every device of every available backend, in backend priority order then

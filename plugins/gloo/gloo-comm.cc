@@ -410,10 +410,11 @@ static void gloo_connect(TdmComm *comm, GlooComm *g)
 
 extern "C" {
 
+/* Host memory only; the core stages the tensors of other devices
+ * (TDM_COMM_FLAG_HOST_STAGING). */
 static gboolean gloo_supports_device(const TdmDevice *dev)
 {
-    const char *type = tdm_device_type(dev);
-    return type != nullptr && (strcmp(type, "cpu") == 0 || strcmp(type, "ref") == 0);
+    return tdm_device_host_accessible(dev);
 }
 
 static void gloo_finalize(TdmComm *comm);
@@ -626,6 +627,7 @@ static const TdmCommClass gloo_class = {
     gloo_barrier,
     gloo_wait,
     gloo_work_free,
+    TDM_COMM_FLAG_HOST_STAGING,
     {nullptr},
 };
 

@@ -297,6 +297,13 @@ gboolean ref_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
     g_strlcpy(info->capability, "plain C (oracle)", sizeof(info->capability));
     info->kind = TDM_DEVICE_KIND_VIRTUAL;
     info->host_accessible = TRUE;
+#ifdef TDM_ENABLE_TEST_HOOKS
+    /* Tests of the host-staged collectives: the devices claim memory the
+     * host cannot reach, as cuda's, so shm and gloo stage their tensors. */
+    if (g_strcmp0(g_getenv("TDM_REF_NOT_HOST"), "1") == 0) {
+        info->host_accessible = FALSE;
+    }
+#endif
     info->compute_units = 1; /* single-threaded on purpose */
     tdm_host_memory(&info->total_bytes, &info->free_bytes);
     return TRUE;

@@ -60,10 +60,11 @@ struct _TdmWork {
 
 /* ---- which jobs ---- */
 
+/* Host memory only; the core stages the tensors of other devices
+ * (TDM_COMM_FLAG_HOST_STAGING). */
 static gboolean shm_supports_device(const TdmDevice *dev)
 {
-    const char *type = tdm_device_type(dev);
-    return type != NULL && (strcmp(type, "cpu") == 0 || strcmp(type, "ref") == 0);
+    return tdm_device_host_accessible(dev);
 }
 
 static char *read_first_line(const char *path)
@@ -589,6 +590,7 @@ static const TdmCommClass shm_class = {
     .barrier = shm_barrier,
     .wait = shm_wait,
     .work_free = shm_work_free,
+    .flags = TDM_COMM_FLAG_HOST_STAGING,
 };
 
 TDM_PLUGIN_INIT_FEATURE(shm_plugin_init, TDM_FEATURE_COLLECTIVE, "shm", 60, &shm_class,
