@@ -315,8 +315,10 @@ void tdm_train_log_start(TrainLog *log, const TrainRun *run)
                 run->steps_per_epoch);
         if (run->comm != NULL) {
             int world = run->env.world_size;
-            fprintf(stderr, "strategy %s over %d process%s, collective %s\n", strategy_name(run),
-                    world, world == 1 ? "" : "es", tdm_feature_get_name(run->comm->feature));
+            fprintf(stderr, "strategy %s over %d process%s, collective %s%s\n",
+                    strategy_name(run), world, world == 1 ? "" : "es",
+                    tdm_feature_get_name(run->comm->feature),
+                    tdm_comm_is_staged(run->comm) ? " (staged through host memory)" : "");
         }
     }
 }

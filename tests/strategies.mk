@@ -4,6 +4,8 @@
 #                          as one process with the global batch
 #   strategies-faults.sh   a killed rank, a skipped collective, a misconfigured job
 #   strategies-mpirun.sh   mpirun -np 2 tandem train --strategy ddp
+#   staged-ddp.sh          ddp through host-staged shm/gloo (device memory
+#                          not host memory) = unstaged = single
 #   dp-copies.sh           dp copies peer to peer on ref, through the host
 #                          between backends (TDM_PROFILE's counts)
 check_PROGRAMS += tests/test-ddp
@@ -13,6 +15,7 @@ TDM_STRATEGY_TESTS = \
 	tests/strategies-faults.sh \
 	tests/strategies-mpirun.sh \
 	tests/netns-two-hosts.sh \
+	tests/staged-ddp.sh \
 	tests/dp-copies.sh
 TESTS += tests/test-ddp $(TDM_STRATEGY_TESTS)
 EXTRA_DIST += $(TDM_STRATEGY_TESTS) tests/strategies-lib.sh tests/compare-weights.py
