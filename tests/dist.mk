@@ -6,6 +6,7 @@ check_PROGRAMS += tests/test-store
 TDM_LAUNCHER_TESTS = \
 	tests/launcher-env.sh \
 	tests/launcher-failure.sh \
+	tests/launcher-gpu.sh \
 	tests/launcher-kill.sh \
 	tests/launcher-multinode.sh \
 	tests/launcher-restart.sh

@@ -89,7 +89,9 @@ static void usage(FILE *out)
             "\n"
             "Start COMMAND once per process of a distributed job (torchrun's flags).\n"
             "\n"
-            "  --nproc-per-node N  processes on this node (default 1)\n"
+            "  --nproc-per-node N  processes on this node (default 1); `gpu`: one per\n"
+            "                      visible GPU (CUDA_VISIBLE_DEVICES), failing without one;\n"
+            "                      `auto`: one per GPU, else one per core group (NUMA node)\n"
             "  --nnodes N          nodes in the job (default 1)\n"
             "  --node-rank R       this node's index, 0..N-1 (default 0)\n"
             "  --master-addr A     host of node 0, where the store is served (127.0.0.1)\n"
@@ -104,7 +106,8 @@ static void usage(FILE *out)
             "Workers get TDM_RANK, TDM_LOCAL_RANK, TDM_WORLD_SIZE, TDM_LOCAL_WORLD_SIZE,\n"
             "TDM_NODE_RANK, TDM_NNODES, TDM_MASTER_ADDR, TDM_MASTER_PORT, TDM_STORE_TOKEN,\n"
             "TDM_RESTART_COUNT and torchrun's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
-            "GROUP_RANK, MASTER_ADDR, MASTER_PORT. Output lines carry \"[rank N] \". When a\n"
+            "GROUP_RANK, MASTER_ADDR, MASTER_PORT; in a GPU job also TDM_DEVICE=cuda:LOCAL_RANK.\n"
+            "Output lines carry \"[rank N] \" (\"[rank N cuda:L] \" in a GPU job). When a\n"
             "worker fails, all end within a few seconds and tandem run exits 1.\n");
 }
 
@@ -166,7 +169,11 @@ static int parse_args(int argc, char **argv, RunOptions *o)
         }
         gboolean good = TRUE;
         if (strcmp(name, "nproc-per-node") == 0) {
-            good = parse_int_opt(name, value, 1, MAX_NPROC_PER_NODE, &o->nproc);
+            if (run_resolve_nproc(value, o)) {
+                good = o->nproc > 0;
+            } else {
+                good = parse_int_opt(name, value, 1, MAX_NPROC_PER_NODE, &o->nproc);
+            }
         } else if (strcmp(name, "nnodes") == 0) {
             good = parse_int_opt(name, value, 1, MAX_NNODES, &o->nnodes);
         } else if (strcmp(name, "node-rank") == 0) {
@@ -274,7 +281,8 @@ static void flush_lines(Worker *w, int s, gboolean eof)
     GString *b = w->buf[s];
     gsize start = 0;
     char prefix[RANK_PREFIX_LEN];
-    int plen = g_snprintf(prefix, sizeof prefix, "[rank %d] ", w->rank);
+    int plen = w->gpu >= 0 ? g_snprintf(prefix, sizeof prefix, "[rank %d cuda:%d] ", w->rank, w->gpu)
+                           : g_snprintf(prefix, sizeof prefix, "[rank %d] ", w->rank);
     GString *out = g_string_new(NULL);
     for (;;) {
         char *nl = memchr(b->str + start, '\n', b->len - start);
@@ -351,6 +359,13 @@ static char **worker_env(Job *job, int local_rank)
     char t[G_ASCII_DTOSTR_BUF_SIZE];
     g_ascii_dtostr(t, sizeof t, o->timeout);
     env = g_environ_setenv(env, "TDM_TIMEOUT", t, TRUE);
+    if (o->gpus > 0) {
+        /* The GPU this rank drives: what `--device cuda` picks from
+         * LOCAL_RANK, for scripts that choose their device themselves. */
+        char dev[32];
+        g_snprintf(dev, sizeof dev, "cuda:%d", local_rank % o->gpus);
+        env = g_environ_setenv(env, "TDM_DEVICE", dev, TRUE);
+    }
     return env;
 }
 
@@ -358,6 +373,7 @@ static gboolean spawn_worker(Job *job, int local_rank, Worker *w)
 {
     int out[2], err[2];
     w->rank = job->rank_offset + local_rank;
+    w->gpu = job->opt.gpus > 0 ? local_rank % job->opt.gpus : -1;
     w->fd[0] = w->fd[1] = -1;
     w->buf[0] = g_string_new(NULL);
     w->buf[1] = g_string_new(NULL);

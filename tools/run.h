@@ -14,6 +14,7 @@
 
 typedef struct {
     int nproc, nnodes, node_rank, master_port, max_restarts;
+    int gpus; /* > 0: a GPU job (`gpu`, `auto`): local rank i drives cuda:i */
     double timeout;
     const char *master_addr, *token;
     char **cmd;
@@ -21,6 +22,7 @@ typedef struct {
 
 typedef struct {
     int rank;
+    int gpu; /* the cuda device it drives, or -1 */
     pid_t pid;
     gboolean reaped;
     int status;
@@ -53,5 +55,10 @@ gboolean connect_store(Job *job, GError **error);
 gboolean rendezvous(Job *job, GError **error);
 /* Node 0 keeps the store up until every node's workers are done with it. */
 gboolean finish_nodes(Job *job, GError **error);
+
+/* run-nproc.c: --nproc-per-node `gpu` or `auto` sets o->nproc and o->gpus
+ * (nproc -1 after printing why a `gpu` job has no GPU) and returns TRUE;
+ * FALSE for any other value (a number, parsed by the caller). */
+gboolean run_resolve_nproc(const char *value, RunOptions *o);
 
 #endif /* TDM_TOOLS_RUN_H */
