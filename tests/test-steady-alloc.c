@@ -42,6 +42,11 @@ static int counting;         /* set while a measured step runs */
 static gint ours;            /* allocations by Tandem's code (GLib included) */
 static gint runtime;         /* made inside oneDNN, libgomp or libstdc++ themselves */
 static gint runtime_largest; /* the largest of those, in bytes */
+static gint ours_large;      /* of `ours`, those of LARGE_BYTES or more */
+
+/* Larger than any bookkeeping a call allocates (a collective's work
+ * handles), smaller than the tensors a staged collective copies. */
+#define LARGE_BYTES 65536
 
 /* Whether the code that called the allocator lies in one of the runtimes
  * Tandem drives: oneDNN (its sgemm driver mallocs its packing buffers on
@@ -67,6 +72,9 @@ static void count(const void *caller, size_t n)
     }
     if (!from_runtime(caller)) {
         g_atomic_int_inc(&ours);
+        if (n >= LARGE_BYTES) {
+            g_atomic_int_inc(&ours_large);
+        }
         return;
     }
     g_atomic_int_inc(&runtime);
@@ -264,6 +272,59 @@ static void check_counter(void)
 #endif
 }
 
+/* Host-staged collectives reuse their buffers: with ref devices claiming
+ * memory the host cannot reach (the TDM_REF_NOT_HOST test hook), shm
+ * stages every call through host buffers, allocated in the first calls of
+ * each size and never after. Work handles are small allocations of every
+ * call: only buffers of LARGE_BYTES or more count here. */
+static void check_staged_collectives(void)
+{
+#if defined(HAVE_COUNTING) && defined(TDM_ENABLE_TEST_HOOKS)
+    GError *error = NULL;
+    TdmDevice *dev = tdm_device_get("ref:0", &error);
+    g_assert_no_error(error);
+    g_setenv("TDM_REF_NOT_HOST", "1", TRUE);
+    TdmDistEnv env = {.rank = 0, .world_size = 1, .local_world_size = 1, .source = "none"};
+    TdmComm *comm = tdm_comm_new("shm", NULL, &env, dev, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_true(tdm_comm_is_staged(comm));
+    const int64_t big = 100000, small = 30000;
+    TdmTensor *a = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, &big, &error);
+    TdmTensor *b = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, &small, &error);
+    g_assert_no_error(error);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            __atomic_store_n(&counting, 1, __ATOMIC_RELAXED);
+        }
+        for (int i = 0; i < 3; i++) {
+            /* two in flight at once, as ddp's buckets are */
+            TdmCommWork *wa = tdm_comm_allreduce_async(comm, a, TDM_REDUCE_SUM, &error);
+            TdmCommWork *wb = tdm_comm_allreduce_async(comm, b, TDM_REDUCE_SUM, &error);
+            g_assert_no_error(error);
+            g_assert_true(tdm_comm_wait(comm, wa, &error));
+            g_assert_true(tdm_comm_wait(comm, wb, &error));
+            g_assert_true(tdm_comm_broadcast(comm, b, 0, &error));
+        }
+    }
+    __atomic_store_n(&counting, 0, __ATOMIC_RELAXED);
+    int large = g_atomic_int_get(&ours_large);
+    g_atomic_int_set(&ours, 0);
+    g_atomic_int_set(&ours_large, 0);
+    g_atomic_int_set(&runtime, 0);
+    g_test_message("staged collectives: %d buffers of %d bytes or more in 9 steady calls", large,
+                   LARGE_BYTES);
+    g_assert_cmpint(large, ==, 0);
+    tdm_tensor_unref(a);
+    tdm_tensor_unref(b);
+    tdm_comm_free(comm);
+    g_unsetenv("TDM_REF_NOT_HOST");
+#elif !defined(HAVE_COUNTING)
+    g_test_skip("allocation counting needs glibc (and no AddressSanitizer)");
+#else
+    g_test_skip("needs the test hook TDM_REF_NOT_HOST (configure --enable-test-hooks)");
+#endif
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -274,6 +335,7 @@ int main(int argc, char **argv)
         {"cpu", "mlp"}, {"cpu", "lenet"}, {"cpu", "resnet8"}, {"ref", "mlp"}, {"ref", "lenet"},
     };
     g_test_add_func("/steady-alloc/counter", check_counter);
+    g_test_add_func("/steady-alloc/staged-collectives", check_staged_collectives);
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *path = g_strdup_printf("/steady-alloc/%s/%s", cases[i][0], cases[i][1]);
         g_test_add_data_func(path, cases[i], check_steady);
