@@ -18,7 +18,6 @@
  */
 #include "config.h"
 
-
 #include "comm-stage.h"
 #include "internal.h"
 
@@ -110,7 +109,8 @@ static StageBuf *buf_take(TdmCommStage *s, size_t nbytes)
     StageBuf *best = NULL;
     for (guint i = 0; i < s->bufs->len; i++) {
         StageBuf *b = g_ptr_array_index(s->bufs, i);
-        if (buf_free(b) && b->capacity >= nbytes && (best == NULL || b->capacity < best->capacity)) {
+        if (buf_free(b) && b->capacity >= nbytes &&
+            (best == NULL || b->capacity < best->capacity)) {
             best = b;
         }
     }

@@ -14,8 +14,7 @@ void tdm_comm_stage_free(TdmCommStage *s);
  * none: give it back with tdm_comm_stage_release); with copy_in, holding t's
  * values, read after the work queued on t's device. NULL with the error set
  * when the read fails. */
-TdmTensor *tdm_comm_stage_acquire(TdmCommStage *s, TdmTensor *t, gboolean copy_in,
-                                  GError **error);
+TdmTensor *tdm_comm_stage_acquire(TdmCommStage *s, TdmTensor *t, gboolean copy_in, GError **error);
 /* t = host's values (tdm_tensor_write: synchronous, so the buffer may be
  * released at once). */
 gboolean tdm_comm_stage_copy_back(TdmTensor *host, TdmTensor *t, GError **error);

@@ -14,8 +14,9 @@
  * rank 0, and a rank that never posts is named once the timeout passes (with
  * its last call, from a per-rank key), instead of a hang. A wait past the
  * timeout names the op, the number, the size and the ranks that never arrived
- * (from the plugin, else from those per-rank keys). After any failure the
- * communicator refuses further calls: the ranks are no longer in step.
+ * (from the plugin, else from those per-rank keys; both in comm-debug.c).
+ * After any failure the communicator refuses further calls: the ranks are
+ * no longer in step.
  * A work handle holds a reference to its tensors until tdm_comm_wait, so
  * a plugin whose op runs later on a device stream never finds its buffer
  * freed and reused by a caller that dropped the tensor early (PyTorch's
@@ -31,39 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm-stage.h"
+#include "comm-private.h"
 #include "internal.h"
-
-typedef struct {
-    TdmComm pub;      /* first: a TdmComm * is a CommImpl * */
-    GMutex lock;      /* issue order == sequence order */
-    char *key_prefix; /* store namespace of this communicator */
-    char *broken;     /* why later calls fail, once one did */
-    TdmCommStage *stage; /* host staging; NULL when the plugin takes the device */
-} CommImpl;
-
-struct _TdmCommWork {
-    TdmWork *work;
-    TdmTensor *tensors[2]; /* referenced from issue to wait */
-    TdmTensor *staged[2];  /* host views of tensors[] given to the plugin */
-    int back;              /* index of the tensor the wait writes back, or -1 */
-    TdmCollOp op;
-    guint64 seq;
-    int64_t count;
-    TdmDType dtype;
-    int root;
-    TdmReduceOp rop;
-};
-
-/* Polling the store for the other ranks' debug posts: from this interval,
- * doubled up to the cap (a check usually finds them at once). */
-#define DEBUG_POLL_FIRST_US 50
-#define DEBUG_POLL_MAX_US 20000
-/* How long a timed-out call asks the store which ranks are stuck with it:
- * a tenth of the timeout within these bounds, polled at this interval. */
-#define STUCK_GRACE_MIN_S 1.0
-#define STUCK_GRACE_MAX_S 5.0
-#define STUCK_POLL_US 20000
 
 const char *tdm_coll_op_name(TdmCollOp op)
 {
@@ -277,7 +247,7 @@ gboolean tdm_comm_is_staged(const TdmComm *comm)
 
 /* ---- descriptions for messages ---- */
 
-static char *work_describe_call(const TdmCommWork *w)
+char *comm_work_describe_call(const TdmCommWork *w)
 {
     switch (w->op) {
     case TDM_COLL_BARRIER:
@@ -313,154 +283,6 @@ static char *ranks_string(const int *ranks)
         g_string_append_printf(s, "%s%d", i > 0 ? ", " : "", ranks[i]);
     }
     return g_string_free(s, FALSE);
-}
-
-/* ---- debug mode: every rank compares what it runs with everyone ---- */
-
-static char *debug_key(CommImpl *impl, guint64 seq, int rank)
-{
-    return g_strdup_printf("%s/dbg/%" G_GUINT64_FORMAT "/%d", impl->key_prefix, seq, rank);
-}
-
-static char *last_key(CommImpl *impl, int rank)
-{
-    return g_strdup_printf("%s/last/%d", impl->key_prefix, rank);
-}
-
-/* The last sequence number `rank` posted, or 0 when it posted none. */
-static guint64 debug_last_seq(CommImpl *impl, int rank)
-{
-    TdmStore *store = impl->pub.store;
-    g_autofree char *key = last_key(impl, rank);
-    gboolean exists = FALSE;
-    if (!tdm_store_check(store, key, &exists, NULL) || !exists) {
-        return 0;
-    }
-    GBytes *value = tdm_store_get(store, key, NULL);
-    if (value == NULL) {
-        return 0;
-    }
-    gsize len = 0;
-    const char *data = g_bytes_get_data(value, &len);
-    g_autofree char *text = g_strndup(data, len);
-    g_bytes_unref(value);
-    return g_ascii_strtoull(text, NULL, 10);
-}
-
-static gboolean debug_check(CommImpl *impl, const TdmCommWork *w, GError **error)
-{
-    TdmComm *comm = &impl->pub;
-    TdmStore *store = comm->store;
-    const int world = comm->world;
-    g_autofree char *mine = work_describe_call(w);
-    g_autofree char *my_key = debug_key(impl, w->seq, comm->rank);
-    g_autofree char *my_last = last_key(impl, comm->rank);
-    g_autofree char *seq_text = g_strdup_printf("%" G_GUINT64_FORMAT, w->seq);
-    if (!tdm_store_set(store, my_key, mine, strlen(mine), error) ||
-        !tdm_store_set(store, my_last, seq_text, strlen(seq_text), error)) {
-        g_prefix_error(error,
-                       "collective debug check at #%" G_GUINT64_FORMAT " on rank %d: ", w->seq,
-                       comm->rank);
-        return FALSE;
-    }
-
-    char **calls = g_new0(char *, (gsize)world + 1);
-    gboolean ok = TRUE;
-    const double deadline = tdm_time_now() + comm->opts.timeout_s;
-    gulong sleep_us = DEBUG_POLL_FIRST_US;
-    int pending = world;
-    while (pending > 0 && ok) {
-        pending = 0;
-        for (int r = 0; r < world && ok; r++) {
-            if (calls[r] != NULL) {
-                continue;
-            }
-            g_autofree char *key = debug_key(impl, w->seq, r);
-            gboolean exists = FALSE;
-            if (!tdm_store_check(store, key, &exists, error)) {
-                ok = FALSE;
-            } else if (exists) {
-                GBytes *value = tdm_store_get(store, key, error);
-                if (value == NULL) {
-                    ok = FALSE;
-                } else {
-                    gsize len = 0;
-                    const char *data = g_bytes_get_data(value, &len);
-                    calls[r] = g_strndup(data, len);
-                    g_bytes_unref(value);
-                }
-            } else {
-                pending++;
-            }
-        }
-        if (!ok) {
-            g_prefix_error(error,
-                           "collective debug check at #%" G_GUINT64_FORMAT " on rank %d: ", w->seq,
-                           comm->rank);
-            break;
-        }
-        if (pending > 0) {
-            if (tdm_time_now() >= deadline) {
-                GString *who = g_string_new(NULL);
-                GString *last = g_string_new(NULL);
-                for (int r = 0; r < world; r++) {
-                    if (calls[r] == NULL) {
-                        guint64 l = debug_last_seq(impl, r);
-                        g_string_append_printf(who, "%s%d", who->len > 0 ? ", " : "", r);
-                        if (l > 0) {
-                            g_string_append_printf(
-                                last, "; rank %d's last call was #%" G_GUINT64_FORMAT, r, l);
-                        } else {
-                            g_string_append_printf(last, "; rank %d issued no collective", r);
-                        }
-                    }
-                }
-                g_set_error(error, TDM_ERROR, TDM_ERROR_TIMEOUT,
-                            "collective #%" G_GUINT64_FORMAT
-                            " %s on rank %d: ranks %s never issued "
-                            "it within %.1f s%s",
-                            w->seq, mine, comm->rank, who->str, comm->opts.timeout_s, last->str);
-                g_string_free(who, TRUE);
-                g_string_free(last, TRUE);
-                ok = FALSE;
-                break;
-            }
-            g_usleep(sleep_us);
-            sleep_us = MIN(sleep_us * 2, DEBUG_POLL_MAX_US);
-        }
-    }
-    if (ok) {
-        /* The reference is what most ranks called (rank 0's on a tie), so
-         * the rank named is the odd one out even when it is rank 0. */
-        int ref = 0, ref_votes = 0;
-        for (int r = 0; r < world; r++) {
-            int votes = 0;
-            for (int q = 0; q < world; q++) {
-                votes += strcmp(calls[q], calls[r]) == 0;
-            }
-            if (votes > ref_votes) {
-                ref = r;
-                ref_votes = votes;
-            }
-        }
-        for (int r = 0; r < world; r++) {
-            if (strcmp(calls[r], calls[ref]) != 0) {
-                g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
-                            "collective mismatch at #%" G_GUINT64_FORMAT
-                            ": rank %d called %s, rank %d called %s",
-                            w->seq, ref, calls[ref], r, calls[r]);
-                ok = FALSE;
-                break;
-            }
-        }
-    }
-    if (ok && w->seq > 1) {
-        /* Every rank posted #seq, so every rank is done reading #seq-1. */
-        g_autofree char *old = debug_key(impl, w->seq - 1, comm->rank);
-        tdm_store_delete(store, old, NULL, NULL);
-    }
-    g_strfreev(calls);
-    return ok;
 }
 
 /* ---- issue and wait ---- */
@@ -540,7 +362,7 @@ static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmT
                     "failure (%s)",
                     what, comm->rank, impl->broken);
     } else if (comm->opts.debug && comm->world > 1 && comm->store != NULL) {
-        if (!debug_check(impl, w, &local)) {
+        if (!comm_debug_check(impl, w, &local)) {
             impl->broken = g_strdup(local->message);
         }
     }
@@ -595,74 +417,6 @@ static TdmCommWork *comm_issue(TdmComm *comm, TdmCommWork *w, TdmTensor *a, TdmT
     return w;
 }
 
-/* After a timeout that the plugin could not explain: every rank that times
- * out posts the call it is stuck in, then waits a short grace for the
- * others' posts. Ranks stuck in the same call did arrive; the others (dead,
- * hung elsewhere, or behind) did not. In debug mode the per-rank last-call
- * keys settle it at once. Costs nothing until something has gone wrong.
- * Returns the missing ranks, -1 terminated, or NULL when unknown. */
-static int *comm_missing_from_store(CommImpl *impl, guint64 seq)
-{
-    TdmComm *comm = &impl->pub;
-    if (comm->store == NULL || comm->world < 2) {
-        return NULL;
-    }
-    int *missing = g_new(int, (gsize)comm->world + 1);
-    int n = 0;
-    if (comm->opts.debug) {
-        for (int r = 0; r < comm->world; r++) {
-            if (debug_last_seq(impl, r) < seq) {
-                missing[n++] = r;
-            }
-        }
-        missing[n] = -1;
-        return missing;
-    }
-    g_autofree char *mine = g_strdup_printf("%s/stuck/%d", impl->key_prefix, comm->rank);
-    g_autofree char *text = g_strdup_printf("%" G_GUINT64_FORMAT, seq);
-    if (!tdm_store_set(comm->store, mine, text, strlen(text), NULL)) {
-        g_free(missing);
-        return NULL;
-    }
-    gboolean *seen = g_new0(gboolean, (gsize)comm->world);
-    seen[comm->rank] = TRUE;
-    const double grace = CLAMP(comm->opts.timeout_s / 10, STUCK_GRACE_MIN_S, STUCK_GRACE_MAX_S);
-    const double deadline = tdm_time_now() + grace;
-    int pending = comm->world - 1;
-    while (pending > 0 && tdm_time_now() < deadline) {
-        for (int r = 0; r < comm->world; r++) {
-            if (seen[r]) {
-                continue;
-            }
-            g_autofree char *key = g_strdup_printf("%s/stuck/%d", impl->key_prefix, r);
-            gboolean exists = FALSE;
-            if (tdm_store_check(comm->store, key, &exists, NULL) && exists) {
-                GBytes *value = tdm_store_get(comm->store, key, NULL);
-                if (value != NULL) {
-                    gsize len = 0;
-                    const char *data = g_bytes_get_data(value, &len);
-                    g_autofree char *theirs = g_strndup(data, len);
-                    /* Stuck in another call: it never reached this one. */
-                    seen[r] = g_ascii_strtoull(theirs, NULL, 10) == seq;
-                    pending -= seen[r];
-                    g_bytes_unref(value);
-                }
-            }
-        }
-        if (pending > 0) {
-            g_usleep(STUCK_POLL_US);
-        }
-    }
-    for (int r = 0; r < comm->world; r++) {
-        if (!seen[r]) {
-            missing[n++] = r;
-        }
-    }
-    missing[n] = -1;
-    g_free(seen);
-    return missing;
-}
-
 gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error)
 {
     g_return_val_if_fail(comm != NULL, FALSE);
@@ -675,8 +429,7 @@ gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error)
         g_clear_error(&local); /* a plugin must not set both */
     }
     if (ok && work->back >= 0 && work->staged[work->back] != NULL &&
-        !tdm_comm_stage_copy_back(work->staged[work->back], work->tensors[work->back],
-                                  &local)) {
+        !tdm_comm_stage_copy_back(work->staged[work->back], work->tensors[work->back], &local)) {
         ok = FALSE;
     }
     if (!ok) {

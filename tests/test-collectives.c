@@ -410,8 +410,8 @@ static void worker_ops(Worker *w)
      * reach (TDM_REF_NOT_HOST), so the core must stage every op. */
     const char *staged = g_getenv("TDM_TEST_EXPECT_STAGED");
     if (staged != NULL && tdm_comm_is_staged(w->comm) != (strcmp(staged, "1") == 0)) {
-        fprintf(stderr, "rank %d: collective '%s' on %s (host memory: %s) is %sstaged\n",
-                w->rank, tdm_feature_get_name(w->comm->feature), w->dev->name,
+        fprintf(stderr, "rank %d: collective '%s' on %s (host memory: %s) is %sstaged\n", w->rank,
+                tdm_feature_get_name(w->comm->feature), w->dev->name,
                 tdm_device_host_accessible(w->dev) ? "yes" : "no",
                 tdm_comm_is_staged(w->comm) ? "" : "not ");
         _exit(1);
@@ -706,9 +706,8 @@ int main(int argc, char **argv)
         }
     }
     if (g_strv_contains((const char *const *)colls, "shm")) {
-        job("automatic selection stages through shm", "", 2, "ops", NULL, 60,
-            "TDM_REF_NOT_HOST=1", "TDM_TEST_EXPECT_FEATURE=shm", "TDM_TEST_EXPECT_STAGED=1",
-            "TDM_COLLECTIVE=", NULL);
+        job("automatic selection stages through shm", "", 2, "ops", NULL, 60, "TDM_REF_NOT_HOST=1",
+            "TDM_TEST_EXPECT_FEATURE=shm", "TDM_TEST_EXPECT_STAGED=1", "TDM_COLLECTIVE=", NULL);
     }
 #endif
     printf("1..%d\n", n_tests);
