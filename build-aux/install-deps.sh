@@ -4,6 +4,7 @@
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
 libglib2.0-dev libjson-glib-dev zlib1g-dev libdeflate-dev libdnnl-dev libpng-dev libjpeg62-turbo-dev libgloo-dev
+libzip-dev libcairo2-dev
 openmpi-bin libopenmpi-dev iproute2
 python3 python3-torch python3-torchvision
 dataset-fashion-mnist time libopenblas0-pthread"
