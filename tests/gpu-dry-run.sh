@@ -3,8 +3,10 @@
 # tests/gpu/run runs once on a GPU machine, with no time to debug it there;
 # its --dry-run runs the same stages against the cpu backend (ref where cpu
 # is not built) at tiny sizes with PyTorch on the CPU. This runs stages 0
-# (environment), 2 (oracle against PyTorch, 3 steps) and 4 (benchmark
-# table against bench/peer_gpu.py) on the build tree, about 20 s, and
+# (environment), 2 (oracle against PyTorch, 3 steps), 4 (benchmark table
+# against bench/peer_gpu.py) and 6 (distributed: staged shm between two
+# processes on ref devices that claim non-host memory, the collectives on
+# device tensors, a dead rank) on the build tree, about 30 s, and
 # checks the summary: every stage passed, the logs are where they belong,
 # and every benchmark row has figures on both sides. Skipped without torch.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
@@ -15,17 +17,21 @@ command -v bash >/dev/null || skip_all "tests/gpu/run needs bash"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-gpu-dry.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
+# Stage 6's dry run needs the TDM_REF_NOT_HOST hook to make ref stage.
+stages="0 2 4"
+have_test_hooks && stages="$stages 6"
+list=$(echo "$stages" | tr ' ' ',')
 TORCH_PYTHON=$py bash "$TDM_TOP_SRCDIR/tests/gpu/run" --dry-run --build "$TDM_TOP_BUILDDIR" \
-    --stages 0,2,4 --out "$tmp/out" >"$tmp/log" 2>&1
+    --stages "$list" --out "$tmp/out" >"$tmp/log" 2>&1
 rc=$?
 if [ $rc -eq 0 ]; then
-    ok "tests/gpu/run --dry-run --stages 0,2,4 exits 0"
+    ok "tests/gpu/run --dry-run --stages $list exits 0"
 else
-    fail "tests/gpu/run --dry-run --stages 0,2,4 exits 0" "exit $rc: $(cat "$tmp/log")"
+    fail "tests/gpu/run --dry-run --stages $list exits 0" "exit $rc: $(cat "$tmp/log")"
 fi
 
 summary=$tmp/out/summary.txt
-for s in 0 2 4; do
+for s in $stages; do
     row=$(grep -E "^$s +[a-z-]+ +" "$summary" 2>/dev/null)
     case $row in
     *" pass "*) ok "stage $s passes: $(echo "$row" | cut -c1-100)" ;;
@@ -41,8 +47,9 @@ for s in 1 3 5; do
 done
 # only the stage logs and the summary land in the output directory
 n=$(ls "$tmp/out" | wc -l)
-[ "$n" -eq 4 ] && ok "4 files in the output directory" ||
-    fail "4 files in the output directory" "$(ls "$tmp/out")"
+want=$(($(echo "$stages" | wc -w) + 1))
+[ "$n" -eq "$want" ] && ok "$want files in the output directory" ||
+    fail "$want files in the output directory" "$(ls "$tmp/out")"
 
 # every row of the benchmark table has images/s for both and a ratio
 rows=$(sed -n '/^model  *batch/,$p' "$summary" | tail -n +2)

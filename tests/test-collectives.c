@@ -10,6 +10,14 @@
  * mismatched call, a skipped call, a silent rank and a dead rank each stop
  * the job with a message naming the rank. The collectives under test are
  * TDM_TEST_COLLECTIVES (comma list), by default every one registered.
+ *
+ * TDM_TEST_DEVICE=SPEC (e.g. cuda:0) runs the ranks' tensors on that device
+ * instead of ref:0, with the cases one device allows (tests/gpu/run):
+ * every op in one process and at world 1; for shm and gloo every op staged
+ * through host memory at world 2 (both ranks on the one device), a rank
+ * that never arrives and a dead rank; for nccl, which refuses two ranks on
+ * one GPU, an operation held back by the test hook TDM_TEST_NCCL_STALL,
+ * which must time out, abort the communicator and refuse the next call.
  */
 #include "config.h"
 
@@ -35,6 +43,13 @@ typedef struct {
     TdmDevice *dev;
     int rank, world;
 } Worker;
+
+/* The device every rank's tensors live on. */
+static const char *test_device(void)
+{
+    const char *spec = g_getenv("TDM_TEST_DEVICE");
+    return spec != NULL && spec[0] != '\0' ? spec : "ref:0";
+}
 
 static void die(const Worker *w, const char *what, GError *error)
 {
@@ -491,6 +506,31 @@ static void worker_skip(Worker *w, const char *mode)
     }
 }
 
+/* One rank alone (nccl at world 1): the second allreduce is held back by
+ * TDM_TEST_NCCL_STALL=2 and must time out; the next call must be refused
+ * at once, since the communicator was aborted. */
+static void worker_stall(Worker *w)
+{
+    TdmTensor *t = tensor_1d(w, TDM_DTYPE_F32, 1000);
+    GError *error = NULL;
+    ok_or_die(w, "first allreduce", tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error), error);
+    if (tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error)) {
+        fprintf(stderr, "rank %d: the held-back allreduce completed\n", w->rank);
+        _exit(1);
+    }
+    fprintf(stderr, "rank %d: error: %s\n", w->rank, error->message);
+    g_clear_error(&error);
+    double t0 = tdm_time_now();
+    if (tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error)) {
+        fprintf(stderr, "rank %d: an allreduce after the abort completed\n", w->rank);
+        _exit(1);
+    }
+    fprintf(stderr, "rank %d: next call refused in %.1f s: %s\n", w->rank, tdm_time_now() - t0,
+            error->message);
+    g_clear_error(&error);
+    _exit(1); /* the job failed, as a real one would */
+}
+
 static int worker_main(const char *mode)
 {
     Worker w = {0};
@@ -505,7 +545,7 @@ static int worker_main(const char *mode)
     if (w.store == NULL) {
         die(&w, "store", error);
     }
-    w.dev = tdm_device_get("ref:0", &error);
+    w.dev = tdm_device_get(test_device(), &error);
     if (w.dev == NULL) {
         die(&w, "device", error);
     }
@@ -519,6 +559,8 @@ static int worker_main(const char *mode)
         worker_ops(&w);
     } else if (strcmp(mode, "mismatch") == 0) {
         worker_mismatch(&w);
+    } else if (strcmp(mode, "stall") == 0) {
+        worker_stall(&w);
     } else {
         worker_skip(&w, mode);
     }
@@ -634,7 +676,7 @@ static void single_process(const char *coll)
     GError *error = NULL;
     TdmDistEnv env = {.rank = 0, .world_size = 1, .local_world_size = 1, .source = "none"};
     Worker w = {.rank = 0, .world = 1};
-    w.dev = tdm_device_get("ref:0", &error);
+    w.dev = tdm_device_get(test_device(), &error);
     w.comm = w.dev != NULL ? tdm_comm_new(coll, NULL, &env, w.dev, NULL, &error) : NULL;
     g_autofree char *title = g_strdup_printf("%s: every op in a single process", coll);
     if (w.comm == NULL) {
@@ -663,6 +705,37 @@ static void single_process(const char *coll)
     g_free(res.output);
 }
 
+/* The cases one device allows (TDM_TEST_DEVICE set): see the top. */
+static void driver_device(const char *coll)
+{
+    single_process(coll);
+    job("every op at world 1", coll, 1, "ops", NULL, 60, NULL);
+    if (strcmp(coll, "shm") == 0 || strcmp(coll, "gloo") == 0) {
+        job("every op staged through host memory, 2 ranks on one device", coll, 2, "ops", NULL,
+            90, "TDM_TEST_EXPECT_STAGED=1", NULL);
+        const char *timeout[] = {"allreduce #2 (1000 x f32) timed out after 2.0 s on rank 0: "
+                                 "ranks 1 never arrived",
+                                 NULL};
+        job("staged: timeout names op, sequence number and missing rank", coll, 2, "timeout",
+            timeout, 30, "TDM_TIMEOUT=2", NULL);
+        if (strcmp(coll, "shm") == 0) {
+            const char *dead[] = {"allreduce #2 (1000 x f32) failed on rank 0: rank 1 (pid",
+                                  NULL};
+            job("staged: a dead rank is named", coll, 2, "dead", dead, 30, "TDM_TIMEOUT=20",
+                NULL);
+        }
+    }
+#ifdef TDM_ENABLE_TEST_HOOKS
+    if (strcmp(coll, "nccl") == 0) {
+        const char *stall[] = {"allreduce #2 (1000 x f32) timed out after 2.0 s on rank 0",
+                               "nccl: rank 0: aborting the communicator: allreduce #2",
+                               "next call refused in 0.", NULL};
+        job("an operation held back times out and aborts the communicator", coll, 1, "stall",
+            stall, 14, "TDM_TIMEOUT=2", "TDM_TEST_NCCL_STALL=2", NULL);
+    }
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "--worker") == 0) {
@@ -686,6 +759,13 @@ int main(int argc, char **argv)
         colls = g_strv_builder_end(names);
         g_strv_builder_unref(names);
         g_ptr_array_unref(features);
+    }
+    if (g_getenv("TDM_TEST_DEVICE") != NULL) {
+        for (int i = 0; colls[i] != NULL; i++) {
+            driver_device(colls[i]);
+        }
+        printf("1..%d\n", n_tests);
+        return n_failed > 0 ? 1 : 0;
     }
     for (int i = 0; colls[i] != NULL; i++) {
         single_process(colls[i]);

@@ -17,10 +17,19 @@
  * synchronisation of compute. The cuda plugin and this one share one
  * dynamically linked CUDA runtime, so the backend's cudaStream_t
  * (tdm_device_native_stream) is valid here.
+ *
+ * Test hook (configure --enable-test-hooks only): TDM_TEST_NCCL_STALL=SEQ
+ * holds operation SEQ back on the plugin's stream, as a peer that never
+ * calls it would, so that one GPU can show the timeout and abort path: the
+ * operation is not issued, a host function blocks the stream until the
+ * communicator is aborted, and the wait times out as it would on a lost
+ * peer.
  */
 #include "config.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -43,9 +52,14 @@ typedef struct {
     float *one;   /* the barrier's 1-float buffer */
     char *broken; /* why every call fails from now on */
     NcclRdzv rz;
+    GArray *spare_events; /* cudaEvent_t, reused: no creation in a steady step */
+    guint64 stall_seq;    /* test hook TDM_TEST_NCCL_STALL, 0 = off */
+    gint released;     /* the stalled operation may go on */
+    double stall_cap_s;
 } NcclComm;
 
 struct _TdmWork {
+    NcclComm *s;
     TdmCollOp op;
     guint64 seq;
     size_t bytes;
@@ -190,6 +204,29 @@ static gboolean nccl_supports_job(TdmComm *comm, char **reason)
 
 /* ---- set up ---- */
 
+/* TDM_TEST_NCCL_STALL (the header says what it does). */
+static void parse_stall_hook(NcclComm *s, double timeout_s)
+{
+    s->stall_seq = 0;
+#ifdef TDM_ENABLE_TEST_HOOKS
+    const char *env = g_getenv("TDM_TEST_NCCL_STALL");
+    if (env != NULL && env[0] != '\0') {
+        char *end = NULL;
+        guint64 seq = g_ascii_strtoull(env, &end, 10);
+        if (end != env && *end == '\0' && seq > 0) {
+            s->stall_seq = seq;
+            /* Never block past the point where the job is surely over. */
+            s->stall_cap_s = timeout_s + 60.0;
+        } else {
+            g_warning("TDM_TEST_NCCL_STALL='%s' is not an operation number; ignored", env);
+        }
+    }
+#else
+    (void)timeout_s;
+#endif
+}
+
+
 static void pause_step(gint64 *pause)
 {
     g_usleep((gulong)*pause);
@@ -208,6 +245,12 @@ static gboolean cuda_ok(cudaError_t rc, const char *what, GError **error)
 
 static void nccl_comm_free(NcclComm *s)
 {
+    if (s->spare_events != NULL) {
+        for (guint i = 0; i < s->spare_events->len; i++) {
+            (void)cudaEventDestroy(g_array_index(s->spare_events, cudaEvent_t, i));
+        }
+        g_array_unref(s->spare_events);
+    }
     if (s->one != NULL) {
         (void)cudaFree(s->one);
     }
@@ -242,6 +285,7 @@ static gboolean nccl_init(TdmComm *comm, GError **error)
 {
     static gint init_counter = 0;
     NcclComm *s = g_new0(NcclComm, 1);
+    s->spare_events = g_array_new(FALSE, FALSE, sizeof(cudaEvent_t));
     nccl_rdzv_init(&s->rz, comm->store, comm->rank, comm->world, comm->opts.timeout_s,
                    g_atomic_int_add(&init_counter, 1));
     if (!device_ordinal(comm->device, &s->compute, &s->ordinal, error) ||
@@ -278,6 +322,7 @@ static gboolean nccl_init(TdmComm *comm, GError **error)
         rc = settle(s->nc, deadline);
     }
     if (rc == ncclSuccess) {
+        parse_stall_hook(s, comm->opts.timeout_s);
         comm->priv = s;
         return TRUE;
     }
@@ -313,6 +358,7 @@ static void nccl_finalize(TdmComm *comm)
         return;
     }
     (void)cudaSetDevice(s->ordinal);
+    g_atomic_int_set(&s->released, 1);
     if (s->nc != NULL) {
         /* Flush what was issued, within the timeout; abort past it. */
         gint64 deadline =
@@ -367,6 +413,17 @@ static ncclRedOp_t nccl_redop(TdmReduceOp op)
     }
 }
 
+/* An event from the spare ones, or a new one. */
+static gboolean event_take(NcclComm *s, cudaEvent_t *ev, GError **error)
+{
+    if (s->spare_events->len > 0) {
+        *ev = g_array_index(s->spare_events, cudaEvent_t, s->spare_events->len - 1);
+        g_array_set_size(s->spare_events, s->spare_events->len - 1);
+        return TRUE;
+    }
+    return cuda_ok(cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "cudaEventCreate", error);
+}
+
 static void work_destroy(TdmWork *w)
 {
     if (w->a != NULL) {
@@ -375,11 +432,12 @@ static void work_destroy(TdmWork *w)
     if (w->b != NULL) {
         tdm_tensor_unref(w->b);
     }
+    /* Re-recording an event is allowed whatever its state: keep them. */
     if (w->ready != NULL) {
-        (void)cudaEventDestroy(w->ready);
+        g_array_append_val(w->s->spare_events, w->ready);
     }
     if (w->done != NULL) {
-        (void)cudaEventDestroy(w->done);
+        g_array_append_val(w->s->spare_events, w->done);
     }
     g_free(w);
 }
@@ -392,9 +450,39 @@ static void comm_break(TdmComm *comm, const char *why)
         s->broken = g_strdup(why);
     }
     if (s->nc != NULL) {
+        fprintf(stderr, "nccl: rank %d: aborting the communicator: %s\n", comm->rank, why);
         (void)ncclCommAbort(s->nc);
         s->nc = NULL;
     }
+    g_atomic_int_set(&s->released, 1);
+}
+
+/* ---- test hook: an operation held back ---- */
+
+/* Runs on CUDA's callback thread: blocks the plugin's stream until the
+ * communicator is aborted (or the cap passes). */
+static void CUDART_CB stall_host_fn(void *data)
+{
+    NcclComm *s = data;
+    gint64 end = g_get_monotonic_time() + (gint64)(s->stall_cap_s * G_TIME_SPAN_SECOND);
+    while (!g_atomic_int_get(&s->released) && g_get_monotonic_time() < end) {
+        g_usleep(1000);
+    }
+}
+
+/* TRUE when operation `seq` is the one the hook holds back: the stream is
+ * blocked instead of issuing it. */
+static gboolean stall_instead(TdmComm *comm, NcclComm *s, guint64 seq, GError **error)
+{
+    if (s->stall_seq == 0 || seq != s->stall_seq) {
+        return FALSE;
+    }
+    fprintf(stderr,
+            "nccl: TDM_TEST_NCCL_STALL: rank %d holds back operation #%" G_GUINT64_FORMAT
+            ", as if a peer never called it\n",
+            comm->rank, seq);
+    (void)cuda_ok(cudaLaunchHostFunc(s->stream, stall_host_fn, s), "cudaLaunchHostFunc", error);
+    return TRUE;
 }
 
 /* The common start: order after compute, leave the call to `issue`, then
@@ -413,22 +501,28 @@ static TdmWork *op_start(TdmComm *comm, TdmCollOp op, guint64 seq, TdmTensor *a,
         return NULL;
     }
     TdmWork *w = g_new0(TdmWork, 1);
+    w->s = s;
     w->op = op;
     w->seq = seq;
     w->a = a != NULL ? tdm_tensor_ref(a) : NULL;
     w->b = b != NULL ? tdm_tensor_ref(b) : NULL;
     w->bytes = a != NULL ? tdm_tensor_nbytes(a) : sizeof(float);
     if (!cuda_ok(cudaSetDevice(s->ordinal), "cudaSetDevice", error) ||
-        !cuda_ok(cudaEventCreateWithFlags(&w->ready, cudaEventDisableTiming), "cudaEventCreate",
-                 error) ||
-        !cuda_ok(cudaEventCreateWithFlags(&w->done, cudaEventDisableTiming), "cudaEventCreate",
-                 error) ||
+        !event_take(s, &w->ready, error) || !event_take(s, &w->done, error) ||
         !cuda_ok(cudaEventRecord(w->ready, s->compute), "cudaEventRecord(compute)", error) ||
         !cuda_ok(cudaStreamWaitEvent(s->stream, w->ready, 0), "cudaStreamWaitEvent", error)) {
         work_destroy(w);
         return NULL;
     }
-    ncclResult_t rc = issue(s, w, args);
+    ncclResult_t rc = ncclSuccess;
+    GError *hook_error = NULL;
+    if (!stall_instead(comm, s, seq, &hook_error)) {
+        rc = issue(s, w, args);
+    } else if (hook_error != NULL) {
+        g_propagate_error(error, hook_error);
+        work_destroy(w);
+        return NULL;
+    }
     if (rc == ncclInProgress) {
         /* A non-blocking communicator may still be enqueueing. */
         rc = settle(s->nc,
@@ -505,9 +599,19 @@ static ncclResult_t issue_barrier(NcclComm *s, TdmWork *w, gconstpointer p)
     return ncclAllReduce(s->one, s->one, 1, ncclFloat32, ncclSum, s->nc, s->stream);
 }
 
-static gboolean check_dtype(TdmCollOp op, guint64 seq, TdmTensor *t, GError **error)
+/* `reduces`: the op combines values, which bytes (u8) do not: refused as
+ * shm and gloo refuse them, so a job behaves alike on every collective. */
+static gboolean check_dtype(TdmCollOp op, guint64 seq, TdmTensor *t, gboolean reduces,
+                            GError **error)
 {
     ncclDataType_t dt;
+    if (reduces && t->dtype == TDM_DTYPE_U8) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "nccl: %s #%" G_GUINT64_FORMAT ": dtype u8 cannot be reduced (f32, bf16, f16, "
+                    "i32 and i64 can)",
+                    tdm_coll_op_name(op), seq);
+        return FALSE;
+    }
     if (nccl_dtype(t->dtype, &dt) && (tdm_tensor_nbytes(t) == 0 || tdm_tensor_data(t) != NULL)) {
         return TRUE;
     }
@@ -521,7 +625,7 @@ static TdmWork *nccl_allreduce(TdmComm *comm, guint64 seq, TdmTensor *t, TdmRedu
                                GError **error)
 {
     OpArgs args = {op, 0};
-    if (!check_dtype(TDM_COLL_ALLREDUCE, seq, t, error)) {
+    if (!check_dtype(TDM_COLL_ALLREDUCE, seq, t, TRUE, error)) {
         return NULL;
     }
     return op_start(comm, TDM_COLL_ALLREDUCE, seq, t, NULL, issue_allreduce, &args, error);
@@ -530,7 +634,7 @@ static TdmWork *nccl_allreduce(TdmComm *comm, guint64 seq, TdmTensor *t, TdmRedu
 static TdmWork *nccl_broadcast(TdmComm *comm, guint64 seq, TdmTensor *t, int root, GError **error)
 {
     OpArgs args = {TDM_REDUCE_SUM, root};
-    if (!check_dtype(TDM_COLL_BROADCAST, seq, t, error)) {
+    if (!check_dtype(TDM_COLL_BROADCAST, seq, t, FALSE, error)) {
         return NULL;
     }
     return op_start(comm, TDM_COLL_BROADCAST, seq, t, NULL, issue_broadcast, &args, error);
@@ -539,7 +643,7 @@ static TdmWork *nccl_broadcast(TdmComm *comm, guint64 seq, TdmTensor *t, int roo
 static TdmWork *nccl_allgather(TdmComm *comm, guint64 seq, TdmTensor *in, TdmTensor *out,
                                GError **error)
 {
-    if (!check_dtype(TDM_COLL_ALLGATHER, seq, in, error)) {
+    if (!check_dtype(TDM_COLL_ALLGATHER, seq, in, FALSE, error)) {
         return NULL;
     }
     return op_start(comm, TDM_COLL_ALLGATHER, seq, in, out, issue_allgather, NULL, error);
@@ -549,7 +653,7 @@ static TdmWork *nccl_reduce_scatter(TdmComm *comm, guint64 seq, TdmTensor *in, T
                                     TdmReduceOp op, GError **error)
 {
     OpArgs args = {op, 0};
-    if (!check_dtype(TDM_COLL_REDUCE_SCATTER, seq, out, error)) {
+    if (!check_dtype(TDM_COLL_REDUCE_SCATTER, seq, out, TRUE, error)) {
         return NULL;
     }
     return op_start(comm, TDM_COLL_REDUCE_SCATTER, seq, in, out, issue_reduce_scatter, &args,
