@@ -3,7 +3,7 @@
 # whole test suite, and end with a line "N passed, N failed".
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
-"$top/build-aux/install-deps.sh"
+"$top/build-aux/install-deps.sh" --tests
 # The suite runs with the test hooks compiled in (configure
 # --enable-test-hooks): a build directory configured without them, by
 # build.sh or by hand, is configured again with its own options plus that one.

@@ -1,13 +1,27 @@
 #!/bin/sh
-# Install everything Tandem needs to build, test and benchmark on Debian 12
-# (run as root). Skips apt-get when every package is already installed.
+# Install what Tandem needs on Debian 12 (run as root; skips apt-get when
+# every package is already installed).
+#
+#   install-deps.sh          build and run: the compiler, Autotools, the
+#                            libraries the core and plugins link (the main
+#                            job, build-aux/quickstart.sh)
+#   install-deps.sh --tests  also what the tests and benchmarks use: PyTorch
+#                            and torchvision (the oracle and the peer, with
+#                            their ~200 dependencies), Open MPI, iproute2,
+#                            GNU time, the full Fashion-MNIST, OpenBLAS
+#                            (build-aux/check.sh)
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
 libglib2.0-dev libjson-glib-dev zlib1g-dev libdeflate-dev libdnnl-dev libpng-dev libjpeg62-turbo-dev libgloo-dev
-libzip-dev libcairo2-dev
-openmpi-bin libopenmpi-dev iproute2
+libzip-dev libcairo2-dev"
+TEST_PKGS="openmpi-bin libopenmpi-dev iproute2
 python3 python3-torch python3-torchvision
 dataset-fashion-mnist time libopenblas0-pthread"
+case "${1:-}" in
+--tests) PKGS="$PKGS $TEST_PKGS" ;;
+"") ;;
+*) echo "usage: install-deps.sh [--tests]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
