@@ -690,7 +690,7 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
                                const char *skip, GError **error)
 {
     g_return_val_if_fail(model != NULL && path != NULL, FALSE);
-    TdmSafeTensors *st = tdm_safetensors_load(path, error);
+    TdmSafeTensors *st = tdm_weights_load(path, error);
     if (st == NULL) {
         return FALSE;
     }

@@ -46,7 +46,8 @@ TDM_API gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GErr
 
 /* Save every parameter and buffer of `model` under its full name. */
 TDM_API gboolean tdm_model_save(TdmModel *model, const char *path, GError **error);
-/* Load values by name; a missing name, an unexpected extra name (when
+/* Load values by name from a safetensors or .pth file (tdm_weights_load);
+ * a missing name, an unexpected extra name (when
  * `strict`) or a shape mismatch is an error naming the parameter and both
  * shapes. */
 TDM_API gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict,
@@ -58,6 +59,22 @@ TDM_API gboolean tdm_model_load(TdmModel *model, const char *path, gboolean stri
  * its classifier). */
 TDM_API gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean strict,
                                        const char *skip, GError **error);
+
+/* PyTorch's zip checkpoint format (torch.save of a state dict, 1.6 and
+ * later), read through a strict pickle reader that calls nothing: the
+ * state dict, or the one under a "state_dict" or "model" key of the saved
+ * dict, as tensors copied out contiguous (F16 and BF16 become F32). Anything
+ * but tensors, OrderedDicts and the plain values around them is refused
+ * with TDM_ERROR_CORRUPT naming the file, the global or opcode and its
+ * byte offset; the legacy format is TDM_ERROR_UNSUPPORTED. Transfer full. */
+TDM_API TdmSafeTensors *tdm_pth_load(const char *path, GError **error);
+/* Write `st`'s tensors as a .pth file that torch.load(weights_only=True)
+ * reads as an OrderedDict state dict, atomically. */
+TDM_API gboolean tdm_pth_save(const TdmSafeTensors *st, const char *path, GError **error);
+/* A weights file of either format, chosen by its content (a zip archive or
+ * a pre-1.6 torch.save pickle: tdm_pth_load; else tdm_safetensors_load).
+ * Transfer full. */
+TDM_API TdmSafeTensors *tdm_weights_load(const char *path, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmSafeTensors, tdm_safetensors_free)
 

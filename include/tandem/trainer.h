@@ -50,7 +50,7 @@ G_BEGIN_DECLS
     KEY(num_classes, INT, "model.num_classes", NULL, "[0, 1000000]",                         \
         NULL, 0, NULL, NONE, "Classes; 0 = the dataset's")                                   \
     KEY(init_path, PATH, "model.init", NULL, NULL,                                           \
-        "init", 0, "FILE", TRAIN_EVAL, "Start from these safetensors weights")               \
+        "init", 0, "FILE", TRAIN_EVAL, "Start from these weights (.safetensors or PyTorch .pth)")\
     KEY(freeze, STRING, "model.freeze", NULL, NULL,                                          \
         "freeze", 0, "PREFIXES", TRAIN,                                                      \
         "Freeze parameters with these comma-separated name prefixes")                        \
