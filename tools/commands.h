@@ -23,4 +23,7 @@ int tdm_cmd_run(int argc, char **argv);
 /* cmd-data.c: `tandem data preview`, a PNG grid of augmented samples. */
 int tdm_cmd_data(int argc, char **argv);
 
+/* cmd-export.c: `tandem export SRC DST`, weights back to PyTorch. */
+int tdm_cmd_export(int argc, char **argv);
+
 #endif /* TDM_TOOLS_COMMANDS_H */

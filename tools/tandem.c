@@ -28,6 +28,7 @@ static const TandemCommand commands[] = {
     {"inspect", tdm_cmd_inspect, "list plugins, features and load failures, or show one"},
     {"run", tdm_cmd_run, "start the processes of a distributed job (torchrun flags)"},
     {"data", tdm_cmd_data, "look at a data set: preview augmented samples as a PNG grid"},
+    {"export", tdm_cmd_export, "write a checkpoint's model weights as .pth or .safetensors"},
 };
 
 static void print_usage(FILE *out)
