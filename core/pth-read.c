@@ -348,7 +348,7 @@ static void not_a_tensor(PthReader *r, const TdmPv *d, guint bad, const char *un
     g_autofree char *key = k->kind == TDM_PV_STR ? g_strdup_printf("'%s'", k->s)
                                                  : g_strdup_printf("(a %s key)",
                                                                    tdm_pickle_kind_name(k->kind));
-    corrupt(error, r->path, "%s: entry %s%s%s (byte %zu) is a %s, not a tensor: expected a "
+    corrupt(error, r->path, "%s: entry %s%s%s (byte %zu) is of type %s, not a tensor: expected a "
             "state dict, or a dict with one under \"state_dict\" or \"model\"", r->pkl_name,
             key, under != NULL ? " under " : "", under != NULL ? under : "", v->at,
             tdm_pickle_kind_name(v->kind));
