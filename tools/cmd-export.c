@@ -36,8 +36,8 @@ static void print_export_usage(FILE *out)
             "\n"
             "Example:\n"
             "  tandem export ckpt/latest model.pth\n"
-            "  python3 -c 'import torch, torchvision; m = torchvision.models.resnet18(num_classes=5);\n"
-            "      m.load_state_dict(torch.load(\"model.pth\", weights_only=True))'\n");
+            "and in PyTorch:\n"
+            "  model.load_state_dict(torch.load(\"model.pth\", weights_only=True))\n");
 }
 
 int tdm_cmd_export(int argc, char **argv)
