@@ -472,9 +472,10 @@ TdmSafeTensors *tdm_pth_load(const char *path, GError **error)
         break;
     }
 out:
+    /* The tables' keys point into the pickle's values: free them first. */
     g_hash_table_destroy(names);
-    tdm_pickle_free(pickle);
     g_hash_table_destroy(r.storages);
+    tdm_pickle_free(pickle);
     g_free(r.top);
     g_free(r.pkl_name);
     zip_discard(za);

@@ -211,6 +211,29 @@ static void test_views_and_wrapper(void)
     tdm_safetensors_free(st);
 }
 
+/* dict(model.named_parameters()) saves Parameters: _rebuild_parameter
+ * around _rebuild_tensor_v2, read as the tensor. */
+static void test_parameters(void)
+{
+    g_autoptr(GString) p = g_string_new(PROTO2 "}(");
+    gint64 size[1] = {3}, stride[1] = {2};
+    put_str(p, "w");
+    g_string_append(p, "ctorch._utils\n_rebuild_parameter\n");
+    GString *t = g_string_new(NULL);
+    put_tensor(t, "", "FloatStorage", "0", 12, 5, 1, size, stride);
+    /* put_tensor starts with the key: drop the empty string's 5 bytes */
+    g_string_append_len(p, t->str + 5, (gssize)t->len - 5);
+    g_string_free(t, TRUE);
+    g_string_append(p, "\x88" ODICT "\x87Ru.");
+    g_autofree char *path = make_pth("param.pth", p, twelve, sizeof twelve);
+    GError *error = NULL;
+    TdmSafeTensors *st = tdm_pth_load(path, &error);
+    g_assert_no_error(error);
+    const float w[3] = {5, 7, 9};
+    assert_tensor(st, "w", TDM_DTYPE_F32, 1, w, sizeof w);
+    tdm_safetensors_free(st);
+}
+
 static void test_save_refuses_directory(void)
 {
     TdmSafeTensors *st = tdm_safetensors_new();
@@ -473,6 +496,7 @@ int main(int argc, char **argv)
     g_assert_nonnull(tmp_dir);
     g_test_add_func("/pth/round-trip", test_round_trip);
     g_test_add_func("/pth/views-and-wrapper", test_views_and_wrapper);
+    g_test_add_func("/pth/parameters", test_parameters);
     g_test_add_func("/pth/save-refuses-directory", test_save_refuses_directory);
     g_test_add_func("/pth/bad-pickles", test_bad_pickles);
     g_test_add_func("/pth/bad-tensors", test_bad_tensors);
