@@ -26,4 +26,7 @@ int tdm_cmd_data(int argc, char **argv);
 /* cmd-export.c: `tandem export SRC DST`, weights back to PyTorch. */
 int tdm_cmd_export(int argc, char **argv);
 
+/* cmd-plot.c: `tandem plot`, training curves from JSON-lines logs. */
+int tdm_cmd_plot(int argc, char **argv);
+
 #endif /* TDM_TOOLS_COMMANDS_H */
