@@ -31,8 +31,6 @@
 
 #include "plot.h"
 
-#define MAX_TICKS 40
-
 /* Distinct on white and for the common colour blindnesses, in this order
  * (matplotlib's "tab10"). */
 static const guint32 palette[] = {0x1f77b4, 0xd62728, 0x2ca02c, 0xff7f0e, 0x9467bd,
@@ -67,16 +65,6 @@ typedef struct {
     gboolean log_y, integer_x;
 } PanelSpec;
 
-typedef struct {
-    double lo, hi; /* the first and last tick */
-    double view_lo, view_hi; /* what the panel shows: a little more, so that no line
-                              * runs along the frame (in log10 units on a log axis) */
-    gboolean log;
-    double ticks[MAX_TICKS];
-    int n_ticks;
-    double step; /* a linear axis's tick step */
-} Axis;
-
 /* The drawing's state: the cairo context and the text size everything
  * scales with. */
 typedef struct {
@@ -95,169 +83,6 @@ static const char *const panel_titles[PLOT_N_PANELS] = {
 const char *plot_panel_title(int panel)
 {
     return panel >= 0 && panel < PLOT_N_PANELS ? panel_titles[panel] : "?";
-}
-
-/* ---- nice numbers ---------------------------------------------------------- */
-
-/* A number of 1, 2, 5 or 10 times a power of ten near x: the nearest when
- * rounding, else the smallest not below x. */
-static double nice_number(double x, gboolean round)
-{
-    double e = floor(log10(x));
-    double f = x / pow(10.0, e);
-    double nf;
-    if (round) {
-        nf = f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10;
-    } else {
-        nf = f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10;
-    }
-    return nf * pow(10.0, e);
-}
-
-static void axis_linear(Axis *a, double lo, double hi, int max_ticks, gboolean integer)
-{
-    if (!(hi > lo)) {
-        /* one value: a range around it */
-        double d = integer ? 1.0 : lo != 0 ? fabs(lo) * 0.1 : 1.0;
-        lo -= d;
-        hi += d;
-    }
-    max_ticks = CLAMP(max_ticks, 3, MAX_TICKS - 1);
-    double step = nice_number(nice_number(hi - lo, FALSE) / (max_ticks - 1), TRUE);
-    if (integer && step < 1) {
-        step = 1;
-    }
-    double first = floor(lo / step + 1e-9), last = ceil(hi / step - 1e-9);
-    while (last - first + 1 > MAX_TICKS) {
-        step = nice_number(step * 1.5, FALSE);
-        first = floor(lo / step + 1e-9);
-        last = ceil(hi / step - 1e-9);
-    }
-    a->log = FALSE;
-    a->step = step;
-    a->lo = first * step;
-    a->hi = last * step;
-    a->n_ticks = 0;
-    for (double k = first; k <= last + 0.5; k++) {
-        a->ticks[a->n_ticks++] = k * step;
-    }
-}
-
-/* Ticks of a log axis over [lo, hi] (both > 0): m x 10^e for m in the
- * richest mantissa set that keeps to max_ticks, else every k-th decade. */
-static void axis_log(Axis *a, double lo, double hi, int max_ticks)
-{
-    static const double sets[][10] = {
-        {1, 2, 3, 4, 5, 6, 7, 8, 9, 0},
-        {1, 2, 5, 0},
-        {1, 0},
-    };
-    if (!(hi > lo)) {
-        lo /= 2;
-        hi *= 2;
-    }
-    max_ticks = CLAMP(max_ticks, 3, MAX_TICKS - 1);
-    a->log = TRUE;
-    a->step = 0;
-    const int e_lo = (int)floor(log10(lo) + 1e-9), e_hi = (int)ceil(log10(hi) - 1e-9);
-    for (gsize s = 0; s < G_N_ELEMENTS(sets); s++) {
-        /* candidates from the decade below lo to the one above hi; keep
-         * the last one at or below lo up to the first one at or above hi */
-        int n = 0;
-        double ticks[MAX_TICKS + 2];
-        gboolean too_many = FALSE;
-        for (int e = e_lo - 1; e <= e_hi && !too_many; e++) {
-            for (int m = 0; sets[s][m] != 0; m++) {
-                double v = sets[s][m] * pow(10.0, e);
-                if (v <= lo * (1 + 1e-9)) {
-                    n = 0; /* the newest at or below lo starts the list */
-                } else if (n > 0 && ticks[n - 1] >= hi * (1 - 1e-9)) {
-                    break;
-                }
-                if (n >= MAX_TICKS + 1) {
-                    too_many = TRUE;
-                    break;
-                }
-                ticks[n++] = v;
-            }
-        }
-        if (!too_many && n <= max_ticks && n >= 2) {
-            memcpy(a->ticks, ticks, (gsize)n * sizeof(double));
-            a->n_ticks = n;
-            a->lo = ticks[0];
-            a->hi = ticks[n - 1];
-            return;
-        }
-    }
-    /* many decades: every k-th power of ten */
-    int decades = e_hi - e_lo;
-    int k = MAX(1, (decades + max_ticks - 2) / (max_ticks - 1));
-    int first = (int)floor((double)e_lo / k) * k;
-    a->n_ticks = 0;
-    for (int e = first; a->n_ticks < MAX_TICKS; e += k) {
-        a->ticks[a->n_ticks++] = pow(10.0, e);
-        if (e >= e_hi) {
-            break;
-        }
-    }
-    a->lo = a->ticks[0];
-    a->hi = a->ticks[a->n_ticks - 1];
-}
-
-/* "1e-05" -> "1e-5", "2.5e+06" -> "2.5e6". */
-static void tidy_exponent(char *buf)
-{
-    char *e = strchr(buf, 'e');
-    if (e == NULL) {
-        return;
-    }
-    char *src = e + 1, *dst = e + 1;
-    if (*src == '+') {
-        src++;
-    } else if (*src == '-') {
-        *dst++ = *src++;
-    }
-    while (*src == '0' && src[1] != '\0') {
-        src++;
-    }
-    memmove(dst, src, strlen(src) + 1);
-}
-
-/* A tick's label: as few digits as the tick step needs, thousands as "k"
- * and millions as "M" on an axis that reaches them, tiny values in
- * scientific notation. */
-static void format_tick(char *buf, gsize size, const Axis *a, double v)
-{
-    if (a->log) {
-        g_snprintf(buf, size, v >= 1e-3 && v < 1e5 ? "%g" : "%.0e", v);
-        tidy_exponent(buf);
-        return;
-    }
-    double step = a->step;
-    if (fabs(v) < step * 1e-6) {
-        v = 0;
-    }
-    double reach = MAX(fabs(a->lo), fabs(a->hi));
-    const char *suffix = "";
-    if (reach >= 1e7 && step >= 1e5) {
-        v /= 1e6;
-        step /= 1e6;
-        suffix = "M";
-    } else if (reach >= 1e4 && step >= 100) {
-        v /= 1e3;
-        step /= 1e3;
-        suffix = "k";
-    }
-    int decimals = MAX(0, (int)-floor(log10(step) + 1e-9));
-    if (v == 0) {
-        g_snprintf(buf, size, "0");
-    } else if (decimals <= 4) {
-        g_snprintf(buf, size, "%.*f%s", decimals, v, suffix);
-    } else {
-        int digits = MAX(0, (int)floor(log10(fabs(v)) + 1e-9) - (int)floor(log10(step) + 1e-9));
-        g_snprintf(buf, size, "%.*e", digits, v);
-        tidy_exponent(buf);
-    }
 }
 
 /* ---- text ------------------------------------------------------------------ */
@@ -317,21 +142,7 @@ static gboolean point_usable(const PlotPoint *p, gboolean log_y)
     return isfinite(p->x) && isfinite(p->y) && (!log_y || p->y > 0);
 }
 
-static void axis_set_view(Axis *a)
-{
-    double lo = a->log ? log10(a->lo) : a->lo, hi = a->log ? log10(a->hi) : a->hi;
-    double margin = 0.02 * (hi - lo);
-    a->view_lo = lo - margin;
-    a->view_hi = hi + margin;
-}
-
-static double map(const Axis *a, double v, double from, double length)
-{
-    double t = ((a->log ? log10(v) : v) - a->view_lo) / (a->view_hi - a->view_lo);
-    return from + t * length;
-}
-
-static void draw_series(Canvas *cv, const Series *s, const Axis *xa, const Axis *ya,
+static void draw_series(Canvas *cv, const Series *s, const PlotAxis *xa, const PlotAxis *ya,
                         const Rect *area)
 {
     cairo_t *cr = cv->cr;
@@ -360,8 +171,8 @@ static void draw_series(Canvas *cv, const Series *s, const Axis *xa, const Axis 
             if (p[i].x < last_x) {
                 open = FALSE;
             }
-            double px = map(xa, p[i].x, area->x, area->w);
-            double py = map(ya, p[i].y, area->y + area->h, -area->h);
+            double px = plot_axis_map(xa, p[i].x, area->x, area->w);
+            double py = plot_axis_map(ya, p[i].y, area->y + area->h, -area->h);
             if (open) {
                 cairo_line_to(cr, px, py);
             } else {
@@ -376,8 +187,8 @@ static void draw_series(Canvas *cv, const Series *s, const Axis *xa, const Axis 
         for (guint i = 0; i < n; i++) {
             if (point_usable(&p[i], ya->log)) {
                 cairo_new_sub_path(cr);
-                cairo_arc(cr, map(xa, p[i].x, area->x, area->w),
-                          map(ya, p[i].y, area->y + area->h, -area->h), 3.0 * u, 0, 2 * G_PI);
+                cairo_arc(cr, plot_axis_map(xa, p[i].x, area->x, area->w),
+                          plot_axis_map(ya, p[i].y, area->y + area->h, -area->h), 3.0 * u, 0, 2 * G_PI);
             }
         }
         cairo_fill(cr);
@@ -430,37 +241,35 @@ static gboolean draw_panel(Canvas *cv, const Rect *cell, const PanelSpec *spec,
         return FALSE;
     }
 
-    Axis xa, ya;
-    axis_linear(&xa, x_lo, x_hi, (int)(area.w / (6.0 * f)) + 1, spec->integer_x);
+    PlotAxis xa, ya;
+    plot_axis_linear(&xa, x_lo, x_hi, (int)(area.w / (6.0 * f)) + 1, spec->integer_x);
     if (spec->log_y) {
-        axis_log(&ya, y_lo, y_hi, (int)(area.h / (2.2 * f)) + 1);
+        plot_axis_log(&ya, y_lo, y_hi, (int)(area.h / (2.2 * f)) + 1);
     } else {
-        axis_linear(&ya, y_lo, y_hi, (int)(area.h / (3.0 * f)) + 1, FALSE);
+        plot_axis_linear(&ya, y_lo, y_hi, (int)(area.h / (3.0 * f)) + 1, FALSE);
     }
-    axis_set_view(&xa);
-    axis_set_view(&ya);
 
     /* grid and tick labels */
     set_font(cv, 0.9, FALSE);
     char label[48];
     for (int i = 0; i < xa.n_ticks; i++) {
-        double px = round(map(&xa, xa.ticks[i], area.x, area.w)) + 0.5;
+        double px = round(plot_axis_map(&xa, xa.ticks[i], area.x, area.w)) + 0.5;
         set_rgb(cr, 0xe6e6e6, 1);
         cairo_move_to(cr, px, area.y + 1);
         cairo_line_to(cr, px, area.y + area.h);
         cairo_stroke(cr);
         set_rgb(cr, 0x444444, 1);
-        format_tick(label, sizeof(label), &xa, xa.ticks[i]);
+        plot_axis_format_tick(&xa, xa.ticks[i], label, sizeof(label));
         draw_text(cv, label, px, area.y + area.h + 1.3 * f, 0.5);
     }
     for (int i = 0; i < ya.n_ticks; i++) {
-        double py = round(map(&ya, ya.ticks[i], area.y + area.h, -area.h)) + 0.5;
+        double py = round(plot_axis_map(&ya, ya.ticks[i], area.y + area.h, -area.h)) + 0.5;
         set_rgb(cr, 0xe6e6e6, 1);
         cairo_move_to(cr, area.x + 1, py);
         cairo_line_to(cr, area.x + area.w, py);
         cairo_stroke(cr);
         set_rgb(cr, 0x444444, 1);
-        format_tick(label, sizeof(label), &ya, ya.ticks[i]);
+        plot_axis_format_tick(&ya, ya.ticks[i], label, sizeof(label));
         draw_text(cv, label, area.x - 0.4 * f, py + 0.35 * f, 1.0);
     }
     set_rgb(cr, 0x888888, 1);
@@ -486,42 +295,6 @@ static gboolean draw_panel(Canvas *cv, const Rect *cell, const PanelSpec *spec,
     }
     cairo_restore(cr);
     return TRUE;
-}
-
-/* ---- smoothing ----------------------------------------------------------------- */
-
-/* The weight an unset --smooth gets: an average over about 1/20 of the
- * points (none for 20 points or fewer). */
-static double smooth_weight(guint n, double asked)
-{
-    if (asked >= 0) {
-        return asked;
-    }
-    return n > 20 ? MIN(0.995, 1.0 - 20.0 / n) : 0.0;
-}
-
-/* The debiased exponential moving average of the points (transfer full):
- * NAN stays a gap, and a step back in x (a resumed run) starts afresh. */
-static GArray *smooth(const GArray *in, double w)
-{
-    GArray *out = g_array_sized_new(FALSE, FALSE, sizeof(PlotPoint), in->len);
-    const PlotPoint *p = (const PlotPoint *)(void *)in->data;
-    double avg = 0, weight = 0, last_x = -INFINITY;
-    for (guint i = 0; i < in->len; i++) {
-        if (p[i].x < last_x) {
-            avg = 0;
-            weight = 0;
-        }
-        last_x = isfinite(p[i].x) ? p[i].x : last_x;
-        PlotPoint q = p[i];
-        if (isfinite(p[i].y)) {
-            avg = w * avg + (1 - w) * p[i].y;
-            weight = w * weight + (1 - w);
-            q.y = avg / weight;
-        }
-        g_array_append_val(out, q);
-    }
-    return out;
 }
 
 /* ---- the legend ------------------------------------------------------------------ */
@@ -675,11 +448,11 @@ gboolean plot_draw_png(PlotRun *const *runs, guint n_runs, const PlotOptions *op
             const guint32 c = plot_run_colour(r);
             switch (panel) {
             case PLOT_PANEL_TRAIN_LOSS: {
-                double w = smooth_weight(run->train_loss->len, opt->smooth);
+                double w = plot_smooth_weight(run->train_loss->len, opt->smooth);
                 weight_shown = MAX(weight_shown, w);
                 if (w > 0) {
                     series[n++] = (Series){run->train_loss, c, STYLE_LIGHT, FALSE};
-                    GArray *avg = smooth(run->train_loss, w);
+                    GArray *avg = plot_smooth(run->train_loss, w);
                     g_ptr_array_add(smoothed, avg);
                     series[n++] = (Series){avg, c, STYLE_LINE, run->train_loss->len < 2};
                 } else {

@@ -61,6 +61,39 @@ enum {
 #define PLOT_COLUMNS 3
 #define PLOT_ROWS 2
 
+/* ---- plot-axis.c ---- */
+
+#define PLOT_MAX_TICKS 40
+
+typedef struct {
+    double lo, hi;           /* the first and the last tick */
+    double view_lo, view_hi; /* what a panel shows (log10 units on a log axis) */
+    gboolean log;
+    double ticks[PLOT_MAX_TICKS];
+    int n_ticks;
+    double step; /* a linear axis's tick step */
+} PlotAxis;
+
+/* Ticks over the data's [lo, hi], at most max_ticks of them (at least 3
+ * are allowed); `integer`: steps of 1 or more (steps, epochs). One value
+ * (lo == hi) gets a range around it. */
+void plot_axis_linear(PlotAxis *a, double lo, double hi, int max_ticks, gboolean integer);
+/* The same on a log scale: lo and hi must be > 0. */
+void plot_axis_log(PlotAxis *a, double lo, double hi, int max_ticks);
+/* A tick's label, e.g. "0.5", "20k", "1e-5". */
+void plot_axis_format_tick(const PlotAxis *a, double v, char *buf, gsize size);
+/* Where v lies on a panel that spans `length` pixels from `from` (a
+ * negative length for a y axis that grows upwards). */
+double plot_axis_map(const PlotAxis *a, double v, double from, double length);
+
+/* The smoothed line's weight: `asked` when >= 0, else one for n points. */
+double plot_smooth_weight(guint n, double asked);
+/* The debiased exponential moving average of PlotPoints (transfer full):
+ * a NAN stays a gap, and a step back in x starts the average afresh. */
+GArray *plot_smooth(const GArray *in, double w);
+
+/* ---- plot-draw.c ---- */
+
 /* The colour of the i-th run (0xRRGGBB); runs past the palette reuse it. */
 guint32 plot_run_colour(guint i);
 
