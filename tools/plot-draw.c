@@ -142,6 +142,79 @@ static gboolean point_usable(const PlotPoint *p, gboolean log_y)
     return isfinite(p->x) && isfinite(p->y) && (!log_y || p->y > 0);
 }
 
+/* A line through many points, of which it keeps, per pixel column, only
+ * the first, the lowest, the highest and the last: it looks the same, and
+ * cairo strokes a few thousand points where a long log has millions. */
+typedef struct {
+    cairo_t *cr;
+    gboolean open; /* a line is under way */
+    int n;         /* points of the pending column */
+    double pt[4][2]; /* its first, lowest (greatest y), highest, last */
+    gboolean low_first; /* the lowest came before the highest */
+    int column;
+} Polyline;
+
+static void polyline_emit(Polyline *pl, const double *pt)
+{
+    if (pl->open) {
+        cairo_line_to(pl->cr, pt[0], pt[1]);
+    } else {
+        cairo_move_to(pl->cr, pt[0], pt[1]);
+        pl->open = TRUE;
+    }
+}
+
+static void polyline_flush(Polyline *pl)
+{
+    if (pl->n == 0) {
+        return;
+    }
+    polyline_emit(pl, pl->pt[0]);
+    if (pl->n > 1) {
+        polyline_emit(pl, pl->pt[pl->low_first ? 1 : 2]);
+        polyline_emit(pl, pl->pt[pl->low_first ? 2 : 1]);
+        polyline_emit(pl, pl->pt[3]);
+    }
+    pl->n = 0;
+}
+
+static void polyline_add(Polyline *pl, double x, double y)
+{
+    int column = (int)floor(x);
+    if (pl->n > 0 && column != pl->column) {
+        polyline_flush(pl);
+    }
+    if (pl->n == 0) {
+        pl->column = column;
+        for (int k = 0; k < 4; k++) {
+            pl->pt[k][0] = x;
+            pl->pt[k][1] = y;
+        }
+        pl->low_first = TRUE;
+    } else {
+        if (y > pl->pt[1][1]) {
+            pl->pt[1][0] = x;
+            pl->pt[1][1] = y;
+            pl->low_first = FALSE; /* the newest of the two */
+        }
+        if (y < pl->pt[2][1]) {
+            pl->pt[2][0] = x;
+            pl->pt[2][1] = y;
+            pl->low_first = TRUE;
+        }
+        pl->pt[3][0] = x;
+        pl->pt[3][1] = y;
+    }
+    pl->n++;
+}
+
+/* Ends the line: the next point starts a new one. */
+static void polyline_break(Polyline *pl)
+{
+    polyline_flush(pl);
+    pl->open = FALSE;
+}
+
 static void draw_series(Canvas *cv, const Series *s, const PlotAxis *xa, const PlotAxis *ya,
                         const Rect *area)
 {
@@ -161,26 +234,21 @@ static void draw_series(Canvas *cv, const Series *s, const PlotAxis *xa, const P
     }
     if (s->style != STYLE_DOTS) {
         /* a gap at each unusable point and where x goes back */
-        gboolean open = FALSE;
+        Polyline pl = {.cr = cr};
         double last_x = -INFINITY;
         for (guint i = 0; i < n; i++) {
             if (!point_usable(&p[i], ya->log)) {
-                open = FALSE;
+                polyline_break(&pl);
                 continue;
             }
             if (p[i].x < last_x) {
-                open = FALSE;
+                polyline_break(&pl);
             }
-            double px = plot_axis_map(xa, p[i].x, area->x, area->w);
-            double py = plot_axis_map(ya, p[i].y, area->y + area->h, -area->h);
-            if (open) {
-                cairo_line_to(cr, px, py);
-            } else {
-                cairo_move_to(cr, px, py);
-                open = TRUE;
-            }
+            polyline_add(&pl, plot_axis_map(xa, p[i].x, area->x, area->w),
+                         plot_axis_map(ya, p[i].y, area->y + area->h, -area->h));
             last_x = p[i].x;
         }
+        polyline_break(&pl);
         cairo_stroke(cr);
     }
     if (s->dots) {
@@ -290,8 +358,13 @@ static gboolean draw_panel(Canvas *cv, const Rect *cell, const PanelSpec *spec,
     cairo_save(cr);
     cairo_rectangle(cr, area.x, area.y, area.w + 1, area.h + 1);
     cairo_clip(cr);
-    for (guint s = 0; s < n_series; s++) {
-        draw_series(cv, &series[s], &xa, &ya, &area);
+    /* the faint lines first: no run's raw points hide another's trend */
+    for (int pass = 0; pass < 2; pass++) {
+        for (guint s = 0; s < n_series; s++) {
+            if ((series[s].style == STYLE_LIGHT) == (pass == 0)) {
+                draw_series(cv, &series[s], &xa, &ya, &area);
+            }
+        }
     }
     cairo_restore(cr);
     return TRUE;
@@ -407,6 +480,26 @@ static gboolean write_png(cairo_surface_t *surface, const char *path, GError **e
     return ok;
 }
 
+/* The series of a noisy per-step curve: each point, light, under its
+ * smoothed line; or just the points where there is nothing to smooth.
+ * Returns how many series it set (1 or 2); the smoothed points go into
+ * `keep`, and the largest weight used into *weight_shown. */
+static guint add_smoothed(Series *out, GArray *points, guint32 colour, double asked,
+                          GPtrArray *keep, double *weight_shown)
+{
+    double w = plot_smooth_weight(points->len, asked);
+    *weight_shown = MAX(*weight_shown, w);
+    if (w <= 0) {
+        out[0] = (Series){points, colour, STYLE_LINE, points->len < 2};
+        return 1;
+    }
+    GArray *avg = plot_smooth(points, w);
+    g_ptr_array_add(keep, avg);
+    out[0] = (Series){points, colour, STYLE_LIGHT, FALSE};
+    out[1] = (Series){avg, colour, STYLE_LINE, points->len < 2};
+    return 2;
+}
+
 gboolean plot_draw_png(PlotRun *const *runs, guint n_runs, const PlotOptions *opt,
                        const char *out, gboolean empty[PLOT_N_PANELS], GError **error)
 {
@@ -447,20 +540,10 @@ gboolean plot_draw_png(PlotRun *const *runs, guint n_runs, const PlotOptions *op
             const PlotRun *run = runs[r];
             const guint32 c = plot_run_colour(r);
             switch (panel) {
-            case PLOT_PANEL_TRAIN_LOSS: {
-                double w = plot_smooth_weight(run->train_loss->len, opt->smooth);
-                weight_shown = MAX(weight_shown, w);
-                if (w > 0) {
-                    series[n++] = (Series){run->train_loss, c, STYLE_LIGHT, FALSE};
-                    GArray *avg = plot_smooth(run->train_loss, w);
-                    g_ptr_array_add(smoothed, avg);
-                    series[n++] = (Series){avg, c, STYLE_LINE, run->train_loss->len < 2};
-                } else {
-                    series[n++] = (Series){run->train_loss, c, STYLE_LINE,
-                                           run->train_loss->len < 2};
-                }
+            case PLOT_PANEL_TRAIN_LOSS:
+                n += add_smoothed(&series[n], run->train_loss, c, opt->smooth, smoothed,
+                                  &weight_shown);
                 break;
-            }
             case PLOT_PANEL_TEST_LOSS:
                 series[n++] = (Series){run->train_loss_epoch, c, STYLE_DASHED, FALSE};
                 series[n++] = (Series){run->test_loss, c, STYLE_LINE, TRUE};
@@ -473,7 +556,8 @@ gboolean plot_draw_png(PlotRun *const *runs, guint n_runs, const PlotOptions *op
                 series[n++] = (Series){run->lr, c, STYLE_LINE, run->lr->len < 2};
                 break;
             default:
-                series[n++] = (Series){run->step_rate, c, STYLE_LINE, run->step_rate->len < 2};
+                n += add_smoothed(&series[n], run->step_rate, c, opt->smooth, smoothed,
+                                  &weight_shown);
                 series[n++] = (Series){run->epoch_rate, c, STYLE_DOTS, TRUE};
                 break;
             }
@@ -501,7 +585,7 @@ gboolean plot_draw_png(PlotRun *const *runs, guint n_runs, const PlotOptions *op
         weight_shown > 0 ? g_strdup_printf("    solid, smoothed (moving average, weight %.3g).",
                                            weight_shown)
                          : g_strdup("    not smoothed.");
-    const char *notes[] = {"Training loss: light, each logged step;", smoothed_note,
+    const char *notes[] = {"Training loss, images/s: light, each logged step;", smoothed_note,
                            "Epoch panels: test solid, training dashed.",
                            "Images/s: dots are epoch means.", NULL};
     Rect legend = {(PLOT_N_PANELS % PLOT_COLUMNS) * cell_w,
