@@ -128,6 +128,17 @@ cat "$tmp/a.jsonl" "$tmp/a.jsonl" >"$tmp/twice.jsonl" # a run restarted into the
 sed '3s/"loss":[^,]*/"loss":null/; 4s/"loss":[^,]*/"loss":null/' "$tmp/a.jsonl" >"$tmp/nan.jsonl"
 check "a log of a restarted run plots" \
     "$TANDEM" plot "$tmp/twice.jsonl" "$tmp/nan.jsonl" --out "$tmp/x.png"
+# figures no run has: the panels show what they can, nothing overflows
+cat >"$tmp/odd.jsonl" <<'EOF'
+{"event":"start","batch_size":1e300,"world_size":-3}
+{"event":"step","epoch":1e300,"global_step":1e18,"loss":1e300,"lr":-5,"count":64,"time_s":1e-300}
+{"event":"step","epoch":1,"global_step":1e18,"loss":1e-300,"lr":0,"count":-1,"time_s":0}
+{"event":"epoch","epoch":1e18,"loss":-1e300,"accuracy":2,"img_per_s":1e308}
+{"event":"eval","epoch":1e18,"loss":0,"accuracy":-1}
+EOF
+check "a log of impossible figures plots" \
+    "$TANDEM" plot "$tmp/odd.jsonl" --log-loss --out "$tmp/odd.png"
+check "... and on linear axes" "$TANDEM" plot "$tmp/odd.jsonl" --out "$tmp/odd.png"
 head -c -25 "$tmp/a.jsonl" >"$tmp/cut.jsonl"
 lines=$(wc -l <"$tmp/a.jsonl")
 if "$TANDEM" plot "$tmp/cut.jsonl" --out "$tmp/cut.png" >"$tmp/out" 2>"$tmp/err" &&

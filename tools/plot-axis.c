@@ -56,9 +56,12 @@ static void axis_set_view(PlotAxis *a)
 
 void plot_axis_linear(PlotAxis *a, double lo, double hi, int max_ticks, gboolean integer)
 {
-    if (!(hi > lo)) {
-        /* one value: a range around it */
-        double d = integer ? 1.0 : lo != 0 ? fabs(lo) * 0.1 : 1.0;
+    if (!(hi - lo > 1e-9 * MAX(fabs(lo), fabs(hi)))) {
+        /* one value, or values too close for ticks apart: a range around it */
+        double d = lo != 0 ? fabs(lo) * 0.1 : 1.0;
+        if (integer) {
+            d = MAX(d, 1.0);
+        }
         lo -= d;
         hi += d;
     }
@@ -78,9 +81,10 @@ void plot_axis_linear(PlotAxis *a, double lo, double hi, int max_ticks, gboolean
     a->step = step;
     a->lo = first * step;
     a->hi = last * step;
-    a->n_ticks = 0;
-    for (double k = first; k <= last + 0.5; k++) {
-        a->ticks[a->n_ticks++] = k * step;
+    /* counted, not stepped: k++ does not move a k past 2^53 */
+    a->n_ticks = (int)(last - first + 0.5) + 1;
+    for (int i = 0; i < a->n_ticks; i++) {
+        a->ticks[i] = (first + i) * step;
     }
     axis_set_view(a);
 }

@@ -137,9 +137,12 @@ static char *text_fit(Canvas *cv, const char *text, double width, gboolean cut_s
 
 /* ---- a panel ----------------------------------------------------------------- */
 
+/* A point the panel can show: finite, and not so far out (past 1e100, or
+ * below 1e-100 on a log scale) that no training run has such a figure and
+ * the axis arithmetic would overflow; such a point is a gap. */
 static gboolean point_usable(const PlotPoint *p, gboolean log_y)
 {
-    return isfinite(p->x) && isfinite(p->y) && (!log_y || p->y > 0);
+    return fabs(p->x) <= 1e100 && fabs(p->y) <= 1e100 && (!log_y || p->y >= 1e-100);
 }
 
 /* A line through many points, of which it keeps, per pixel column, only
@@ -299,7 +302,7 @@ static gboolean draw_panel(Canvas *cv, const Rect *cell, const PanelSpec *spec,
     if (!(x_hi >= x_lo)) {
         const char *why = points == 0 ? spec->empty_why
                           : spec->log_y ? "no value above 0 for a log scale"
-                                        : "no finite value (every one was null)";
+                                        : "no finite value (all null, or beyond 1e100)";
         set_font(cv, 1.6, TRUE);
         set_rgb(cr, 0x999999, 1);
         draw_text(cv, "no data", area.x + area.w / 2, area.y + area.h / 2, 0.5);

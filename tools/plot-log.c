@@ -104,10 +104,11 @@ static void read_start(PlotRun *run, JsonObject *obj, const Where *w)
     if (run->model == NULL && model != NULL) {
         run->model = g_strdup(model);
     }
-    if (isfinite(batch) && run->batch_size == 0) {
+    /* only what a run can have: a cast of anything else is undefined */
+    if (batch >= 1 && batch <= 1e15 && run->batch_size == 0) {
         run->batch_size = (gint64)batch;
     }
-    if (isfinite(world) && world >= 1) {
+    if (world >= 1 && world <= 1e15) {
         run->world_size = (gint64)world;
     }
 }
@@ -131,7 +132,7 @@ static gboolean read_step(PlotRun *run, JsonObject *obj, StepState *st, const Wh
     add_point(run->lr, step, lr);
     /* time_s counts from the epoch's start: a new epoch (or a restarted
      * run) measures from 0 */
-    gint64 ep = isfinite(epoch) ? (gint64)epoch : -1;
+    gint64 ep = fabs(epoch) <= 1e15 ? (gint64)epoch : -1; /* NAN too */
     double since = ep == st->epoch && time_s >= st->time_s ? st->time_s : 0.0;
     double dt = time_s - since;
     double images = count * (double)MAX(run->world_size, 1);
