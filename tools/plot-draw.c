@@ -4,18 +4,16 @@
  * (training loss per step, test loss and test accuracy per epoch, learning
  * rate per step, images per second per step) and the legend. Every run has
  * one colour in every panel. The training loss is drawn twice: each logged
- * point as a thin, light line, and over it an exponential moving average
- * (debiased, as TensorBoard's smoothing) that shows the trend through the
- * noise of single batches. The epoch panels draw the test figures solid with
- * a dot per epoch and the training figures of the same epochs dashed, so
- * that overfitting shows as the two lines parting.
- *
- * Axes take "nice" tick values (1, 2 or 5 times a power of ten: Heckbert's
- * method, Graphics Gems I), as many as fit the panel's size; the range is
- * widened to the ticks around the data. A log axis ticks at 1-2-5 or 1..9
- * per decade, or at every k-th decade when there are many. A panel that no
- * run has a point for says "no data" and why, rather than failing: a run
- * without evaluation still plots its training curves.
+ * point as a thin, light line, and over it a moving average (plot_smooth)
+ * that shows the trend through the noise of single batches; the images per
+ * second the same way, with each epoch's mean as a dot. The epoch panels
+ * draw the test figures solid with a dot per epoch and the training
+ * figures of the same epochs dashed, so that overfitting shows as the two
+ * lines parting. A line keeps only a few points per pixel column, so a
+ * long log draws fast and looks the same. Axes tick at round values
+ * (plot-axis.c), as many as the panel has room for. A panel that no run has a point for
+ * says "no data" and why, rather than failing: a run without evaluation
+ * still plots its training curves.
  */
 #include "config.h"
 
@@ -150,9 +148,9 @@ static gboolean point_usable(const PlotPoint *p, gboolean log_y)
  * cairo strokes a few thousand points where a long log has millions. */
 typedef struct {
     cairo_t *cr;
-    gboolean open; /* a line is under way */
-    int n;         /* points of the pending column */
-    double pt[4][2]; /* its first, lowest (greatest y), highest, last */
+    gboolean open;      /* a line is under way */
+    int n;              /* points of the pending column */
+    double pt[4][2];    /* its first, lowest (greatest y), highest, last */
     gboolean low_first; /* the lowest came before the highest */
     int column;
 } Polyline;
@@ -229,8 +227,9 @@ static void draw_series(Canvas *cv, const Series *s, const PlotAxis *xa, const P
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
     set_rgb(cr, s->colour, s->style == STYLE_LIGHT ? 0.3 : 1.0);
-    cairo_set_line_width(cr, s->style == STYLE_LIGHT ? 1.0 * u : s->style == STYLE_LINE ? 2.0 * u
-                                                                                        : 1.5 * u);
+    cairo_set_line_width(cr, s->style == STYLE_LIGHT  ? 1.0 * u
+                             : s->style == STYLE_LINE ? 2.0 * u
+                                                      : 1.5 * u);
     if (s->style == STYLE_DASHED) {
         double dash[] = {6 * u, 4 * u};
         cairo_set_dash(cr, dash, 2, 0);
@@ -259,7 +258,8 @@ static void draw_series(Canvas *cv, const Series *s, const PlotAxis *xa, const P
             if (point_usable(&p[i], ya->log)) {
                 cairo_new_sub_path(cr);
                 cairo_arc(cr, plot_axis_map(xa, p[i].x, area->x, area->w),
-                          plot_axis_map(ya, p[i].y, area->y + area->h, -area->h), 3.0 * u, 0, 2 * G_PI);
+                          plot_axis_map(ya, p[i].y, area->y + area->h, -area->h), 3.0 * u, 0,
+                          2 * G_PI);
             }
         }
         cairo_fill(cr);
@@ -312,8 +312,21 @@ static gboolean draw_panel(Canvas *cv, const Rect *cell, const PanelSpec *spec,
         return FALSE;
     }
 
+    /* as many x ticks as their labels leave room for */
     PlotAxis xa, ya;
-    plot_axis_linear(&xa, x_lo, x_hi, (int)(area.w / (6.0 * f)) + 1, spec->integer_x);
+    set_font(cv, 0.9, FALSE);
+    for (int room = (int)(area.w / (5.0 * f)) + 1;; room--) {
+        plot_axis_linear(&xa, x_lo, x_hi, room, spec->integer_x);
+        double widest = 0;
+        for (int i = 0; i < xa.n_ticks; i++) {
+            char label[48];
+            plot_axis_format_tick(&xa, xa.ticks[i], label, sizeof(label));
+            widest = MAX(widest, text_width(cv, label));
+        }
+        if (room <= 3 || xa.n_ticks * (widest + 1.5 * f) <= area.w) {
+            break;
+        }
+    }
     if (spec->log_y) {
         plot_axis_log(&ya, y_lo, y_hi, (int)(area.h / (2.2 * f)) + 1);
     } else {
