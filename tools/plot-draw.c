@@ -346,15 +346,34 @@ static gboolean draw_panel(Canvas *cv, const Rect *cell, const PanelSpec *spec,
         plot_axis_format_tick(&xa, xa.ticks[i], label, sizeof(label));
         draw_text(cv, label, px, area.y + area.h + 1.3 * f, 0.5);
     }
+    double labelled[PLOT_MAX_TICKS];
+    int n_labelled = 0;
     for (int i = 0; i < ya.n_ticks; i++) {
         double py = round(plot_axis_map(&ya, ya.ticks[i], area.y + area.h, -area.h)) + 0.5;
         set_rgb(cr, 0xe6e6e6, 1);
         cairo_move_to(cr, area.x + 1, py);
         cairo_line_to(cr, area.x + area.w, py);
         cairo_stroke(cr);
-        set_rgb(cr, 0x444444, 1);
-        plot_axis_format_tick(&ya, ya.ticks[i], label, sizeof(label));
-        draw_text(cv, label, area.x - 0.4 * f, py + 0.35 * f, 1.0);
+    }
+    /* a log axis crowds its ticks at the top of each decade: the powers of
+     * ten are labelled first, then 2 and 5 times them, then the others,
+     * each where it does not touch a label already there */
+    set_rgb(cr, 0x444444, 1);
+    for (int rank = 0; rank < 3; rank++) {
+        for (int i = 0; i < ya.n_ticks; i++) {
+            double m = round(ya.ticks[i] / pow(10.0, floor(log10(ya.ticks[i]) + 1e-9)));
+            int tick_rank = !ya.log ? 0 : m == 1 ? 0 : m == 2 || m == 5 ? 1 : 2;
+            double py = round(plot_axis_map(&ya, ya.ticks[i], area.y + area.h, -area.h)) + 0.5;
+            gboolean room = tick_rank == rank;
+            for (int k = 0; room && ya.log && k < n_labelled; k++) {
+                room = fabs(labelled[k] - py) >= 1.1 * f;
+            }
+            if (room) {
+                labelled[n_labelled++] = py;
+                plot_axis_format_tick(&ya, ya.ticks[i], label, sizeof(label));
+                draw_text(cv, label, area.x - 0.4 * f, py + 0.35 * f, 1.0);
+            }
+        }
     }
     set_rgb(cr, 0x888888, 1);
     cairo_rectangle(cr, area.x + 0.5, area.y + 0.5, area.w, area.h);
