@@ -1,24 +1,28 @@
 /* core/zoo.c - the built-in model zoo: mlp, lenet, the CIFAR-style resnet8 /
- * resnet20 and torchvision's resnet18 / resnet34, built from the core's
- * layers with exactly the PyTorch architectures and state-dict names, so
- * weights move between Tandem and PyTorch and the oracle tests can compare
- * them layer by layer.
+ * resnet20 and torchvision's resnet18 / resnet34 (BasicBlock) and resnet50
+ * (Bottleneck), built from the core's layers with exactly the PyTorch
+ * architectures and state-dict names, so weights move between Tandem and
+ * PyTorch and the oracle tests can compare them layer by layer. The VGGs and
+ * AlexNet live in core/zoo-vgg.c; the list of names is here.
  */
 #include "config.h"
 
 #include <string.h>
 
-#include "internal.h"
+#include "zoo-private.h"
 
-#define BN_EPS 1e-5f
-#define BN_MOMENTUM 0.1f
-/* torchvision's ResNets (18, 34) have four stages, layer1..layer4. */
+#define BN_EPS TDM_ZOO_BN_EPS
+#define BN_MOMENTUM TDM_ZOO_BN_MOMENTUM
+/* torchvision's ImageNet ResNets have four stages, layer1..layer4. */
 #define RESNET_STAGES 4
 /* A child's name: a block's index or "layerN". */
 #define CHILD_NAME_LEN 16
+/* A Bottleneck's output has 4 times the channels of its 3x3 convolution. */
+#define BOTTLENECK_EXPANSION 4
 
-static const char *const zoo_names[] = {"mlp", "lenet", "resnet8", "resnet20", "resnet18",
-                                        "resnet34", NULL};
+static const char *const zoo_names[] = {"mlp",   "lenet", "resnet8",  "resnet20", "resnet18",
+                                        "resnet34", "resnet50", "vgg11", "vgg16", "vgg16_bn",
+                                        "alexnet", NULL};
 
 const char *const *tdm_model_zoo_names(void)
 {
@@ -80,14 +84,43 @@ static TdmModule *basic_block(int in, int out, int stride)
     return tdm_residual_new(body, shortcut, TRUE);
 }
 
-static TdmModule *resnet_stage(int *in, int out, int blocks, int stride)
+/* torchvision's Bottleneck (v1.5: the stride is in the 3x3 convolution):
+ * conv1x1-bn-relu, conv3x3-bn-relu, conv1x1-bn (+ shortcut), relu; `width`
+ * is the 3x3's channels, the output has BOTTLENECK_EXPANSION times more. */
+static TdmModule *bottleneck_block(int in, int width, int stride)
+{
+    int out = width * BOTTLENECK_EXPANSION;
+    TdmModule *body = tdm_sequential_new();
+    tdm_module_add_child(body, "conv1", tdm_conv2d_new(in, width, 1, 1, 0, FALSE));
+    tdm_module_add_child(body, "bn1", tdm_batchnorm2d_new(width, BN_EPS, BN_MOMENTUM));
+    tdm_module_add_child(body, "relu1", tdm_relu_new());
+    tdm_module_add_child(body, "conv2", tdm_conv2d_new(width, width, 3, stride, 1, FALSE));
+    tdm_module_add_child(body, "bn2", tdm_batchnorm2d_new(width, BN_EPS, BN_MOMENTUM));
+    tdm_module_add_child(body, "relu2", tdm_relu_new());
+    tdm_module_add_child(body, "conv3", tdm_conv2d_new(width, out, 1, 1, 0, FALSE));
+    tdm_module_add_child(body, "bn3", tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
+    TdmModule *shortcut = NULL;
+    if (stride != 1 || in != out) {
+        shortcut = tdm_sequential_new();
+        tdm_module_add_child(shortcut, "0", tdm_conv2d_new(in, out, 1, stride, 0, FALSE));
+        tdm_module_add_child(shortcut, "1", tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
+    }
+    return tdm_residual_new(body, shortcut, TRUE);
+}
+
+/* `blocks` blocks of `width` (the first with `stride`) after *in channels;
+ * *in becomes the stage's output channels. */
+static TdmModule *resnet_stage(int *in, int width, int blocks, int stride, gboolean bottleneck)
 {
     TdmModule *stage = tdm_sequential_new();
     for (int i = 0; i < blocks; i++) {
         char name[CHILD_NAME_LEN];
+        int s = i == 0 ? stride : 1;
         g_snprintf(name, sizeof name, "%d", i);
-        tdm_module_add_child(stage, name, basic_block(*in, out, i == 0 ? stride : 1));
-        *in = out;
+        tdm_module_add_child(stage, name,
+                             bottleneck ? bottleneck_block(*in, width, s)
+                                        : basic_block(*in, width, s));
+        *in = bottleneck ? width * BOTTLENECK_EXPANSION : width;
     }
     return stage;
 }
@@ -107,15 +140,16 @@ static TdmModule *build_cifar_resnet(int c, int classes, int blocks)
     tdm_module_add_child(m, "bn1", tdm_batchnorm2d_new(16, BN_EPS, BN_MOMENTUM));
     tdm_module_add_child(m, "relu", tdm_relu_new());
     int in = 16;
-    tdm_module_add_child(m, "layer1", resnet_stage(&in, 16, blocks, 1));
-    tdm_module_add_child(m, "layer2", resnet_stage(&in, 32, blocks, 2));
-    tdm_module_add_child(m, "layer3", resnet_stage(&in, 64, blocks, 2));
+    tdm_module_add_child(m, "layer1", resnet_stage(&in, 16, blocks, 1, FALSE));
+    tdm_module_add_child(m, "layer2", resnet_stage(&in, 32, blocks, 2, FALSE));
+    tdm_module_add_child(m, "layer3", resnet_stage(&in, 64, blocks, 2, FALSE));
     resnet_head(m, 64, classes);
     return m;
 }
 
-/* torchvision.models.resnet18 / resnet34. */
-static TdmModule *build_imagenet_resnet(int c, int classes, const int blocks[RESNET_STAGES])
+/* torchvision.models.resnet18 / resnet34 (BasicBlock), resnet50 (Bottleneck). */
+static TdmModule *build_imagenet_resnet(int c, int classes, const int blocks[RESNET_STAGES],
+                                        gboolean bottleneck)
 {
     TdmModule *m = tdm_sequential_new();
     tdm_module_add_child(m, "conv1", tdm_conv2d_new(c, 64, 7, 2, 3, FALSE));
@@ -127,9 +161,10 @@ static TdmModule *build_imagenet_resnet(int c, int classes, const int blocks[RES
     for (int i = 0; i < RESNET_STAGES; i++) {
         char name[CHILD_NAME_LEN];
         g_snprintf(name, sizeof name, "layer%d", i + 1);
-        tdm_module_add_child(m, name, resnet_stage(&in, widths[i], blocks[i], i == 0 ? 1 : 2));
+        tdm_module_add_child(m, name,
+                             resnet_stage(&in, widths[i], blocks[i], i == 0 ? 1 : 2, bottleneck));
     }
-    resnet_head(m, 512, classes);
+    resnet_head(m, in, classes);
     return m;
 }
 
@@ -159,11 +194,20 @@ TdmModule *tdm_model_zoo_create(const char *name, const TdmModelConfig *cfg, GEr
     }
     if (strcmp(name, "resnet18") == 0) {
         static const int blocks[RESNET_STAGES] = {2, 2, 2, 2};
-        return build_imagenet_resnet(c, classes, blocks);
+        return build_imagenet_resnet(c, classes, blocks, FALSE);
     }
     if (strcmp(name, "resnet34") == 0) {
         static const int blocks[RESNET_STAGES] = {3, 4, 6, 3};
-        return build_imagenet_resnet(c, classes, blocks);
+        return build_imagenet_resnet(c, classes, blocks, FALSE);
+    }
+    if (strcmp(name, "resnet50") == 0) {
+        static const int blocks[RESNET_STAGES] = {3, 4, 6, 3};
+        return build_imagenet_resnet(c, classes, blocks, TRUE);
+    }
+    TdmModule *m = tdm_zoo_build_vgg_family(name, c, cfg != NULL ? cfg->image_size : 0, classes,
+                                            error);
+    if (m != NULL || (error != NULL && *error != NULL)) {
+        return m;
     }
     g_autofree char *known = g_strjoinv(", ", (char **)zoo_names);
     g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND, "unknown model '%s' (known: %s)", name,

@@ -123,13 +123,16 @@ TDM_API TdmModule *tdm_residual_new(TdmModule *body, TdmModule *shortcut, gboole
 typedef struct {
     int in_channels;   /* 1 for Fashion-MNIST */
     int num_classes;   /* 10 */
-    int image_size;    /* input height = width (28); used by mlp / lenet */
+    int image_size;    /* input height = width (28); used by mlp / lenet, checked by
+                        * vgg* / alexnet (0: unknown) */
     gpointer reserved[4];
 } TdmModelConfig;
 
 /* "mlp" (784-512-256-10), "lenet", "resnet8", "resnet20", "resnet18",
- * "resnet34". Unknown name: TDM_ERROR_NOT_FOUND listing the known ones.
- * Transfer full. */
+ * "resnet34", "resnet50", "vgg11", "vgg16", "vgg16_bn", "alexnet" (the last
+ * six as torchvision's, with its parameter names). An image_size below what
+ * a VGG (32) or AlexNet (63) takes: TDM_ERROR_INVALID_ARG. Unknown name:
+ * TDM_ERROR_NOT_FOUND listing the known ones. Transfer full. */
 TDM_API TdmModule *tdm_model_zoo_create(const char *name, const TdmModelConfig *cfg,
                                         GError **error);
 /* NULL-terminated list of zoo names (transfer none). */
