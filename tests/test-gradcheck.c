@@ -230,6 +230,8 @@ static TdmModule *b_avgpool(void) { return tdm_avgpool2d_new(2, 2, 0); }
 static TdmModule *b_avgpool_pad(void) { return tdm_avgpool2d_new(3, 2, 1); }
 static TdmModule *b_gap(void) { return tdm_adaptive_avgpool2d_new(1, 1); }
 static TdmModule *b_adaptive2(void) { return tdm_adaptive_avgpool2d_new(2, 2); }
+static TdmModule *b_adaptive3(void) { return tdm_adaptive_avgpool2d_new(3, 3); }
+static TdmModule *b_adaptive_up(void) { return tdm_adaptive_avgpool2d_new(5, 4); }
 static TdmModule *b_flatten(void) { return tdm_flatten_new(); }
 static TdmModule *b_dropout(void) { return tdm_dropout_new(0.3f); }
 
@@ -305,6 +307,9 @@ static const Case cases[] = {
     {"avgpool2d-3-2-1", b_avgpool_pad, 4, {2, 2, 5, 5}, X_SMOOTH, 1e-2},
     {"adaptive-avgpool2d-1", b_gap, 4, {2, 3, 4, 4}, X_SMOOTH, 1e-2},
     {"adaptive-avgpool2d-2", b_adaptive2, 4, {2, 3, 4, 6}, X_SMOOTH, 1e-2},
+    {"adaptive-avgpool2d-3-of-5x4", b_adaptive3, 4, {2, 3, 5, 4}, X_SMOOTH, 1e-2},
+    {"adaptive-avgpool2d-5x4-of-2x3", b_adaptive_up, 4, {2, 2, 2, 3}, X_SMOOTH, 1e-2},
+    {"adaptive-avgpool2d-identity", b_adaptive3, 4, {1, 2, 3, 3}, X_SMOOTH, 1e-2},
     {"flatten", b_flatten, 4, {2, 3, 2, 2}, X_SMOOTH, 1e-2},
     {"dropout", b_dropout, 2, {4, 16}, X_SMOOTH, 1e-2, TRUE},
     {"sequential", b_sequential, 4, {3, 2, 4, 4}, X_SMOOTH, 3e-3},

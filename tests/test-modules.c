@@ -34,6 +34,10 @@ static void test_param_counts(void)
         {"resnet20", 3, 10, 32, 272474},
         {"resnet18", 3, 1000, 224, 11689512},
         {"resnet18", 1, 10, 28, 11175370},
+        {"resnet50", 3, 1000, 224, 25557032},
+        {"resnet50", 1, 5, 64, 23512005},
+        {"alexnet", 3, 1000, 224, 61100840},
+        {"vgg11", 1, 10, 32, 128806154},
     };
     for (guint i = 0; i < G_N_ELEMENTS(expect); i++) {
         TdmModel *m = zoo_model(expect[i].name, expect[i].c, expect[i].classes, expect[i].size, 1);
@@ -64,6 +68,68 @@ static void test_zoo_defaults_and_unknown(void)
         g_assert_nonnull(strstr(error->message, *n));
     }
     g_clear_error(&error);
+}
+
+/* VGG and AlexNet refuse images their max pools would reduce to nothing,
+ * naming the model and the smallest size; 0 (unknown) is not checked. */
+static void test_zoo_min_size(void)
+{
+    static const struct {
+        const char *name;
+        int min;
+    } expect[] = {{"vgg11", 32}, {"vgg16", 32}, {"vgg16_bn", 32}, {"alexnet", 63}};
+    for (guint i = 0; i < G_N_ELEMENTS(expect); i++) {
+        GError *error = NULL;
+        TdmModelConfig cfg = {3, 10, expect[i].min - 1, {0}};
+        g_assert_null(tdm_model_zoo_create(expect[i].name, &cfg, &error));
+        g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+        g_autofree char *want = g_strdup_printf("%s: image size %d is too small (at least %d",
+                                                expect[i].name, expect[i].min - 1, expect[i].min);
+        g_assert_nonnull(strstr(error->message, want));
+        g_clear_error(&error);
+        for (int size = 0; size <= expect[i].min; size += expect[i].min) {
+            cfg.image_size = size;
+            TdmModule *root = tdm_model_zoo_create(expect[i].name, &cfg, &error);
+            g_assert_no_error(error);
+            tdm_module_unref(root);
+        }
+    }
+}
+
+/* AdaptiveAvgPool2d with torchvision's bins [floor(i*s/n), ceil((i+1)*s/n)):
+ * 2x2 -> 3x3 upsamples (the middle row and column average two), 5x5 -> 2x3
+ * overlaps (row bins [0, 3) and [2, 5)), 3x3 -> 3x3 is the identity; the
+ * values were worked out by hand. */
+static void test_adaptive_avgpool_bins(void)
+{
+    TdmDevice *dev = test_ref_device();
+    static const float up_x[4] = {1, 2, 3, 4};
+    static const float up_y[9] = {1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4};
+    float down_x[25];
+    for (int i = 0; i < 25; i++) {
+        down_x[i] = (float)i; /* row r, column c holds 5r + c */
+    }
+    /* columns [0, 2), [1, 4), [3, 5): means 0.5, 2, 3.5; rows [0, 3), [2, 5): 5 and 15 */
+    static const float down_y[6] = {5.5f, 7, 8.5f, 15.5f, 17, 18.5f};
+    const struct {
+        int h, w, oh, ow;
+        const float *x, *y;
+    } cases[] = {{2, 2, 3, 3, up_x, up_y}, {5, 5, 2, 3, down_x, down_y}, {2, 2, 2, 2, up_x, up_x}};
+    for (guint k = 0; k < G_N_ELEMENTS(cases); k++) {
+        TdmModel *m = test_model(tdm_adaptive_avgpool2d_new(cases[k].oh, cases[k].ow), dev, 1);
+        int64_t shape[4] = {1, 1, cases[k].h, cases[k].w};
+        TdmTensor *x = test_tensor_from(dev, 4, shape, cases[k].x);
+        TdmTensor *y = test_forward(m, x);
+        g_assert_cmpint(y->ndim, ==, 4);
+        g_assert_cmpint(y->shape[2], ==, cases[k].oh);
+        g_assert_cmpint(y->shape[3], ==, cases[k].ow);
+        g_autofree float *v = test_read(y);
+        for (int i = 0; i < cases[k].oh * cases[k].ow; i++) {
+            g_assert_cmpfloat_with_epsilon(v[i], cases[k].y[i], 1e-6);
+        }
+        tdm_tensor_unref(x);
+        tdm_model_free(m);
+    }
 }
 
 /* Parameters first, then buffers, back to back; grads at the same offsets. */
@@ -404,10 +470,40 @@ static void test_slots_reused(void)
     tdm_model_free(m);
 }
 
+/* A small model whose AdaptiveAvgPool2d(out, out) sees a 16 / `stride`
+ * feature map of 8 channels (from a 16x16 image): out 3 of 16 and 7 of 4
+ * are the bin-matrix GEMM, 8 of 8 the identity. */
+static TdmModule *adaptive_model(int stride, int out)
+{
+    TdmModule *m = tdm_sequential_new();
+    tdm_module_add_child(m, "conv", tdm_conv2d_new(1, 8, 3, stride, 1, TRUE));
+    tdm_module_add_child(m, "relu", tdm_relu_new());
+    tdm_module_add_child(m, "avgpool", tdm_adaptive_avgpool2d_new(out, out));
+    tdm_module_add_child(m, "flatten", tdm_flatten_new());
+    tdm_module_add_child(m, "fc", tdm_linear_new(8 * out * out, 10, TRUE));
+    return m;
+}
+
+static TdmModule *compare_model(const char *name)
+{
+    TdmModelConfig cfg = {1, 10, 16, {0}};
+    if (strcmp(name, "adaptive-3") == 0) {
+        return adaptive_model(1, 3);
+    }
+    if (strcmp(name, "adaptive-7") == 0) {
+        return adaptive_model(4, 7);
+    }
+    if (strcmp(name, "adaptive-8") == 0) {
+        return adaptive_model(2, 8);
+    }
+    return tdm_model_zoo_create(name, &cfg, NULL);
+}
+
 /* Every other backend must train the zoo like ref does: same seed, same
  * input, then logits, input gradient and every parameter gradient agree.
  * This runs the layers over the backend's own (possibly blocked) layouts,
- * through Flatten's reorders and the global pool's views. */
+ * through Flatten's reorders, the global pool's views and the adaptive
+ * pool's matrix and identity paths. */
 static void compare_backends(const char *spec)
 {
     GError *error = NULL;
@@ -418,11 +514,10 @@ static void compare_backends(const char *spec)
         return;
     }
     TdmDevice *ref = test_ref_device();
-    const char *names[] = {"mlp", "lenet", "resnet8"};
+    const char *names[] = {"mlp", "lenet", "resnet8", "adaptive-3", "adaptive-7", "adaptive-8"};
     for (guint k = 0; k < G_N_ELEMENTS(names); k++) {
-        TdmModelConfig cfg = {1, 10, 16, {0}};
-        TdmModel *a = test_model(tdm_model_zoo_create(names[k], &cfg, NULL), ref, 21);
-        TdmModel *b = test_model(tdm_model_zoo_create(names[k], &cfg, NULL), other, 21);
+        TdmModel *a = test_model(compare_model(names[k]), ref, 21);
+        TdmModel *b = test_model(compare_model(names[k]), other, 21);
         TdmTensor *xa = input_batch(ref, 4, 1, 16, 8);
         TdmTensor *xb = input_batch(other, 4, 1, 16, 8);
         TdmTensor *ya = test_forward(a, xa), *yb = test_forward(b, xb);
@@ -670,6 +765,8 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/modules/param-counts", test_param_counts);
     g_test_add_func("/modules/zoo-defaults-unknown", test_zoo_defaults_and_unknown);
+    g_test_add_func("/modules/zoo-min-size", test_zoo_min_size);
+    g_test_add_func("/modules/adaptive-avgpool-bins", test_adaptive_avgpool_bins);
     g_test_add_func("/modules/arena-layout", test_arena_layout);
     g_test_add_func("/modules/init", test_init);
     g_test_add_func("/modules/hook-order", test_hook_order);
