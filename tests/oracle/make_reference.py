@@ -85,11 +85,11 @@ def save_safetensors(path, tensors, metadata=None):
     offset = 0
     for name, t in tensors.items():
         t = t.detach().contiguous().cpu()
-        data = t.numpy().tobytes()  # x86 and arm64 hosts are little endian
+        data = t.numpy()  # x86 and arm64 hosts are little endian; written without a copy
         header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
+                        "data_offsets": [offset, offset + data.nbytes]}
         blobs.append(data)
-        offset += len(data)
+        offset += data.nbytes
     if metadata:
         header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
