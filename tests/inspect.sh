@@ -34,6 +34,14 @@ status "inspect exits 0" 0
 has "lists the built-in plugin" "Plugin: core" "$out"
 has "built-in modules are listed" "module     conv2d" "$out"
 has "built-in optimizers are listed" "optimizer  adamw" "$out"
+# the zoo, one model a line after its header (torchvision's ImageNet models too)
+for m in mlp resnet18 resnet50 vgg11 vgg16 vgg16_bn alexnet; do
+    if sed -n '/^Models (--model):$/,/^$/p' "$out" | grep -qx "  $m"; then
+        ok "the zoo's $m is listed under Models"
+    else
+        fail "the zoo's $m is listed under Models" "$(sed -n '/^Models/,$p' "$out")"
+    fi
+done
 has "lists the good fixture" "Plugin: fixture-good" "$out"
 has "shows the plugin file" "file:        $fixtures/libtdm-fixture-good.so" "$out"
 has "shows the plugin version" "version:     1.2.3" "$out"

@@ -1,9 +1,10 @@
 /* tools/cmd-inspect.c - `tandem inspect`: what the registry holds.
  *
  * Without an argument it lists every plugin with its features, then every
- * file that failed to load and why; with a NAME it shows one feature (its
- * parameters included), every feature of that name when several kinds share
- * it, the plugin of that name, or the load failure of that plugin. Each
+ * file that failed to load and why, then the model zoo's names; with a NAME
+ * it shows one feature (its parameters included), every feature of that
+ * name when several kinds share it, the plugin of that name, or the load
+ * failure of that plugin. Each
  * parameter line gives its type and accepted range, its default (or
  * "required"), whether it may be given without "key=", and its aliases. The
  * layout is "key: value" lines indented under a header, one feature or
@@ -22,9 +23,10 @@ static void print_inspect_usage(FILE *out)
 {
     fprintf(out, "Usage: tandem inspect [NAME | devices]\n"
                  "\n"
-                 "Without NAME, list every plugin, its features and every plugin that failed\n"
-                 "to load. NAME is a feature (\"conv2d\", or \"kind/name\" such as\n"
-                 "\"backend/ref\") or a plugin (\"ref\", or \"plugin/ref\").\n"
+                 "Without NAME, list every plugin, its features, every plugin that failed\n"
+                 "to load and the models of the built-in zoo (--model). NAME is a feature\n"
+                 "(\"conv2d\", or \"kind/name\" such as \"backend/ref\") or a plugin (\"ref\",\n"
+                 "or \"plugin/ref\").\n"
                  "\"devices\" lists every device of every available backend: name, kind,\n"
                  "memory, capability and allocator figures.\n");
 }
@@ -160,6 +162,11 @@ static int inspect_all(void)
         for (guint i = 0; i < failures->len; i++) {
             print_failure(g_ptr_array_index(failures, i));
         }
+    }
+    /* The zoo is built into the core, not a feature: listed on its own. */
+    printf("\nModels (--model):\n");
+    for (const char *const *m = tdm_model_zoo_names(); *m != NULL; m++) {
+        printf("  %s\n", *m);
     }
     printf("\n%u plugins, %u features, %u load failures\n", plugins->len, features->len,
            failures->len);

@@ -64,13 +64,21 @@ static const char *flag_switch_value(const Flag *f)
 static char *flag_help(const Flag *f)
 {
     const char *set = flag_switch_value(f);
+    g_autofree char *help = NULL;
+    if (strcmp(f->key, "model.name") == 0) {
+        /* the zoo's names, from the zoo itself so that the list stays true */
+        g_autofree char *names = g_strjoinv(", ", (char **)tdm_model_zoo_names());
+        help = g_strdup_printf("%s: %s", f->help, names);
+    } else {
+        help = g_strdup(f->help);
+    }
     if (set != NULL) {
-        return g_strdup_printf("%s (%s=%s)", f->help, f->key, set);
+        return g_strdup_printf("%s (%s=%s)", help, f->key, set);
     }
     if (f->def != NULL) {
-        return g_strdup_printf("%s (%s, default %s)", f->help, f->key, f->def);
+        return g_strdup_printf("%s (%s, default %s)", help, f->key, f->def);
     }
-    return g_strdup_printf("%s (%s)", f->help, f->key);
+    return g_strdup_printf("%s (%s)", help, f->key);
 }
 
 /* A flag as the command line gave it: "--lr" or "-m". */
