@@ -31,10 +31,13 @@
 #define VGG_MIN_SIZE 32
 #define ALEXNET_MIN_SIZE 63
 
+/* One entry per torchvision layer, the pools where they are. */
+/* clang-format off */
 static const int vgg_a[] = {64,  VGG_POOL, 128, VGG_POOL, 256, 256, VGG_POOL,
                             512, 512,      VGG_POOL,      512, 512, VGG_POOL, -1};
 static const int vgg_d[] = {64,  64,  VGG_POOL, 128, 128, VGG_POOL, 256, 256,      256, VGG_POOL,
                             512, 512, 512,      VGG_POOL,           512, 512, 512, VGG_POOL, -1};
+/* clang-format on */
 
 /* Appends `child` to the numbered Sequential `seq` under the next index. */
 static void add_numbered(TdmModule *seq, int *index, TdmModule *child)
