@@ -13,7 +13,6 @@
 /* torchvision's "vgg11", "vgg16", "vgg16_bn" or "alexnet" for c-channel
  * images of size x size (0: unknown, not checked) and `classes` classes;
  * NULL without an error when `name` is none of them. Transfer full. */
-TdmModule *tdm_zoo_build_vgg_family(const char *name, int c, int size, int classes,
-                                    GError **error);
+TdmModule *tdm_zoo_build_vgg_family(const char *name, int c, int size, int classes, GError **error);
 
 #endif /* TDM_CORE_ZOO_PRIVATE_H */

@@ -133,8 +133,7 @@ static gboolean check_size(const char *name, int size, int min, GError **error)
     return TRUE;
 }
 
-TdmModule *tdm_zoo_build_vgg_family(const char *name, int c, int size, int classes,
-                                    GError **error)
+TdmModule *tdm_zoo_build_vgg_family(const char *name, int c, int size, int classes, GError **error)
 {
     const int *cfg = NULL;
     gboolean batch_norm = FALSE;

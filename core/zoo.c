@@ -20,9 +20,9 @@
 /* A Bottleneck's output has 4 times the channels of its 3x3 convolution. */
 #define BOTTLENECK_EXPANSION 4
 
-static const char *const zoo_names[] = {"mlp",   "lenet", "resnet8",  "resnet20", "resnet18",
-                                        "resnet34", "resnet50", "vgg11", "vgg16", "vgg16_bn",
-                                        "alexnet", NULL};
+static const char *const zoo_names[] = {"mlp",      "lenet",    "resnet8",  "resnet20",
+                                        "resnet18", "resnet34", "resnet50", "vgg11",
+                                        "vgg16",    "vgg16_bn", "alexnet",  NULL};
 
 const char *const *tdm_model_zoo_names(void)
 {
@@ -117,9 +117,8 @@ static TdmModule *resnet_stage(int *in, int width, int blocks, int stride, gbool
         char name[CHILD_NAME_LEN];
         int s = i == 0 ? stride : 1;
         g_snprintf(name, sizeof name, "%d", i);
-        tdm_module_add_child(stage, name,
-                             bottleneck ? bottleneck_block(*in, width, s)
-                                        : basic_block(*in, width, s));
+        tdm_module_add_child(
+            stage, name, bottleneck ? bottleneck_block(*in, width, s) : basic_block(*in, width, s));
         *in = bottleneck ? width * BOTTLENECK_EXPANSION : width;
     }
     return stage;
@@ -204,8 +203,8 @@ TdmModule *tdm_model_zoo_create(const char *name, const TdmModelConfig *cfg, GEr
         static const int blocks[RESNET_STAGES] = {3, 4, 6, 3};
         return build_imagenet_resnet(c, classes, blocks, TRUE);
     }
-    TdmModule *m = tdm_zoo_build_vgg_family(name, c, cfg != NULL ? cfg->image_size : 0, classes,
-                                            error);
+    TdmModule *m =
+        tdm_zoo_build_vgg_family(name, c, cfg != NULL ? cfg->image_size : 0, classes, error);
     if (m != NULL || (error != NULL && *error != NULL)) {
         return m;
     }

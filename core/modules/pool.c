@@ -122,8 +122,7 @@ static gboolean adaptive_matrix(TdmModule *m, int64_t h, int64_t w, GError **err
 }
 
 /* y [N, C, OH, OW] = x [N*C, H*W] @ mat, through the plain layout. */
-static gboolean adaptive_matrix_forward(TdmModule *m, TdmTensor *x, TdmTensor **y,
-                                        GError **error)
+static gboolean adaptive_matrix_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     PoolPriv *pp = m->priv;
     int64_t n = x->shape[0], c = x->shape[1];
@@ -139,8 +138,8 @@ static gboolean adaptive_matrix_forward(TdmModule *m, TdmTensor *x, TdmTensor **
     TdmTensor *out = tdm_module_slot(m, &pp->y, TDM_DTYPE_F32);
     int64_t oshape[2] = {n * c, (int64_t)pp->out_h * pp->out_w};
     if (!tdm_tensor_ensure(out, TDM_DTYPE_F32, 2, oshape, NULL, 0, error) ||
-        !tdm_op_gemm(m->device, &pp->cache_mm_fwd, FALSE, FALSE, 1.0f, x2, pp->mat, 0.0f, out,
-                     NULL, error)) {
+        !tdm_op_gemm(m->device, &pp->cache_mm_fwd, FALSE, FALSE, 1.0f, x2, pp->mat, 0.0f, out, NULL,
+                     error)) {
         return FALSE;
     }
     int64_t shape[4] = {n, c, pp->out_h, pp->out_w};
@@ -277,9 +276,8 @@ static gboolean global_backward(TdmModule *m, TdmTensor *dy, TdmTensor *g, GErro
         return FALSE;
     }
     TdmTensor *dy2 = tdm_module_view(&pp->dy2, dyp, 2, shape, error);
-    gboolean ok =
-        dy2 != NULL && tdm_op_global_avgpool_backward(m->device, &pp->cache_bwd, dy2, pp->x, g,
-                                                      error);
+    gboolean ok = dy2 != NULL &&
+                  tdm_op_global_avgpool_backward(m->device, &pp->cache_bwd, dy2, pp->x, g, error);
     /* The view must not keep dy's (pooled) buffer busy until next step. */
     tdm_module_grad_release(m, dy2);
     return ok;
@@ -340,11 +338,11 @@ static TdmModule *pool_clone(const TdmModule *self, GError **error)
 static void pool_finalize(TdmModule *m)
 {
     PoolPriv *pp = m->priv;
-    TdmOpCache **caches[] = {&pp->cache_fwd,    &pp->cache_bwd,    &pp->cache_rdy, &pp->cache_mm_fwd,
-                             &pp->cache_mm_bwd, &pp->cache_rx,     &pp->cache_rdx, NULL};
-    TdmTensor **slots[] = {&pp->y4,  &pp->dy2,     &pp->dy_plain, &pp->dx2,      &pp->x2,
-                           &pp->mat, &pp->x_plain, &pp->y,        &pp->dx,       &pp->dx_plain,
-                           &pp->workspace, &pp->x, NULL};
+    TdmOpCache **caches[] = {&pp->cache_fwd,    &pp->cache_bwd, &pp->cache_rdy, &pp->cache_mm_fwd,
+                             &pp->cache_mm_bwd, &pp->cache_rx,  &pp->cache_rdx, NULL};
+    TdmTensor **slots[] = {&pp->y4,        &pp->dy2,     &pp->dy_plain, &pp->dx2, &pp->x2,
+                           &pp->mat,       &pp->x_plain, &pp->y,        &pp->dx,  &pp->dx_plain,
+                           &pp->workspace, &pp->x,       NULL};
     tdm_module_release(m, caches, slots);
 }
 

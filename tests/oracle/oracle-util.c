@@ -139,8 +139,8 @@ void stage_add(Stage *s, const char *name, const float *ours, const float *ref, 
 /* Compare device tensor `t` with the f32 reference `key` of `expected`;
  * with `origin` (the initial value, same size) compare t - origin with
  * ref - origin instead. */
-void stage_compare_from(Stage *s, const TdmSafeTensors *expected, const char *key,
-                               TdmTensor *t, const TdmSafeTensor *origin)
+void stage_compare_from(Stage *s, const TdmSafeTensors *expected, const char *key, TdmTensor *t,
+                        const TdmSafeTensor *origin)
 {
     const TdmSafeTensor *ref = tdm_safetensors_get(expected, key);
     GError *error = NULL;

@@ -89,8 +89,8 @@ static void compare_stages(const Case *c, const char *label_base, TdmModel *mode
                            TdmTensor *logits, float loss)
 {
     Stage st;
-    g_autofree char *label = g_strdup_printf("%s logits (%s mode)", label_base,
-                                             c->train ? "train" : "eval");
+    g_autofree char *label =
+        g_strdup_printf("%s logits (%s mode)", label_base, c->train ? "train" : "eval");
     stage_init(&st, TOLERANCE);
     stage_compare(&st, c->expected, "logits", logits);
     stage_finish(&st, label);
