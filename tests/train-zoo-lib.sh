@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # tests/train-zoo-lib.sh - sourced by tests/train-zoo*.sh: a few training
 # steps of a zoo model on the embedded Fashion-MNIST subset, resized so the
 # model takes it. Sets $tmp (removed on exit).
@@ -27,7 +28,7 @@ train_smoke() {
     esac
     losses=$(sed -n 's/^{"event":"step",.*"loss":\([^,]*\),.*/\1/p' "$tmp/$model.json")
     if [ "$(printf '%s\n' "$losses" | grep -cE '^[0-9]+\.[0-9]+(e[-+]?[0-9]+)?$')" -eq 3 ]; then
-        ok "$model: 3 finite losses ($(echo $losses))"
+        ok "$model: 3 finite losses: $(printf '%s\n' "$losses" | tr '\n' ' ')"
     else
         fail "$model: 3 finite losses" "$(cat "$tmp/$model.json")"
     fi

@@ -8,7 +8,7 @@
 
 "$TANDEM" train --help >"$tmp/help" 2>&1
 for m in resnet50 vgg11 vgg16 vgg16_bn alexnet; do
-    if grep -- '--model=NAME' "$tmp/help" | grep -qE "[:,] $m[,( ]"; then
+    if grep -- '--model=NAME' "$tmp/help" | grep -qE "[:,] ${m}[,( ]"; then
         ok "train --help lists $m"
     else
         fail "train --help lists $m" "$(grep -- '--model' "$tmp/help")"
