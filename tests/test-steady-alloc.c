@@ -154,12 +154,29 @@ typedef struct {
     TdmOpCache *loss_cache;
 } Job;
 
+/* "adaptive": AdaptiveAvgPool2d's bin-matrix GEMMs (5x5 of 14x14, as VGG's
+ * 7x7 of a smaller map), else the zoo model `name`. */
+static TdmModule *job_model(const char *name, GError **error)
+{
+    TdmModelConfig cfg = {1, 10, 28, {0}};
+    if (strcmp(name, "adaptive") != 0) {
+        return tdm_model_zoo_create(name, &cfg, error);
+    }
+    TdmModule *m = tdm_sequential_new();
+    tdm_module_add_child(m, "conv", tdm_conv2d_new(1, 8, 3, 1, 1, TRUE));
+    tdm_module_add_child(m, "relu", tdm_relu_new());
+    tdm_module_add_child(m, "pool", tdm_maxpool2d_new(2, 2, 0));
+    tdm_module_add_child(m, "avgpool", tdm_adaptive_avgpool2d_new(5, 5));
+    tdm_module_add_child(m, "flatten", tdm_flatten_new());
+    tdm_module_add_child(m, "fc", tdm_linear_new(8 * 5 * 5, 10, TRUE));
+    return m;
+}
+
 static void job_init(Job *j, TdmDevice *dev, const char *name, int batch)
 {
     GError *error = NULL;
-    TdmModelConfig cfg = {1, 10, 28, {0}};
     memset(j, 0, sizeof *j);
-    j->model = test_model(tdm_model_zoo_create(name, &cfg, &error), dev, 3);
+    j->model = test_model(job_model(name, &error), dev, 3);
     g_assert_no_error(error);
     TdmOptimizerOptions o;
     tdm_optimizer_options_init(&o);
@@ -332,7 +349,8 @@ int main(int argc, char **argv)
      * models whose ops ref runs without temporaries (its fused batch norm +
      * ReLU backward, in resnet8, allocates one: it is the plain oracle) */
     static const char *const cases[][2] = {
-        {"cpu", "mlp"}, {"cpu", "lenet"}, {"cpu", "resnet8"}, {"ref", "mlp"}, {"ref", "lenet"},
+        {"cpu", "mlp"}, {"cpu", "lenet"},    {"cpu", "resnet8"},
+        {"cpu", "adaptive"}, {"ref", "mlp"}, {"ref", "lenet"}, {"ref", "adaptive"},
     };
     g_test_add_func("/steady-alloc/counter", check_counter);
     g_test_add_func("/steady-alloc/staged-collectives", check_staged_collectives);
