@@ -349,8 +349,8 @@ int main(int argc, char **argv)
      * models whose ops ref runs without temporaries (its fused batch norm +
      * ReLU backward, in resnet8, allocates one: it is the plain oracle) */
     static const char *const cases[][2] = {
-        {"cpu", "mlp"}, {"cpu", "lenet"},    {"cpu", "resnet8"},
-        {"cpu", "adaptive"}, {"ref", "mlp"}, {"ref", "lenet"}, {"ref", "adaptive"},
+        {"cpu", "mlp"}, {"cpu", "lenet"}, {"cpu", "resnet8"},  {"cpu", "adaptive"},
+        {"ref", "mlp"}, {"ref", "lenet"}, {"ref", "adaptive"},
     };
     g_test_add_func("/steady-alloc/counter", check_counter);
     g_test_add_func("/steady-alloc/staged-collectives", check_staged_collectives);
