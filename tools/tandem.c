@@ -25,7 +25,7 @@ typedef struct {
 static const TandemCommand commands[] = {
     {"train", tdm_cmd_train, "train a model"},
     {"eval", tdm_cmd_eval, "evaluate a model on a data set"},
-    {"inspect", tdm_cmd_inspect, "list plugins, features and load failures, or show one"},
+    {"inspect", tdm_cmd_inspect, "list plugins, features, load failures and models, or show one"},
     {"run", tdm_cmd_run, "start the processes of a distributed job (torchrun flags)"},
     {"data", tdm_cmd_data, "look at a data set: preview augmented samples as a PNG grid"},
     {"export", tdm_cmd_export, "write a checkpoint's model weights as .pth or .safetensors"},

@@ -2,17 +2,17 @@
  * vgg16_bn, alexnet) against torchvision's numbers.
  *
  * tests/oracle/torchvision_reference.py (run by tests/oracle/torchvision.sh)
- * writes, for each case, torchvision's state dict with random weights
- * (metadata "init" names the file, which cases of one model share), an
- * input batch with labels, and what torchvision computes from them in
- * float64: the logits (eval mode, or train mode where the metadata says
- * train=1) and, where it says grads=1, the mean cross-entropy and every
- * parameter's gradient (each as a whole, or every k-th element of a large
- * one: "sample" in the metadata). This program builds the zoo model named
- * by the metadata, loads the state dict strictly by name and shape (as a
- * torchvision .pth or safetensors file would be), runs the same batch
- * through Tandem's public API on the ref backend and on the cpu backend
- * when it is available, and checks each tensor's relative error
+ * writes, for each case, torchvision's state dict with random weights as
+ * torch.save writes it, a .pth file like torchvision's pretrained ones
+ * (metadata "init" names it; cases of one model share it), an input batch
+ * with labels, and what torchvision computes from them in float64: the
+ * logits (eval mode, or train mode where the metadata says train=1) and,
+ * where it says grads=1, the mean cross-entropy and every parameter's
+ * gradient (each as a whole, or every k-th element of a large one:
+ * "sample" in the metadata). This program builds the zoo model named by
+ * the metadata, loads the .pth strictly by name and shape, runs the same
+ * batch through Tandem's public API on the ref backend and on the cpu
+ * backend when it is available, and checks each tensor's relative error
  * ||ours - torch|| / ||torch|| against TOLERANCE. It prints TAP: one line
  * per (backend, case, stage), stages being the logits, then with gradients
  * the loss and the gradients.
@@ -127,7 +127,7 @@ static void compare_stages(const Case *c, const char *label_base, TdmModel *mode
 static void check_case(TdmDevice *dev, const char *dir, const Case *c)
 {
     g_autofree char *label_base = g_strdup_printf("%s %s", dev->name, c->name);
-    g_autofree char *init_path = g_strdup_printf("%s/%s-init.safetensors", dir, c->init);
+    g_autofree char *init_path = g_strdup_printf("%s/%s-init.pth", dir, c->init);
     g_autofree char *data_path = g_strdup_printf("%s/%s-data.safetensors", dir, c->name);
     TdmSafeTensors *data = NULL;
     TdmModel *model = NULL;

@@ -8,9 +8,10 @@ parameters and running statistics and every bias (torchvision starts them
 at 1 / 0, which would hide a bias or a statistic that Tandem ignored), and
 writes into OUTDIR the files tests/oracle/test-torchvision.c reads:
 
-  <init>-init.safetensors      the float32 state dict, torchvision's names
-                               (<init> is the case's init name: cases of one
-                               model share it where their weights are the same)
+  <init>-init.pth              the float32 state dict as torch.save writes it
+                               (torchvision's pretrained files are such files);
+                               <init> is the case's init name: cases of one
+                               model share it where their weights are the same
   <case>-data.safetensors      "input" [N, 3, S, S] f32, "labels" [N] i64
   <case>-expected.safetensors  "logits" (eval mode, or train mode for a
                                training case); with gradients also "loss"
@@ -94,8 +95,7 @@ def reference(case, outdir, written):
                 if isinstance(m, torchvision.models.resnet.Bottleneck):
                     m.bn3.weight.mul_(RESIDUAL_DAMPING)
     if init not in written:
-        save_safetensors(os.path.join(outdir, init + "-init.safetensors"), model.state_dict(),
-                         {"model": name})
+        torch.save(model.state_dict(), os.path.join(outdir, init + "-init.pth"))
         written.add(init)
     x = torch.randn(batch, CHANNELS, size, size, generator=gen)
     y = torch.randint(0, CLASSES, (batch,), generator=gen, dtype=torch.int64)
