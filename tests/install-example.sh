@@ -106,14 +106,32 @@ fmnist=$(find "$stage" -type d -path '*/tandem/fashion-mnist' | head -n 1)
 [ -n "$fmnist" ] || bail "no embedded fashion-mnist under the staged install"
 
 # Installed binaries must not look into the build tree at run time (libtool
-# relinks them on install for that).
+# relinks them on install for that). An RPATH entry leaks when it is the
+# build directory or a directory under it, compared by whole path
+# components: a prefix that merely begins with the same characters
+# (configure --prefix=$top_build-stage) installs outside the build tree.
+# The build directory is compared both as make names it and as its physical
+# path, in case one of them goes through a symbolic link.
+top_build_phys=$(cd "$top_build" && pwd -P)
+in_build_tree() {
+    for root in "$top_build" "$top_build_phys"; do
+        case ${1%/} in
+        "$root" | "$root"/*) return 0 ;;
+        esac
+    done
+    return 1
+}
+# The directories of a file's RPATH and RUNPATH entries, one per line.
+rpath_dirs() {
+    readelf -d "$1" 2>/dev/null | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\].*/\2/p' | tr ':' '\n'
+}
 if command -v readelf >/dev/null 2>&1; then
     leaks=
     for f in "$stage$libdir"/libtandem-1.so.0 "$stage$pluginsdir"/*.so "$tandem"; do
         [ -f "$f" ] || continue
-        if readelf -d "$f" 2>/dev/null | grep -E 'R(UN)?PATH' | grep -qF "$top_build"; then
-            leaks="$leaks $f"
-        fi
+        leaks="$leaks$(rpath_dirs "$f" | while IFS= read -r dir; do
+            if in_build_tree "$dir"; then printf ' %s (%s)' "$f" "$dir"; fi
+        done)"
     done
     if [ -z "$leaks" ]; then
         ok "no installed binary has an RPATH into the build tree"
