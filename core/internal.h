@@ -50,6 +50,13 @@ gboolean tdm_device_has_async_copy(const TdmDevice *dev);
 gboolean tdm_transform_pipeline_lacks_normalization(const TdmTransformPipeline *p);
 TdmTransformPipeline *tdm_transform_pipeline_copy(const TdmTransformPipeline *p, GError **error);
 
+/* model.c: parameters named by prefix, as model.freeze and
+ * optim.lr_groups name them. The comma-separated `list` split, each
+ * prefix stripped of blanks (transfer full); and the index of the longest
+ * prefix `name` starts with, or -1 (an empty prefix matches nothing). */
+char **tdm_name_prefixes_split(const char *list);
+int tdm_name_prefix_match(char *const *prefixes, const char *name);
+
 /* module.c / model.c: built-in module classes, for the registry. */
 extern const TdmModuleClass tdm_linear_class;
 extern const TdmModuleClass tdm_conv2d_class;

@@ -483,25 +483,39 @@ TdmParam *tdm_model_find_param(TdmModel *model, const char *full_name)
     return NULL;
 }
 
+char **tdm_name_prefixes_split(const char *list)
+{
+    char **prefixes = g_strsplit(list, ",", -1);
+    for (char **s = prefixes; *s != NULL; s++) {
+        g_strstrip(*s);
+    }
+    return prefixes;
+}
+
+int tdm_name_prefix_match(char *const *prefixes, const char *name)
+{
+    int best = -1;
+    size_t best_len = 0;
+    for (int i = 0; prefixes[i] != NULL; i++) {
+        size_t len = strlen(prefixes[i]);
+        if (len > best_len && g_str_has_prefix(name, prefixes[i])) {
+            best = i;
+            best_len = len;
+        }
+    }
+    return best;
+}
+
 int tdm_model_freeze(TdmModel *model, const char *prefixes)
 {
     g_return_val_if_fail(model != NULL && prefixes != NULL, 0);
-    g_auto(GStrv) list = g_strsplit(prefixes, ",", -1);
-    for (char **s = list; *s != NULL; s++) {
-        g_strstrip(*s);
-    }
+    g_auto(GStrv) list = tdm_name_prefixes_split(prefixes);
     int count = 0;
     for (guint i = 0; i < model->params->len; i++) {
         TdmParam *p = g_ptr_array_index(model->params, i);
-        if (p->is_buffer) {
-            continue;
-        }
-        for (char **s = list; *s != NULL; s++) {
-            if ((*s)[0] != '\0' && g_str_has_prefix(p->full_name, *s)) {
-                p->requires_grad = FALSE;
-                count++;
-                break;
-            }
+        if (!p->is_buffer && tdm_name_prefix_match(list, p->full_name) >= 0) {
+            p->requires_grad = FALSE;
+            count++;
         }
     }
     return count;

@@ -16,13 +16,15 @@
  * arena per state kind too and a step is ONE fused call over the whole run;
  * the per-parameter state tensors are views into it, for checkpoints. Any
  * other parameter list (a ZeRO shard, a partly frozen model) is updated
- * parameter by parameter, skipping frozen ones.
+ * parameter by parameter, skipping frozen ones; so are parameters in
+ * learning-rate groups (core/optim-groups.c), each at its group's rate.
+ * Gradient clipping (core/optim-clip.c) runs first, in tdm_optimizer_step.
  */
 #include "config.h"
 
 #include <string.h>
 
-#include "internal.h"
+#include "optim-private.h"
 #include "params-private.h"
 
 #define MAX_STATES 2
@@ -166,20 +168,31 @@ static gboolean optim_setup(TdmOptimizer *opt, const char *const *state_names, i
     return TRUE;
 }
 
-static gboolean fused_usable(TdmOptimizer *opt)
+/* The one tensor holding every gradient of opt->params, when the built-in
+ * optimizer runs them as one run and none was frozen since. */
+static TdmTensor *fused_grad_run(TdmOptimizer *opt)
 {
+    if (opt->klass != &tdm_sgd_class && opt->klass != &tdm_adamw_class) {
+        return NULL;
+    }
     OptimPriv *op = opt->priv;
     if (op == NULL || !op->fused) {
-        return FALSE;
+        return NULL;
     }
     /* A parameter frozen after creation must not be decayed or moved. */
     for (guint i = 0; i < opt->params->len; i++) {
         const TdmParam *p = g_ptr_array_index(opt->params, i);
         if (!p->requires_grad) {
-            return FALSE;
+            return NULL;
         }
     }
-    return TRUE;
+    return op->grad_run;
+}
+
+/* Whether a step may update the whole run in one call: one learning rate. */
+static gboolean fused_usable(TdmOptimizer *opt)
+{
+    return fused_grad_run(opt) != NULL && !tdm_optimizer_has_lr_groups(opt);
 }
 
 static void optim_finalize(TdmOptimizer *opt)
@@ -256,6 +269,7 @@ static gboolean sgd_step(TdmOptimizer *opt, GError **error)
         if (has_buf && (buf = tdm_optimizer_state(opt, p, "momentum_buffer", error)) == NULL) {
             return FALSE;
         }
+        hp.lr = tdm_optimizer_param_lr(opt, i);
         if (!tdm_op_sgd_update(opt->device, &hp, p->value, p->grad, buf, error)) {
             g_prefix_error(error, "sgd step of %s: ", p->full_name);
             return FALSE;
@@ -319,6 +333,7 @@ static gboolean adamw_step(TdmOptimizer *opt, GError **error)
         if (v == NULL) {
             return FALSE;
         }
+        hp.lr = tdm_optimizer_param_lr(opt, i);
         if (!tdm_op_adamw_update(opt->device, &hp, p->value, p->grad, m, v, error)) {
             g_prefix_error(error, "adamw step of %s: ", p->full_name);
             return FALSE;
@@ -484,6 +499,10 @@ TdmOptimizer *tdm_optimizer_new(const char *name, TdmModel *model, GPtrArray *pa
 gboolean tdm_optimizer_step(TdmOptimizer *opt, GError **error)
 {
     g_return_val_if_fail(opt != NULL, FALSE);
+    if (opt->opts.max_grad_norm > 0.0f &&
+        !tdm_optimizer_clip_grads(opt, fused_grad_run(opt), error)) {
+        return FALSE;
+    }
     if (!opt->klass->step(opt, error)) {
         return FALSE;
     }
@@ -527,6 +546,7 @@ void tdm_optimizer_free(TdmOptimizer *opt)
     if (opt->klass->finalize != NULL) {
         opt->klass->finalize(opt);
     }
+    tdm_optimizer_core_free(opt);
     g_hash_table_unref(opt->state);
     g_ptr_array_unref(opt->params);
     tdm_params_unref(opt->hparams);

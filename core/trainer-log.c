@@ -486,6 +486,27 @@ void tdm_train_log_eval(TrainLog *log, const TrainRun *run, int epoch, const Tdm
     }
 }
 
+void tdm_train_log_early_stop(TrainLog *log, const TrainRun *run, int epoch,
+                              const EarlyStop *es)
+{
+    if (!run->leader) {
+        return;
+    }
+    if (event_begin(log, "early_stop")) {
+        add_int(log, "epoch", epoch + 1);
+        add_int(log, "patience", es->patience);
+        add_number(log, "best_accuracy", es->best_accuracy);
+        add_int(log, "best_epoch", es->best_epoch + 1);
+        event_end(log, TRUE);
+    }
+    /* said even with --quiet: it is why the run is shorter than asked */
+    fprintf(stderr,
+            "early stop after epoch %d/%d: the test accuracy has not improved for %d "
+            "evaluation%s (best %.4f, epoch %d)\n",
+            epoch + 1, run->cfg->epochs, es->since_best, es->since_best == 1 ? "" : "s",
+            es->best_accuracy, es->best_epoch + 1);
+}
+
 void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *sum)
 {
     const TdmTrainConfig *cfg = run->cfg;

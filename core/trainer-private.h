@@ -118,4 +118,24 @@ void tdm_train_log_eval(TrainLog *log, const TrainRun *run, int epoch,
  * of each training device; fills sum->peak_rss_bytes. */
 void tdm_train_log_summary(TrainLog *log, const TrainRun *run, TdmTrainSummary *sum);
 
+/* trainer-stop.c: early stopping (train.early_stop_patience). Rank 0
+ * judges each evaluation; every rank learns the verdict. */
+typedef struct {
+    int patience;         /* 0: never stop early */
+    double best_accuracy; /* rank 0's best test accuracy so far */
+    int best_epoch;       /* its epoch (from 0), -1 before the first */
+    int since_best;       /* evaluations since, none better */
+    TdmTensor *flag;      /* the verdict broadcast from rank 0 */
+} EarlyStop;
+
+void tdm_train_early_stop_init(EarlyStop *es, const TrainRun *run);
+/* After epoch `epoch`'s evaluation (rank 0's figures in `sum`), on every
+ * rank: *stop says whether the run ends now (logged when it does). */
+gboolean tdm_train_early_stop(EarlyStop *es, const TrainRun *run, TrainLog *log, int epoch,
+                              const TdmTrainSummary *sum, gboolean *stop, GError **error);
+void tdm_train_early_stop_clear(EarlyStop *es);
+/* trainer-log.c: the early_stop event and line (rank 0). */
+void tdm_train_log_early_stop(TrainLog *log, const TrainRun *run, int epoch,
+                              const EarlyStop *es);
+
 #endif /* TDM_TRAINER_PRIVATE_H */

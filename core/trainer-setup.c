@@ -194,6 +194,12 @@ gboolean tdm_train_loader_options(const TdmTrainConfig *cfg, TdmDataset *norm_ds
 gboolean tdm_train_setup_data(TrainRun *run, GError **error)
 {
     const TdmTrainConfig *cfg = run->cfg;
+    if (cfg->early_stop_patience > 0 && !cfg->eval) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "train.early_stop_patience %d needs the evaluation it counts "
+                    "(train.eval is off: --no-eval)", cfg->early_stop_patience);
+        return FALSE;
+    }
     /* Training augmentation: parsed before any data is opened, so that a
      * typo in the pipeline is the first error. */
     if (cfg->transforms != NULL && cfg->transforms[0] != '\0' &&
@@ -332,11 +338,18 @@ gboolean tdm_train_setup_optimizer(TrainRun *run, GError **error)
     oo.beta1 = cfg->beta1;
     oo.beta2 = cfg->beta2;
     oo.eps = cfg->eps;
+    oo.max_grad_norm = cfg->clip_grad_norm;
     if (strategy_is(cfg->strategy, "zero1")) {
         run->no_params = g_ptr_array_new();
     }
     run->optimizer = tdm_optimizer_new(cfg->optimizer, run->model, run->no_params, &oo, error);
     if (run->optimizer == NULL) {
+        return FALSE;
+    }
+    /* optim.lr_groups: checked against the model's parameters, which
+     * zero1's optimizer made here does not hold. */
+    if (!tdm_optimizer_set_lr_groups(run->optimizer, run->model, cfg->lr_groups, error)) {
+        g_prefix_error(error, "optim.lr_groups (--lr-group): ");
         return FALSE;
     }
     /* The schedule counts optimizer updates, accumulate micro-batches each. */

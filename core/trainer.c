@@ -7,8 +7,9 @@
  * over epochs and steps, adding up each step's figures and reporting them
  * (the loss statistics, which stay on the device, are read once per
  * reporting interval); after each epoch evaluate on the test split
- * (core/trainer-eval.c); at the end save the weights and report the
- * summary. What the loop counts lives
+ * (core/trainer-eval.c), and stop early when it has not improved for
+ * long enough (core/trainer-stop.c); at the end save the weights and
+ * report the summary. What the loop counts lives
  * here; how each part is set up, printed or logged lives in the file named
  * for it.
  *
@@ -71,7 +72,10 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     TrainLog *log = NULL;
     TdmTrainSummary sum = {.test_accuracy = -1.0, .test_loss = -1.0};
     int64_t updates = 0; /* optimizer updates so far: the schedule's clock */
+    EarlyStop early;
     gboolean ok = FALSE;
+
+    tdm_train_early_stop_init(&early, &run);
 
     /* Setup, in the order its errors come: who this process is and its
      * devices, the data, the model, the optimizer and its schedule, the
@@ -101,7 +105,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
              * epoch's end; the schedule counts updates */
             const gboolean update = (es.step + 1) % run.accumulate == 0 ||
                                     es.step + 1 == run.steps_per_epoch;
-            run.optimizer->lr = tdm_schedule_lr(&run.schedule, updates);
+            tdm_schedule_apply(&run.schedule, run.optimizer, updates);
             TdmStepResult r = {0};
             const double step_start = tdm_time_now();
             if (!tdm_strategy_train_step(run.strategy, batch, update, &r, error)) {
@@ -136,6 +140,15 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             }
             tdm_train_log_eval(log, &run, epoch, &sum);
         }
+        /* train.early_stop_patience: rank 0 judges, every rank stops with it. */
+        gboolean stop = FALSE;
+        if (epoch + 1 < cfg->epochs &&
+            !tdm_train_early_stop(&early, &run, log, epoch, &sum, &stop, error)) {
+            goto out;
+        }
+        if (stop) {
+            break;
+        }
     }
 
     if (run.leader && cfg->save_path != NULL && !tdm_model_save(run.model, cfg->save_path, error)) {
@@ -154,6 +167,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     ok = TRUE;
 
 out:
+    tdm_train_early_stop_clear(&early);
     tdm_train_log_free(log);
     tdm_train_run_clear(&run);
     return ok;

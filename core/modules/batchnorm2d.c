@@ -4,6 +4,15 @@
  * training mode the batch statistics normalise and update the running ones
  * (the backend does both); in eval mode the running ones normalise. Backward
  * is the training-mode formula, so it needs a training-mode forward.
+ * A batch norm whose weight and bias are both frozen (model.freeze) runs
+ * in eval mode even while the model trains: it normalises with its
+ * running statistics and leaves them as they are, as fine-tuning in
+ * PyTorch puts frozen batch norms in eval() (the statistics of a small new
+ * dataset would otherwise overwrite the pretrained ones that the frozen
+ * weights were learnt with). Its backward, needed only when something
+ * before it trains, is then the eval-mode one: dx = dy * gamma /
+ * sqrt(running_var + eps), computed by the eval forward itself on dy with
+ * a zero mean and bias.
  * When a Sequential asks (a ReLU follows), forward computes max(BN(x), 0)
  * and backward masks the gradient before the batch norm's own backward:
  * tdm_op_batchnorm_relu_*, one pass each where the backend has the fused
@@ -25,7 +34,19 @@ typedef struct {
     gboolean relu_next; /* apply the following ReLU in the next forward */
     gboolean fwd_relu;  /* the last forward did: backward needs y and ws */
     TdmTensor *ws;      /* the batchnorm_relu workspace (slot) */
+    /* the eval-mode backward of a frozen batch norm (made on first use) */
+    TdmOpCache *cache_eval_bwd, *cache_relu_bwd;
+    TdmTensor *zeros;   /* [C] of 0: the mean and bias of dx's affine map */
+    TdmTensor *dmasked; /* dy through the ReLU this batch norm applied */
 } BatchNormPriv;
+
+/* Both affine parameters frozen: the layer keeps eval mode in training. */
+static gboolean batchnorm_frozen(const TdmModule *m)
+{
+    const TdmParam *gamma = g_ptr_array_index(m->params, 0);
+    const TdmParam *beta = g_ptr_array_index(m->params, 1);
+    return !gamma->requires_grad && !beta->requires_grad;
+}
 
 void tdm_batchnorm_request_relu(TdmModule *m)
 {
@@ -62,20 +83,21 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
     TdmParam *beta = g_ptr_array_index(m->params, 1);
     TdmParam *rmean = g_ptr_array_index(m->params, 2);
     TdmParam *rvar = g_ptr_array_index(m->params, 3);
+    const gboolean training = m->training && !batchnorm_frozen(m);
     if (relu) {
         TdmTensor *ws = tdm_module_slot(m, &bp->ws, TDM_DTYPE_U8);
         if (!tdm_op_batchnorm_relu_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
                                            rmean->value, rvar->value, bp->momentum, bp->eps,
-                                           m->training, sm, sv, ws, out, error)) {
+                                           training, sm, sv, ws, out, error)) {
             return FALSE;
         }
     } else if (!tdm_op_batchnorm_forward(dev, &bp->cache_fwd, x, gamma->value, beta->value,
                                          rmean->value, rvar->value, bp->momentum, bp->eps,
-                                         m->training, sm, sv, out, error)) {
+                                         training, sm, sv, out, error)) {
         return FALSE;
     }
     bp->fwd_relu = relu;
-    bp->fwd_training = m->training;
+    bp->fwd_training = training;
     tdm_module_keep(&bp->x, x);
     *y = out;
     return TRUE;
@@ -94,6 +116,36 @@ static TdmTensor *grad_or_sink(TdmModule *m, TdmParam *p, TdmTensor **sink, GErr
     return *sink;
 }
 
+/* The input gradient of an eval-mode forward into g: dy (masked by the
+ * ReLU when the forward applied one) times gamma / sqrt(running_var +
+ * eps), which is the eval forward of dy with mean and bias 0. */
+static gboolean batchnorm_eval_backward(TdmModule *m, TdmTensor *dy, TdmTensor *g,
+                                        GError **error)
+{
+    BatchNormPriv *bp = m->priv;
+    TdmDevice *dev = m->device;
+    TdmParam *gamma = g_ptr_array_index(m->params, 0);
+    TdmParam *rvar = g_ptr_array_index(m->params, 3);
+    if (bp->zeros == NULL) {
+        bp->zeros = tdm_tensor_new(dev, TDM_DTYPE_F32, gamma->ndim, gamma->shape, error);
+        if (bp->zeros == NULL || !tdm_op_fill(dev, bp->zeros, 0.0f, error)) {
+            return FALSE;
+        }
+    }
+    TdmTensor *src = dy;
+    if (bp->fwd_relu) {
+        src = tdm_module_slot(m, &bp->dmasked, TDM_DTYPE_F32);
+        if (!tdm_op_relu_backward(dev, &bp->cache_relu_bwd, bp->y, dy, src, error)) {
+            return FALSE;
+        }
+    }
+    TdmTensor *sm = tdm_module_slot(m, &bp->save_mean, TDM_DTYPE_F32);
+    TdmTensor *sv = tdm_module_slot(m, &bp->save_var, TDM_DTYPE_F32);
+    return tdm_op_batchnorm_forward(dev, &bp->cache_eval_bwd, src, gamma->value, bp->zeros,
+                                    bp->zeros, rvar->value, bp->momentum, bp->eps, FALSE, sm, sv,
+                                    g, error);
+}
+
 static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
                                    GError **error)
 {
@@ -108,6 +160,14 @@ static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "BatchNorm2d(%d): backward before forward",
                     bp->num_features);
         return FALSE;
+    }
+    if (!bp->fwd_training && batchnorm_frozen(m)) {
+        TdmTensor *g = tdm_module_grad_slot(m, &bp->dx, bp->x);
+        if (!batchnorm_eval_backward(m, dy, g, error)) {
+            return FALSE;
+        }
+        *dx = g; /* need_dx: a frozen batch norm gets here only for it */
+        return TRUE;
     }
     if (!bp->fwd_training) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
@@ -157,7 +217,8 @@ static TdmModule *batchnorm_clone(const TdmModule *self, GError **error)
 static void batchnorm_finalize(TdmModule *m)
 {
     BatchNormPriv *bp = m->priv;
-    TdmOpCache **caches[] = {&bp->cache_fwd, &bp->cache_bwd, NULL};
+    TdmOpCache **caches[] = {&bp->cache_fwd, &bp->cache_bwd, &bp->cache_eval_bwd,
+                             &bp->cache_relu_bwd, NULL};
     TdmTensor **slots[] = {&bp->y,
                            &bp->dx,
                            &bp->save_mean,
@@ -166,6 +227,8 @@ static void batchnorm_finalize(TdmModule *m)
                            &bp->scratch_dbeta,
                            &bp->x,
                            &bp->ws,
+                           &bp->zeros,
+                           &bp->dmasked,
                            NULL};
     tdm_module_release(m, caches, slots);
 }

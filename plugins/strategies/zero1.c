@@ -9,7 +9,11 @@
  * parameters it cuts through; the optimizer state (momentum, Adam moments)
  * exists for the slice only, 1/world of it per rank. A slice is handed to
  * the optimizer as one synthetic parameter per run of trainable parameters
- * it covers, so frozen parameters are never decayed. Then the updated
+ * of one learning-rate group it covers, so frozen parameters are never
+ * decayed and every element trains at its own parameter's rate (the shard
+ * optimizer shares the trainer's groups). Gradient clipping sums the
+ * slices' squared norms over the ranks (the shard optimizer is given the
+ * communicator for it). Then the updated
  * slices are all-gathered into every rank's value arena. When n is not a
  * multiple of the world, the reduce-scatter reads a padded copy of the
  * gradients and the all-gather writes a padded buffer copied back into the
@@ -39,6 +43,7 @@ typedef struct {
     TdmTensor *vshard_head;           /* vshard [0, len) */
     TdmTensor *my_values;             /* value arena [lo, lo + len) */
     GPtrArray *shard_params;          /* synthetic TdmParam * (owned) */
+    GArray *shard_groups;             /* int: each one's learning-rate group */
     TdmOptimizer *optimizer;          /* over shard_params */
 } Zero1Priv;
 
@@ -54,7 +59,7 @@ static void shard_param_free(gpointer data)
 
 /* One synthetic parameter for elements [a, b) of the value arena, whose
  * gradient is [a - lo, b - lo) of gshard. */
-static gboolean add_shard_param(Zero1Priv *priv, TdmModel *model, size_t a, size_t b,
+static gboolean add_shard_param(Zero1Priv *priv, TdmModel *model, size_t a, size_t b, int group,
                                 GError **error)
 {
     TdmParam *p = g_new0(TdmParam, 1);
@@ -67,26 +72,31 @@ static gboolean add_shard_param(Zero1Priv *priv, TdmModel *model, size_t a, size
     p->value = su_arena_slice(model->value_arena, a, b - a, error);
     p->grad = p->value != NULL ? su_arena_slice(priv->gshard, a - priv->lo, b - a, error) : NULL;
     g_ptr_array_add(priv->shard_params, p);
+    g_array_append_val(priv->shard_groups, group);
     return p->grad != NULL;
 }
 
-/* Cut this rank's slice along the runs of trainable parameters. */
-static gboolean make_shard_params(Zero1Priv *priv, TdmModel *model, GError **error)
+/* Cut this rank's slice along the runs of trainable parameters of one
+ * learning-rate group of `full` (the trainer's optimizer). */
+static gboolean make_shard_params(Zero1Priv *priv, TdmModel *model, const TdmOptimizer *full,
+                                  GError **error)
 {
     const size_t hi = priv->lo + priv->len;
     size_t run_a = 0, run_b = 0;
+    int run_group = 0;
     gboolean in_run = FALSE;
     for (guint i = 0; i <= model->params->len; i++) {
         TdmParam *p = i < model->params->len ? g_ptr_array_index(model->params, i) : NULL;
         gboolean trainable = p != NULL && !p->is_buffer && p->requires_grad && p->grad != NULL;
         size_t a = p != NULL ? p->arena_offset / sizeof(float) : 0;
-        if (trainable && in_run && a == run_b) {
+        int group = trainable ? tdm_optimizer_lr_group_of(full, p->full_name) : 0;
+        if (trainable && in_run && a == run_b && group == run_group) {
             run_b += (size_t)tdm_tensor_numel(p->value);
             continue;
         }
         if (in_run) {
             size_t x = MAX(run_a, priv->lo), y = MIN(run_b, hi);
-            if (x < y && !add_shard_param(priv, model, x, y, error)) {
+            if (x < y && !add_shard_param(priv, model, x, y, run_group, error)) {
                 return FALSE;
             }
         }
@@ -94,8 +104,25 @@ static gboolean make_shard_params(Zero1Priv *priv, TdmModel *model, GError **err
         if (trainable) {
             run_a = a;
             run_b = a + (size_t)tdm_tensor_numel(p->value);
+            run_group = group;
         }
     }
+    return TRUE;
+}
+
+/* The shard optimizer trains each slice at its group's rate and clips
+ * with the norm over every rank's slices. */
+static gboolean shard_optimizer_setup(Zero1Priv *priv, TdmOptimizer *full, GError **error)
+{
+    TdmOptimizer *opt = priv->optimizer;
+    tdm_optimizer_share_lr_groups(opt, full);
+    for (guint i = 0; i < priv->shard_params->len; i++) {
+        if (!tdm_optimizer_set_param_lr_group(opt, g_ptr_array_index(priv->shard_params, i),
+                                              g_array_index(priv->shard_groups, int, i), error)) {
+            return FALSE;
+        }
+    }
+    tdm_optimizer_set_grad_norm_comm(opt, priv->comm);
     return TRUE;
 }
 
@@ -135,6 +162,7 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
     s->priv = priv;
     priv->comm = comm;
     priv->shard_params = g_ptr_array_new_with_free_func(shard_param_free);
+    priv->shard_groups = g_array_new(FALSE, FALSE, sizeof(int));
     const size_t world = (size_t)comm->world;
     priv->n = model->n_grads;
     priv->shard = (priv->n + world - 1) / world;
@@ -161,7 +189,7 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
                       su_arena_slice(model->value_arena, priv->lo, priv->len, error)) != NULL &&
                  (priv->vshard_head = su_arena_slice(priv->vshard, 0, priv->len, error)) != NULL;
         }
-        ok = ok && make_shard_params(priv, model, error);
+        ok = ok && make_shard_params(priv, model, s->optimizer, error);
         if (ok) {
             const TdmOptimizer *full = s->optimizer;
             const char *name = optimizer_name(full);
@@ -172,7 +200,7 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
             priv->optimizer = name != NULL ? tdm_optimizer_new(name, model, priv->shard_params,
                                                                &full->opts, error)
                                            : NULL;
-            ok = priv->optimizer != NULL;
+            ok = priv->optimizer != NULL && shard_optimizer_setup(priv, s->optimizer, error);
         }
         if (!ok) {
             g_prefix_error(error, "zero1 on rank %d: ", comm->rank);
@@ -268,6 +296,7 @@ static void zero1_teardown(TdmStrategy *s)
     }
     tdm_optimizer_free(priv->optimizer);
     g_clear_pointer(&priv->shard_params, g_ptr_array_unref);
+    g_clear_pointer(&priv->shard_groups, g_array_unref);
     su_buffers_clear(&priv->buffers, priv->comm);
     TdmTensor **tensors[] = {&priv->grads_n,     &priv->values_n,  &priv->gpad,   &priv->vpad,
                              &priv->gpad_head,   &priv->vpad_head, &priv->gshard, &priv->vshard,
