@@ -8,6 +8,9 @@
  *    optimizer shard (zero1), and the step trains the rest, leaving the
  *    frozen one untouched;
  *  - a step with ddp changes the parameters exactly as one with single;
+ *  - only trainable parameters are communicated: the all-reduces of a ddp
+ *    step over a partly frozen model add up to the trainable elements
+ *    (seen by a collective class that counts and hands every call on);
  *  - "ddp bucket-mb=..." sets the bucket size (one all-reduce per bucket),
  *    and a bad value names the strategy, the key and the accepted range;
  *  - single, ddp and zero1 keep the loss statistics on the device and hand
@@ -243,6 +246,63 @@ static guint64 ddp_step_collectives(const char *spec, TdmParams *params)
     return calls;
 }
 
+/* The shm collective's class with allreduce counting the elements it is
+ * given, then running the real one. */
+static TdmCommClass counting_class;
+static const TdmCommClass *counted_class;
+static int64_t allreduced;
+
+static TdmWork *counting_allreduce(TdmComm *comm, guint64 seq, TdmTensor *t, TdmReduceOp op,
+                                   GError **error)
+{
+    allreduced += tdm_tensor_numel(t);
+    return counted_class->allreduce(comm, seq, t, op, error);
+}
+
+/* Elements all-reduced by one synchronising ddp step over fc1 (6 -> 64,
+ * 448 elements), fc2 (64 -> 64, 4,160) and fc3 (64 -> 3, 195), with the
+ * prefixes `freeze` frozen (NULL: none). */
+static int64_t ddp_step_allreduced(const char *freeze)
+{
+    Fixture f;
+    fixture_setup(&f, FALSE);
+    tdm_model_free(f.model);
+    GError *error = NULL;
+    TdmModule *root = tdm_sequential_new();
+    tdm_module_add_child(root, "fc1", tdm_linear_new(6, 64, TRUE));
+    tdm_module_add_child(root, "fc2", tdm_linear_new(64, 64, TRUE));
+    tdm_module_add_child(root, "fc3", tdm_linear_new(64, 3, TRUE));
+    f.model = tdm_model_new(root, f.dev, 3, &error);
+    g_assert_no_error(error);
+    if (freeze != NULL) {
+        g_assert_cmpint(tdm_model_freeze(f.model, freeze), >, 0);
+    }
+    counted_class = f.comm->klass;
+    counting_class = *counted_class;
+    counting_class.allreduce = counting_allreduce;
+    f.comm->klass = &counting_class;
+    TdmStrategy *s = fixture_strategy_with(&f, "ddp bucket-mb=0.001", NULL);
+    TdmStepResult r = {0};
+    allreduced = 0;
+    g_assert_true(tdm_strategy_train_step(s, &f.batch, TRUE, &r, &error));
+    g_assert_no_error(error);
+    int64_t n = allreduced;
+    g_assert_cmpint(n, ==, tdm_model_num_parameters(f.model));
+    f.comm->klass = counted_class;
+    fixture_teardown(&f, s);
+    return n;
+}
+
+static void test_frozen_not_communicated(void)
+{
+    g_assert_cmpint(ddp_step_allreduced(NULL), ==, 448 + 4160 + 195);
+    /* frozen at either end and in the middle: a bucket never spans the gap */
+    g_assert_cmpint(ddp_step_allreduced("fc1"), ==, 4160 + 195);
+    g_assert_cmpint(ddp_step_allreduced("fc3"), ==, 448 + 4160);
+    g_assert_cmpint(ddp_step_allreduced("fc2"), ==, 448 + 195);
+    g_assert_cmpint(ddp_step_allreduced("fc1,fc2.weight"), ==, 64 + 195);
+}
+
 static void test_bucket_size(void)
 {
     g_assert_cmpuint(ddp_step_collectives("ddp", NULL), ==, 1);
@@ -337,6 +397,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/zero1/frozen-parameter", "zero1", test_frozen_parameter);
     g_test_add_func("/ddp/world-of-one", test_world_of_one);
     g_test_add_func("/ddp/bucket-size", test_bucket_size);
+    g_test_add_func("/ddp/frozen-not-communicated", test_frozen_not_communicated);
     g_test_add_func("/ddp/bad-parameter", test_bad_parameter);
     g_test_add_func("/strategy/read-stats", test_read_stats);
     return g_test_run();

@@ -7,11 +7,11 @@
 check_PROGRAMS += tests/test-io tests/test-data
 TESTS += tests/test-io tests/test-data tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh \
 	tests/ops-profile.sh tests/train-stats.sh tests/train-precision.sh \
-	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/finetune-torch.sh
+	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/finetune-torch.sh tests/early-stop.sh
 EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh tests/ops-profile.sh \
 	tests/train-stats.sh tests/train-precision.sh \
 	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/train-zoo-lib.sh \
-	tests/finetune-torch.sh tests/finetune-reference.py \
+	tests/finetune-torch.sh tests/finetune-reference.py tests/early-stop.sh \
 	tests/fuzz/fuzz-idx.c tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz-config.c \
 	tests/fuzz/fuzz-file.h \
 	examples/fashion-mlp.ini
