@@ -5,8 +5,10 @@
  * state tensors under their checkpoint keys; frozen parameters left alone;
  * the learning-rate schedules at chosen steps; a step that also zeroes the
  * gradients, against a step then zero_grad; hyperparameters given as text
- * ("sgd momentum=0.9") and as options, bound to the same specs. Tolerance: 1e-5 relative,
- * float32 rounding of two updates.
+ * ("sgd momentum=0.9") and as options, bound to the same specs;
+ * learning-rate groups (longest prefix, each group's schedule, the errors)
+ * and gradient clipping by total norm, fused and per parameter. Tolerance:
+ * 1e-5 relative, float32 rounding of two updates.
  */
 #include "config.h"
 
@@ -448,6 +450,123 @@ static void assert_lr(const TdmSchedule *s, int64_t step, double want)
     }
 }
 
+/* Every gradient of `model` set to `g`; the parameters' values (transfer
+ * full). */
+static float *grads_to(TdmModel *model, float g)
+{
+    GError *error = NULL;
+    g_assert_true(tdm_op_fill(model->device, model->grad_arena, g, &error));
+    g_assert_no_error(error);
+    return test_read(model->value_arena);
+}
+
+/* The change of p's first element between the value arenas a and b. */
+static double moved(TdmModel *model, const char *name, const float *a, const float *b)
+{
+    size_t i = tdm_model_find_param(model, name)->arena_offset / sizeof(float);
+    return (double)b[i] - (double)a[i];
+}
+
+static void test_lr_groups(void)
+{
+    TdmModel *model = small_model();
+    GError *error = NULL;
+    TdmOptimizerOptions oo;
+    tdm_optimizer_options_init(&oo);
+    oo.lr = 0.1f;
+    TdmOptimizer *opt = tdm_optimizer_new("sgd", model, NULL, &oo, &error);
+    g_assert_no_error(error);
+    static const char *const bad[][2] = {
+        {"fc2", "'fc2': expected PREFIX=LR, e.g. fc=0.01"},
+        {"=0.1", "'=0.1': expected PREFIX=LR, e.g. fc=0.01"},
+        {"fc2=abc", "'fc2=abc': the learning rate of 'fc2' must be a number in [0, 1e6]"},
+        {"fc2=-1", "'fc2=-1': the learning rate of 'fc2' must be a number in [0, 1e6]"},
+        {"fc2=0.1, fc2=0.2", "'fc2=0.2': the prefix 'fc2' has a learning rate already"},
+        {"fc9=0.1", "'fc9=0.1' names no trainable parameter"},
+        {"fc2=0.1,fc2.=0.2", "'fc2=0.1' names no trainable parameter (a longer prefix takes every "
+                             "parameter it names)"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_false(tdm_optimizer_set_lr_groups(opt, model, bad[i][0], &error));
+        g_assert_nonnull(error);
+        g_assert_cmpstr(error->message, ==, bad[i][1]);
+        g_clear_error(&error);
+    }
+    /* the longest prefix wins; fc1.bias keeps opt->lr */
+    g_assert_true(tdm_optimizer_set_lr_groups(opt, model, "fc2=0.5, fc2.bias=0.01,fc1.weight=0",
+                                              &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(tdm_optimizer_lr_group_of(opt, "fc2.weight"), ==, 1);
+    g_assert_cmpint(tdm_optimizer_lr_group_of(opt, "fc2.bias"), ==, 2);
+    g_assert_cmpint(tdm_optimizer_lr_group_of(opt, "fc1.bias"), ==, 0);
+    float *before = grads_to(model, 1.0f);
+    g_assert_true(tdm_optimizer_step(opt, &error));
+    g_assert_no_error(error);
+    float *after = test_read(model->value_arena);
+    g_assert_cmpfloat_with_epsilon(moved(model, "fc2.weight", before, after), -0.5, 1e-6);
+    g_assert_cmpfloat_with_epsilon(moved(model, "fc2.bias", before, after), -0.01, 1e-6);
+    g_assert_cmpfloat(moved(model, "fc1.weight", before, after), ==, 0.0);
+    g_assert_cmpfloat_with_epsilon(moved(model, "fc1.bias", before, after), -0.1, 1e-6);
+    /* each group runs the schedule from its own rate: warmup scales, the
+     * cosine ends every group at min_lr */
+    TdmSchedule sch = {.kind = TDM_SCHEDULE_COSINE, .base_lr = 0.1f, .min_lr = 0.001f,
+                       .warmup_steps = 1, .total_steps = 3};
+    tdm_schedule_apply(&sch, opt, 0);
+    g_assert_cmpfloat_with_epsilon(opt->lr, 0.05, 1e-7);
+    g_assert_cmpfloat_with_epsilon(tdm_optimizer_param_lr(opt, 2), 0.25, 1e-7);
+    tdm_schedule_apply(&sch, opt, 3);
+    g_assert_cmpfloat_with_epsilon(opt->lr, 0.001, 1e-7);
+    g_assert_cmpfloat_with_epsilon(tdm_optimizer_param_lr(opt, 2), 0.001, 1e-7);
+    g_assert_cmpfloat_with_epsilon(tdm_optimizer_param_lr(opt, 3), 0.001, 1e-7);
+    /* "" removes them */
+    g_assert_true(tdm_optimizer_set_lr_groups(opt, model, "", &error));
+    g_assert_cmpint(tdm_optimizer_lr_group_of(opt, "fc2.weight"), ==, 0);
+    g_free(before);
+    g_free(after);
+    tdm_optimizer_free(opt);
+    tdm_model_free(model);
+}
+
+/* One sgd step (lr 1, no momentum) of every gradient 1 clipped to
+ * `max_norm`, over the whole model or with fc1.weight frozen (the
+ * per-parameter path): each trained value moves by the clip coefficient. */
+static void clip_case(float max_norm, gboolean frozen)
+{
+    TdmModel *model = small_model();
+    GError *error = NULL;
+    if (frozen) {
+        g_assert_cmpint(tdm_model_freeze(model, "fc1.weight"), ==, 1);
+    }
+    TdmOptimizerOptions oo;
+    tdm_optimizer_options_init(&oo);
+    oo.lr = 1.0f;
+    oo.max_grad_norm = max_norm;
+    TdmOptimizer *opt = tdm_optimizer_new("sgd", model, NULL, &oo, &error);
+    g_assert_no_error(error);
+    g_assert_cmpfloat(tdm_optimizer_get_grad_norm(opt), ==, -1.0);
+    float *before = grads_to(model, 1.0f);
+    g_assert_true(tdm_optimizer_step(opt, &error));
+    g_assert_no_error(error);
+    float *after = test_read(model->value_arena);
+    const double norm = sqrt(frozen ? 11.0 : 23.0); /* 23 gradients, 12 in fc1.weight */
+    const double coef = MIN(1.0, max_norm / (norm + 1e-6));
+    g_assert_cmpfloat_with_epsilon(tdm_optimizer_get_grad_norm(opt), norm, 1e-6);
+    g_assert_cmpfloat_with_epsilon(moved(model, "fc2.bias", before, after), -coef, 1e-6);
+    g_assert_cmpfloat_with_epsilon(moved(model, "fc1.weight", before, after),
+                                   frozen ? 0.0 : -coef, 1e-6);
+    g_free(before);
+    g_free(after);
+    tdm_optimizer_free(opt);
+    tdm_model_free(model);
+}
+
+static void test_clip_grad_norm(void)
+{
+    clip_case(1.0f, FALSE);
+    clip_case(1.0f, TRUE);
+    clip_case(100.0f, FALSE); /* under the limit: unchanged */
+}
+
 static void test_schedules(void)
 {
     GError *error = NULL;
@@ -582,6 +701,8 @@ int main(int argc, char **argv)
     g_test_add_func("/optim/hyperparameters", test_hyperparameters);
     g_test_add_func("/optim/step-zero-grad", test_step_zero_grad);
     g_test_add_func("/optim/schedules", test_schedules);
+    g_test_add_func("/optim/lr-groups", test_lr_groups);
+    g_test_add_func("/optim/clip-grad-norm", test_clip_grad_norm);
     g_test_add_func("/optim/overfit/lenet-sgd", test_overfit_lenet_sgd);
     g_test_add_func("/optim/overfit/resnet8-adamw", test_overfit_resnet8_adamw);
     return g_test_run();

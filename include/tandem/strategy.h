@@ -13,6 +13,21 @@
  * the host between steps. A strategy without it (the 1.0 contract) reports
  * each step's figures in TdmStepResult, and the core adds them up.
  * Callers read both kinds the same way, with tdm_strategy_read_stats().
+ *
+ * The optimizer step: a strategy calls tdm_optimizer_step (or
+ * tdm_optimizer_step_zero_grad) on gradients that are final, i.e. already
+ * averaged across ranks and devices. What the optimizer does before it
+ * updates, gradient clipping (TdmOptimizerOptions.max_grad_norm: the total
+ * norm over all trainable gradients, as PyTorch's clip_grad_norm_), then
+ * needs nothing from the strategy: where every rank's optimizer holds all
+ * the averaged gradients (single, dp, ddp) each rank computes the same
+ * norm. A strategy whose ranks each hold a disjoint share of them (a ZeRO
+ * shard) gives that optimizer its communicator with
+ * tdm_optimizer_set_grad_norm_comm, so that the shares' squared norms are
+ * summed over the ranks, and has every rank call the step, also one with
+ * an empty share. Such a strategy also keeps the trainer's learning-rate
+ * groups: tdm_optimizer_share_lr_groups, and each slice it hands its own
+ * optimizer lies in one group (tdm_optimizer_set_param_lr_group).
  */
 #ifndef TANDEM_STRATEGY_H
 #define TANDEM_STRATEGY_H

@@ -53,7 +53,8 @@ G_BEGIN_DECLS
         "init", 0, "FILE", TRAIN_EVAL, "Start from these weights (.safetensors or PyTorch .pth)")\
     KEY(freeze, STRING, "model.freeze", NULL, NULL,                                          \
         "freeze", 0, "PREFIXES", TRAIN,                                                      \
-        "Freeze parameters with these comma-separated name prefixes")                        \
+        "Freeze parameters with these comma-separated name prefixes; a batch norm frozen "   \
+        "whole stays in eval mode (its running statistics) while the rest trains")           \
     KEY(dataset, NAME, "data.dataset", "fashion-mnist", NULL,                                \
         "dataset", 'd', "SPEC", TRAIN_EVAL,                                                  \
         "Dataset: fashion-mnist, mnist, \"KIND path=DIR key=value...\" or KIND:PATH")         \
@@ -149,14 +150,14 @@ G_BEGIN_DECLS
         "What GEMM and convolution compute in: fp32 (strict, every backend), tf32 or bf16 "  \
         "(cuda); weights, batch-norm statistics and the loss stay fp32")                     \
     KEY(lr_groups, STRING, "optim.lr_groups", NULL, NULL,                                    \
-        "lr-group", 0, "PREFIX=LR,...",  TRAIN,                                              \
-        "Learning rates of parameter groups by name prefix, as --freeze matches them (the "   \
-        "longest prefix wins), e.g. \"fc=0.01,layer4=0.001\"; the others train at --lr, "      \
+        "lr-group", 0, "PREFIX=LR,...", TRAIN,                                               \
+        "Learning rates of parameter groups by name prefix, as --freeze matches them (the "  \
+        "longest prefix wins), e.g. \"fc=0.01,layer4=0.001\"; the others train at --lr, "    \
         "and the schedule runs every group from its own rate")                               \
     KEY(clip_grad_norm, FLOAT, "optim.clip_grad_norm", NULL, "[0, 1e30]",                    \
         "clip-grad-norm", 0, "X", TRAIN,                                                     \
         "Clip the gradients to total 2-norm X before each update, as PyTorch's "             \
-        "clip_grad_norm_ (the norm over every rank's); 0 = off")                            \
+        "clip_grad_norm_ (the norm over every rank's); 0 = off")                             \
     KEY(early_stop_patience, INT, "train.early_stop_patience", NULL, "[0, 1000000]",         \
         "early-stop-patience", 0, "N", TRAIN,                                                \
         "Stop when the test accuracy has not improved for N evaluations (one per epoch); "   \
