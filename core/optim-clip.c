@@ -49,8 +49,8 @@ static gboolean sum_over_ranks(TdmOptimizer *opt, OptimCore *c, double *sumsq, G
     if (!tdm_tensor_write(c->norm_sum, &v, error) ||
         !tdm_comm_allreduce(c->norm_comm, c->norm_sum, TDM_REDUCE_SUM, error) ||
         !tdm_tensor_read(c->norm_sum, &v, error)) {
-        g_prefix_error(error, "gradient clipping on rank %d: summing the squared norms: ",
-                       c->norm_comm->rank);
+        g_prefix_error(
+            error, "gradient clipping on rank %d: summing the squared norms: ", c->norm_comm->rank);
         return FALSE;
     }
     *sumsq = v;
@@ -80,8 +80,7 @@ gboolean tdm_optimizer_clip_grads(TdmOptimizer *opt, TdmTensor *grad_run, GError
             sumsq += ss;
         }
     }
-    if (c->norm_comm != NULL && c->norm_comm->world > 1 &&
-        !sum_over_ranks(opt, c, &sumsq, error)) {
+    if (c->norm_comm != NULL && c->norm_comm->world > 1 && !sum_over_ranks(opt, c, &sumsq, error)) {
         return FALSE;
     }
     const double norm = sqrt(sumsq);

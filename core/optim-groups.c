@@ -97,11 +97,9 @@ static OptimLrGroups *groups_parse(const char *text, GError **error)
         while (end != NULL && g_ascii_isspace(*end)) {
             end++;
         }
-        if (end == value || end == NULL || *end != '\0' || !isfinite(lr) || lr < 0.0 ||
-            lr > 1e6) {
+        if (end == value || end == NULL || *end != '\0' || !isfinite(lr) || lr < 0.0 || lr > 1e6) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "'%s': the learning rate of '%s' must be a number in [0, 1e6]", *e,
-                        prefix);
+                        "'%s': the learning rate of '%s' must be a number in [0, 1e6]", *e, prefix);
             ok = FALSE;
             break;
         }
@@ -131,8 +129,7 @@ static OptimLrGroups *groups_parse(const char *text, GError **error)
         g->lr = g_memdup2(rates->data, sizeof(float) * g->n);
         prefixes = NULL;
     } else if (ok) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "'%s': no PREFIX=LR entry", text);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "'%s': no PREFIX=LR entry", text);
     }
     if (prefixes != NULL) {
         g_ptr_array_unref(prefixes);
@@ -191,10 +188,12 @@ gboolean tdm_optimizer_set_lr_groups(TdmOptimizer *opt, TdmModel *model, const c
                                      GError **error)
 {
     g_return_val_if_fail(opt != NULL, FALSE);
-    OptimCore *c = tdm_optimizer_core(opt);
+    OptimCore *c = opt->core;
     if (groups == NULL || groups[0] == '\0') {
-        g_clear_pointer(&c->groups, groups_unref);
-        g_clear_pointer(&c->param_group, g_free);
+        if (c != NULL) {
+            g_clear_pointer(&c->groups, groups_unref);
+            g_clear_pointer(&c->param_group, g_free);
+        }
         return TRUE;
     }
     if (opt->klass != &tdm_sgd_class && opt->klass != &tdm_adamw_class) {
@@ -212,6 +211,7 @@ gboolean tdm_optimizer_set_lr_groups(TdmOptimizer *opt, TdmModel *model, const c
         groups_unref(g);
         return FALSE;
     }
+    c = tdm_optimizer_core(opt);
     groups_unref(c->groups);
     c->groups = g;
     assign_by_name(opt, c);
@@ -251,11 +251,10 @@ gboolean tdm_optimizer_set_param_lr_group(TdmOptimizer *opt, const TdmParam *p, 
     guint n = c->groups != NULL ? c->groups->n : 0;
     guint index = 0;
     if (group < 0 || (guint)group > n || !g_ptr_array_find(opt->params, p, &index)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "learning-rate group %d of %s: %s", group, param_name(p),
-                    group < 0 || (guint)group > n
-                        ? "no such group"
-                        : "not a parameter this optimizer trains");
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG, "learning-rate group %d of %s: %s",
+                    group, param_name(p),
+                    group < 0 || (guint)group > n ? "no such group"
+                                                  : "not a parameter this optimizer trains");
         return FALSE;
     }
     if (c->param_group == NULL) {
@@ -269,8 +268,8 @@ float tdm_optimizer_param_lr(const TdmOptimizer *opt, guint index)
 {
     g_return_val_if_fail(opt != NULL, 0.0f);
     const OptimCore *c = opt->core;
-    if (c == NULL || c->groups == NULL || c->param_group == NULL ||
-        index >= opt->params->len || c->param_group[index] == 0) {
+    if (c == NULL || c->groups == NULL || c->param_group == NULL || index >= opt->params->len ||
+        c->param_group[index] == 0) {
         return opt->lr;
     }
     return c->groups->lr[c->param_group[index] - 1];

@@ -41,8 +41,9 @@ static gboolean share_verdict(EarlyStop *es, const TrainRun *run, gboolean *stop
     if (!tdm_tensor_write(es->flag, &v, error) ||
         !tdm_comm_broadcast(run->comm, es->flag, 0, error) ||
         !tdm_tensor_read(es->flag, &v, error)) {
-        g_prefix_error(error, "rank %d of %d: early stopping: sharing rank 0's decision: ",
-                       run->env.rank, run->env.world_size);
+        g_prefix_error(error,
+                       "rank %d of %d: early stopping: sharing rank 0's decision: ", run->env.rank,
+                       run->env.world_size);
         return FALSE;
     }
     *stop = v != 0.0f;

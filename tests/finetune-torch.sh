@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/finetune-torch.sh - the fine-tuning tools against PyTorch: frozen
 # layers (a frozen batch norm in eval mode), learning-rate groups with
-# their schedule, and gradient clipping, for one process and for ddp and
-# zero1 on two ranks.
+# their schedule, and gradient clipping, for one process, dp on two
+# devices, and ddp and zero1 on two ranks.
 #
 # tests/finetune-reference.py makes the starting weights (resnet8 with
 # batch-norm statistics of the data, as a pretrained model has them;
@@ -87,10 +87,10 @@ else
     fail "the comparison tells clipped runs from unclipped ones" "$(cat "$work/neg.out")"
 fi
 
-# lenet on 2 ranks x 8 (each rank's half of the 16), groups that cut
-# zero1's shards (conv* | fc1, fc2 | fc3) and clipping by the norm over
-# both ranks' shards
-has_feature collective shm || { done_testing; exit; }
+# lenet with groups and clipping: one process, dp on two ref devices
+# (8 images each), then 2 ranks x 8 (each rank's half of the 16) with
+# groups that cut zero1's shards (conv* | fc1, fc2 | fc3) and clipping by
+# the norm over both ranks' shards
 base="--init $work/lenet-init.st --model lenet --limit 16 --epochs 5 --no-eval --seed 1
     --threads 1 --quiet --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --timeout 60
     --lr-group fc3=0.05,conv=0.002 --clip-grad-norm 0.05"
@@ -98,6 +98,12 @@ lenet="model=lenet groups=fc3=0.05,conv=0.002 clip=0.05"
 tandem single.st -b 16
 # shellcheck disable=SC2086
 torch "lenet, one process, groups and clipping = PyTorch" "$work/single.st" $lenet
+export TDM_REF_DEVICES=2
+tandem dp.st -b 16 --strategy dp --devices ref:0,ref:1
+unset TDM_REF_DEVICES
+# shellcheck disable=SC2086
+torch "dp, 2 devices x 8, groups and clipping = PyTorch with 16" "$work/dp.st" $lenet
+has_feature collective shm || { done_testing; exit; }
 for s in ddp zero1; do
     # shellcheck disable=SC2086
     "$TANDEM" run --nproc-per-node 2 -- "$TANDEM" train $base -b 8 --strategy $s \
