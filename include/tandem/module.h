@@ -170,7 +170,10 @@ TDM_API gboolean tdm_model_zero_grad(TdmModel *model, GError **error);
 TDM_API void tdm_model_set_training(TdmModel *model, gboolean training);
 TDM_API TdmParam *tdm_model_find_param(TdmModel *model, const char *full_name);
 /* Freeze (requires_grad = FALSE) every parameter whose full name starts with
- * one of the comma-separated prefixes; returns how many. */
+ * one of the comma-separated prefixes; returns how many. A BatchNorm2d
+ * whose weight and bias are both frozen then normalises with its running
+ * statistics, and leaves them alone, in training mode too (PyTorch's
+ * model.eval() on frozen batch norms when fine-tuning). */
 TDM_API int tdm_model_freeze(TdmModel *model, const char *prefixes);
 TDM_API void tdm_model_set_grad_ready_hook(TdmModel *model, TdmGradReadyHook hook,
                                            gpointer user_data);
