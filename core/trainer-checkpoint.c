@@ -1,5 +1,5 @@
-/* core/trainer-checkpoint.c - the training run's checkpoints, and resuming
- * from one exactly.
+/* core/trainer-checkpoint.c - the training run's checkpoints, made so that
+ * a run resumes from one exactly.
  *
  * A checkpoint (<tandem/checkpoint.h>) is everything the next step depends
  * on: the weights and buffers, the optimizer's state (full per parameter,
@@ -19,17 +19,9 @@
  * no gradient is ever pending in one.
  *
  * The metadata also keeps the configuration, the figures of the epoch so
- * far, the evaluations so far and the best, for the run's reports and for
- * train.keep_best. On resume the checkpoint is refused when it is of another
- * model or a configuration that cannot continue it (classes, channels,
- * optimizer, global batch, accumulation, seed, samples per epoch), the
- * message naming both values; shapes are checked parameter by parameter.
- *
- * `tandem run --max-restarts` sets TDM_RESTART_COUNT in the workers it
- * restarts: a restarted training with train.checkpoint_dir resumes from the
- * newest checkpoint there by itself, so the launcher need not know the
- * worker's command line. A first start into a directory that already holds
- * checkpoints is refused rather than mixing two runs' files.
+ * far, the evaluations so far and the best, for the run's reports, for
+ * train.keep_best and for the checks of a resume (core/trainer-resume.c,
+ * which reads all this back).
  */
 #include "config.h"
 
@@ -39,39 +31,6 @@
 #include "modules/module-private.h"
 #include "trainer-checkpoint.h"
 #include <tandem/checkpoint.h>
-
-/* Where the run stands after its last step. */
-typedef struct {
-    int epoch;
-    int64_t step;          /* steps of `epoch` done */
-    gboolean epoch_done;   /* its report and evaluation too: resume at epoch + 1 */
-    int64_t global_step;   /* steps of the run */
-    int64_t updates;       /* optimizer updates: the schedule's clock */
-    double loss_sum;       /* the epoch's figures so far (EpochStats) */
-    int64_t correct, images;
-} Position;
-
-/* One evaluation, for the metadata's list. */
-typedef struct {
-    int epoch;
-    int64_t global_step;
-    double train_loss, test_accuracy, test_loss;
-} EvalRecord;
-
-struct TrainCkpt {
-    const TdmTrainConfig *cfg;
-    Position pos;
-    gboolean resume_epoch_pending; /* tdm_train_ckpt_resume_epoch has figures to give */
-    TdmSafeTensors *file;          /* the checkpoint resumed from, until the optimizer's */
-    char *path;
-    int64_t optim_steps;           /* its optimizer step count */
-    GArray *evals;                 /* EvalRecord */
-    gboolean has_best;
-    double best;
-    int64_t best_step;
-    int64_t saved_step;            /* global step of the last checkpoint, -1: none */
-    gboolean saved_epoch_done;
-};
 
 /* ---- the configuration as JSON ---- */
 
@@ -97,7 +56,7 @@ static void cfg_text(JsonBuilder *b, const char *key, const char *text)
 #define CFG_KEY(field, type, key, ...) CFG_##type(b, key, cfg->field);
 #define CFG_NO_ALIAS(...)
 
-static char *config_json(const TdmTrainConfig *cfg)
+char *tdm_train_ckpt_config_json(const TdmTrainConfig *cfg)
 {
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
     json_builder_begin_object(b);
@@ -133,51 +92,12 @@ static char *builder_text(JsonBuilder *b)
     return json_to_string(root, FALSE);
 }
 
-/* The metadata entry `key` of the checkpoint, parsed as a JSON object
- * (the parser, which owns it, goes into `keep`). */
-static JsonObject *meta_object(const TrainCkpt *ck, const char *key, GPtrArray *keep,
-                               GError **error)
-{
-    const char *text = tdm_safetensors_metadata(ck->file, key);
-    JsonParser *parser = json_parser_new_immutable();
-    g_ptr_array_add(keep, parser);
-    if (text == NULL || !json_parser_load_from_data(parser, text, -1, NULL) ||
-        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT,
-                    "%s: the checkpoint's metadata \"%s\" is %s", ck->path, key,
-                    text == NULL ? "missing" : "not a JSON object");
-        return NULL;
-    }
-    return json_node_get_object(json_parser_get_root(parser));
-}
-
-static gint64 obj_int(JsonObject *o, const char *name)
-{
-    return json_object_get_int_member_with_default(o, name, 0);
-}
-
-static double obj_double(JsonObject *o, const char *name, double def)
-{
-    JsonNode *n = json_object_get_member(o, name);
-    return n != NULL && JSON_NODE_HOLDS_VALUE(n) ? json_node_get_double(n) : def;
-}
-
-static JsonArray *obj_array(JsonObject *o, const char *name)
-{
-    JsonNode *n = json_object_get_member(o, name);
-    return n != NULL && JSON_NODE_HOLDS_ARRAY(n) ? json_node_get_array(n) : NULL;
-}
-
-static const char *obj_string(JsonObject *o, const char *name)
-{
-    return json_object_get_string_member_with_default(o, name, NULL);
-}
-
 /* ---- Dropout's counters ---- */
 
 /* Every Dropout of the tree under `m`, in forward order, with its full
  * name. */
-static void collect_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods, GPtrArray *names)
+void tdm_train_ckpt_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods,
+                             GPtrArray *names)
 {
     if (m->klass == &tdm_dropout_class) {
         g_ptr_array_add(mods, m);
@@ -189,13 +109,13 @@ static void collect_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods, 
             c->name == NULL || c->name[0] == '\0' ? g_strdup(prefix)
             : prefix[0] == '\0'                  ? g_strdup(c->name)
                                                  : g_strconcat(prefix, ".", c->name, NULL);
-        collect_dropouts(c, name, mods, names);
+        tdm_train_ckpt_dropouts(c, name, mods, names);
     }
 }
 
 /* ---- writing ---- */
 
-static int64_t epoch_samples(const TrainRun *run)
+int64_t tdm_train_ckpt_epoch_samples(const TrainRun *run)
 {
     const int64_t n = run->train_ds->length;
     return run->cfg->limit > 0 ? MIN(run->cfg->limit, n) : n;
@@ -210,7 +130,7 @@ static void sampler_state(const TrainCkpt *ck, const TrainRun *run, TdmSamplerSt
     } else if (ck->pos.step >= run->steps_per_epoch) {
         /* every batch trained, the epoch's report not made: nothing left */
         ss->epoch = ck->pos.epoch;
-        ss->consumed = epoch_samples(run);
+        ss->consumed = tdm_train_ckpt_epoch_samples(run);
     } else {
         tdm_loader_get_state(run->train_loader, ss);
     }
@@ -299,7 +219,7 @@ static char *rng_json(const TrainRun *run)
     json_builder_begin_array(b);
     g_autoptr(GPtrArray) mods = g_ptr_array_new();
     g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-    collect_dropouts(run->model->root, "", mods, names);
+    tdm_train_ckpt_dropouts(run->model->root, "", mods, names);
     for (guint i = 0; i < mods->len; i++) {
         g_autofree char *s = g_strdup_printf("%" G_GUINT64_FORMAT,
                                              tdm_dropout_get_seed(mods->pdata[i]));
@@ -324,7 +244,7 @@ static void set_metadata(TdmSafeTensors *st, TrainCkpt *ck, const TrainRun *run,
     tdm_safetensors_set_metadata(st, "format_version", TDM_CHECKPOINT_FORMAT_VERSION);
     tdm_safetensors_set_metadata(st, "producer", "tandem " TDM_VERSION);
     tdm_safetensors_set_metadata(st, "model", cfg->model);
-    g_autofree char *config = config_json(cfg);
+    g_autofree char *config = tdm_train_ckpt_config_json(cfg);
     tdm_safetensors_set_metadata(st, "config", config);
     g_autofree char *world = g_strdup_printf("%d", run->env.world_size);
     tdm_safetensors_set_metadata(st, "world_size", world);
@@ -356,7 +276,7 @@ static void set_metadata(TdmSafeTensors *st, TrainCkpt *ck, const TrainRun *run,
     json_builder_begin_object(d);
     add_int(d, "epoch", ss.epoch);
     add_int(d, "consumed", ss.consumed);
-    add_int(d, "samples_per_epoch", epoch_samples(run));
+    add_int(d, "samples_per_epoch", tdm_train_ckpt_epoch_samples(run));
     add_int(d, "global_batch", (gint64)cfg->batch_size * run->env.world_size);
     json_builder_end_object(d);
     g_autofree char *sampler = builder_text(d);
@@ -538,247 +458,6 @@ gboolean tdm_train_ckpt_finish(TrainCkpt *ck, TrainRun *run, GError **error)
     return ckpt_save(ck, run, error);
 }
 
-/* ---- resuming ---- */
-
-/* The configuration of the checkpoint is one this run can continue. */
-static gboolean check_compatible(TrainCkpt *ck, TrainRun *run, GPtrArray *keep, GError **error)
-{
-    const TdmTrainConfig *cfg = run->cfg;
-    JsonObject *saved = meta_object(ck, "config", keep, error);
-    JsonObject *sampler = saved != NULL ? meta_object(ck, "sampler", keep, error) : NULL;
-    JsonObject *optim = sampler != NULL ? meta_object(ck, "optimizer", keep, error) : NULL;
-    if (optim == NULL) {
-        return FALSE;
-    }
-    g_autofree char *now_cfg = config_json(cfg);
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    json_parser_load_from_data(parser, now_cfg, -1, NULL);
-    JsonObject *now = json_node_get_object(json_parser_get_root(parser));
-    /* keys that must be equal, as text */
-    static const char *const same[] = {"model.name", "model.num_classes", "model.in_channels",
-                                       "train.accumulate", "train.seed"};
-    for (gsize i = 0; i < G_N_ELEMENTS(same); i++) {
-        const char *a = obj_string(saved, same[i]), *b = obj_string(now, same[i]);
-        if (g_strcmp0(a, b) != 0) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                        "%s: the checkpoint has %s '%s', this run '%s': it cannot continue it",
-                        ck->path, same[i], a != NULL ? a : "(none)", b);
-            return FALSE;
-        }
-    }
-    const char *opt_saved = obj_string(optim, "name");
-    const char *opt_now = tdm_params_get_name(run->optimizer->hparams);
-    if (g_strcmp0(opt_saved, opt_now) != 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%s: the checkpoint's optimizer is '%s', this run's '%s'", ck->path,
-                    opt_saved != NULL ? opt_saved : "(none)", opt_now);
-        return FALSE;
-    }
-    const gint64 batch_saved = obj_int(sampler, "global_batch");
-    const gint64 batch_now = (gint64)cfg->batch_size * run->env.world_size;
-    if (batch_saved != batch_now) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%s: the checkpoint's global batch is %" G_GINT64_FORMAT
-                    " (world size %s x batch size %s), this run's %" G_GINT64_FORMAT
-                    " (%d x %d): keep batch size x ranks the same",
-                    ck->path, batch_saved, tdm_safetensors_metadata(ck->file, "world_size"),
-                    obj_string(saved, "data.batch_size"), batch_now, run->env.world_size,
-                    cfg->batch_size);
-        return FALSE;
-    }
-    const gint64 n_saved = obj_int(sampler, "samples_per_epoch"), n_now = epoch_samples(run);
-    if (n_saved != n_now) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%s: the checkpoint's epochs have %" G_GINT64_FORMAT " samples, this run's %"
-                    G_GINT64_FORMAT " (another data.dataset or data.limit?)",
-                    ck->path, n_saved, n_now);
-        return FALSE;
-    }
-    ck->optim_steps = obj_int(optim, "step_count");
-    return TRUE;
-}
-
-static gboolean shape_equal(const TdmSafeTensor *t, const TdmParam *p)
-{
-    gboolean same = t->ndim == p->ndim;
-    for (int d = 0; same && d < p->ndim; d++) {
-        same = t->shape[d] == p->shape[d];
-    }
-    return same;
-}
-
-/* The model's parameters and buffers; every other tensor must be
- * Tandem's own or BN's num_batches_tracked. */
-static gboolean restore_weights(TrainCkpt *ck, TdmModel *model, GError **error)
-{
-    for (guint i = 0; i < tdm_safetensors_count(ck->file); i++) {
-        const TdmSafeTensor *t = tdm_safetensors_index(ck->file, i);
-        if (!g_str_has_prefix(t->name, TDM_CHECKPOINT_PREFIX) &&
-            !g_str_has_suffix(t->name, "num_batches_tracked") &&
-            tdm_model_find_param(model, t->name) == NULL) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
-                        "%s: tensor '%s' is not a parameter or buffer of this %s model",
-                        ck->path, t->name, ck->cfg->model);
-            return FALSE;
-        }
-    }
-    for (guint i = 0; i < model->params->len; i++) {
-        TdmParam *p = model->params->pdata[i];
-        const TdmSafeTensor *t = tdm_safetensors_get(ck->file, p->full_name);
-        if (t == NULL || t->dtype != TDM_DTYPE_F32 || !shape_equal(t, p)) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                        "%s: parameter '%s' is %s in the checkpoint, not f32 of this model's "
-                        "shape (another model configuration?)",
-                        ck->path, p->full_name, t == NULL ? "missing" : "of another shape");
-            return FALSE;
-        }
-        g_autofree gpointer aligned = g_malloc(MAX(t->nbytes, 1));
-        memcpy(aligned, t->data, t->nbytes);
-        if (!tdm_tensor_write(p->value, aligned, error)) {
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
-static gboolean restore_dropout(TrainCkpt *ck, TdmModel *model, JsonObject *rng, GError **error)
-{
-    g_autoptr(GPtrArray) mods = g_ptr_array_new();
-    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-    collect_dropouts(model->root, "", mods, names);
-    JsonArray *saved = obj_array(rng, "dropout");
-    const guint n = saved != NULL ? json_array_get_length(saved) : 0;
-    if (n != mods->len) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT,
-                    "%s: the checkpoint has %u Dropout states, the model %u Dropout layers",
-                    ck->path, n, mods->len);
-        return FALSE;
-    }
-    for (guint i = 0; i < n; i++) {
-        JsonObject *o = json_array_get_object_element(saved, i);
-        const char *seed = o != NULL ? obj_string(o, "seed") : NULL;
-        const char *pass = o != NULL ? obj_string(o, "pass") : NULL;
-        if (seed == NULL || pass == NULL) {
-            g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT,
-                        "%s: Dropout state %u of the checkpoint lacks its seed or pass", ck->path,
-                        i);
-            return FALSE;
-        }
-        tdm_dropout_set_seed(mods->pdata[i], g_ascii_strtoull(seed, NULL, 10));
-        tdm_dropout_set_pass(mods->pdata[i], g_ascii_strtoull(pass, NULL, 10));
-    }
-    return TRUE;
-}
-
-/* The evaluations so far and the best. */
-static void restore_metrics(TrainCkpt *ck, JsonObject *trainer)
-{
-    JsonArray *metrics = obj_array(trainer, "metrics");
-    for (guint i = 0; metrics != NULL && i < json_array_get_length(metrics); i++) {
-        JsonObject *o = json_array_get_object_element(metrics, i);
-        if (o == NULL) {
-            continue;
-        }
-        EvalRecord e = {
-            .epoch = (int)obj_int(o, "epoch"),
-            .global_step = obj_int(o, "global_step"),
-            .train_loss = obj_double(o, "train_loss", 0.0),
-            .test_accuracy = obj_double(o, "test_accuracy", -1.0),
-            .test_loss = obj_double(o, "test_loss", -1.0),
-        };
-        g_array_append_val(ck->evals, e);
-    }
-    JsonNode *best = json_object_get_member(trainer, "best");
-    if (best != NULL && JSON_NODE_HOLDS_OBJECT(best)) {
-        JsonObject *o = json_node_get_object(best);
-        ck->has_best = TRUE;
-        ck->best = obj_double(o, "value", 0.0);
-        ck->best_step = obj_int(o, "global_step");
-    }
-}
-
-static gboolean resume(TrainCkpt *ck, TrainRun *run, GError **error)
-{
-    if ((ck->file = tdm_checkpoint_load(ck->path, error)) == NULL) {
-        return FALSE;
-    }
-    g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_object_unref);
-    JsonObject *trainer = NULL, *sampler = NULL, *rng = NULL;
-    if (!check_compatible(ck, run, keep, error) || !restore_weights(ck, run->model, error) ||
-        (trainer = meta_object(ck, "trainer", keep, error)) == NULL ||
-        (sampler = meta_object(ck, "sampler", keep, error)) == NULL ||
-        (rng = meta_object(ck, "rng", keep, error)) == NULL ||
-        !restore_dropout(ck, run->model, rng, error)) {
-        return FALSE;
-    }
-    Position *p = &ck->pos;
-    p->epoch = (int)obj_int(trainer, "epoch");
-    p->step = obj_int(trainer, "step_in_epoch");
-    p->epoch_done = json_object_get_boolean_member_with_default(trainer, "epoch_done", FALSE);
-    p->global_step = obj_int(trainer, "global_step");
-    p->updates = obj_int(trainer, "updates");
-    JsonNode *fig_node = json_object_get_member(trainer, "epoch_figures");
-    if (fig_node != NULL && JSON_NODE_HOLDS_OBJECT(fig_node)) {
-        JsonObject *fig = json_node_get_object(fig_node);
-        p->loss_sum = obj_double(fig, "loss_sum", 0.0);
-        p->correct = obj_int(fig, "correct");
-        p->images = obj_int(fig, "images");
-    }
-    restore_metrics(ck, trainer);
-    TdmSamplerState ss = {.epoch = obj_int(sampler, "epoch"),
-                          .consumed = obj_int(sampler, "consumed")};
-    if (!tdm_loader_set_state(run->train_loader, &ss, error)) {
-        g_prefix_error(error, "%s: ", ck->path);
-        return FALSE;
-    }
-    ck->resume_epoch_pending = !p->epoch_done;
-    run->resumed = TRUE;
-    ck->saved_step = p->global_step;
-    ck->saved_epoch_done = p->epoch_done;
-    if (run->leader) {
-        fprintf(stderr,
-                "resuming from %s: epoch %d, %s%" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
-                " steps done, global step %" G_GINT64_FORMAT " (saved by %s rank%s)\n",
-                ck->path, p->epoch + 1, p->epoch_done ? "all " : "", p->step,
-                run->steps_per_epoch, p->global_step,
-                tdm_safetensors_metadata(ck->file, "world_size"),
-                g_strcmp0(tdm_safetensors_metadata(ck->file, "world_size"), "1") == 0 ? "" : "s");
-    }
-    return TRUE;
-}
-
-/* The checkpoint to resume from: train.resume, or after a restart by
- * `tandem run` the newest in train.checkpoint_dir; NULL for a fresh start. */
-static gboolean resume_path(const TrainRun *run, char **path, GError **error)
-{
-    const TdmTrainConfig *cfg = run->cfg;
-    *path = NULL;
-    if (cfg->resume != NULL) {
-        *path = tdm_checkpoint_find(cfg->resume, error);
-        if (*path == NULL) {
-            g_prefix_error(error, "train.resume: ");
-        }
-        return *path != NULL;
-    }
-    if (cfg->checkpoint_dir == NULL || !g_file_test(cfg->checkpoint_dir, G_FILE_TEST_IS_DIR)) {
-        return TRUE;
-    }
-    g_autofree char *newest = tdm_checkpoint_find(cfg->checkpoint_dir, NULL);
-    const char *restart = g_getenv("TDM_RESTART_COUNT");
-    if (newest == NULL) {
-        return TRUE;
-    }
-    if (restart != NULL && g_ascii_strtoll(restart, NULL, 10) > 0) {
-        *path = g_steal_pointer(&newest);
-        return TRUE;
-    }
-    g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                "train.checkpoint_dir %s already holds checkpoints (newest %s): --resume %s "
-                "continues from it; to start over, remove them or choose another directory",
-                cfg->checkpoint_dir, newest, cfg->checkpoint_dir);
-    return FALSE;
-}
-
 static gboolean check_keys(const TdmTrainConfig *cfg, GError **error)
 {
     const char *need_dir = cfg->checkpoint_every > 0 ? "train.checkpoint_every"
@@ -804,8 +483,8 @@ TrainCkpt *tdm_train_ckpt_new(TrainRun *run, GError **error)
     ck->cfg = run->cfg;
     ck->evals = g_array_new(FALSE, TRUE, sizeof(EvalRecord));
     ck->saved_step = -1;
-    if (!check_keys(run->cfg, error) || !resume_path(run, &ck->path, error) ||
-        (ck->path != NULL && !resume(ck, run, error))) {
+    if (!check_keys(run->cfg, error) || !tdm_train_ckpt_resume_path(run, &ck->path, error) ||
+        (ck->path != NULL && !tdm_train_ckpt_resume(ck, run, error))) {
         tdm_train_ckpt_free(ck);
         return NULL;
     }
