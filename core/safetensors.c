@@ -14,6 +14,10 @@
  * implementation does, and replaces the destination atomically: temporary
  * file in the same directory, fsync, rename, fsync of the directory, so a
  * crash or a full disk never leaves a half-written file where a good one was.
+ *
+ * Test hook (compiled in with configure --enable-test-hooks only):
+ * TDM_TEST_SAVE_DELAY_MS makes a save sleep that long between the synced
+ * temporary file and the rename, for the tests that kill a run mid-save.
  */
 #include "config.h"
 
@@ -491,6 +495,19 @@ gboolean tdm_save_path_check(const char *path, GError **error)
     return TRUE;
 }
 
+#ifdef TDM_ENABLE_TEST_HOOKS
+/* TDM_TEST_SAVE_DELAY_MS=N: sleep N ms between the written, synced
+ * temporary file and its rename, so that a test can kill the process in
+ * the middle of a save. */
+static void save_delay_hook(void)
+{
+    const char *env = g_getenv("TDM_TEST_SAVE_DELAY_MS");
+    if (env != NULL && env[0] != '\0') {
+        g_usleep((gulong)g_ascii_strtoull(env, NULL, 10) * 1000);
+    }
+}
+#endif
+
 /* The JSON header of `st`: its metadata, then each tensor's dtype, shape
  * and byte range, in the order they were added. */
 static GString *header_build(const TdmSafeTensors *st)
@@ -570,6 +587,9 @@ gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **err
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: close failed: %s", path, g_strerror(e));
         ok = FALSE;
     }
+#ifdef TDM_ENABLE_TEST_HOOKS
+    save_delay_hook();
+#endif
     if (ok && g_rename(tmp, path) != 0) {
         int e = errno;
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot rename %s into place: %s", path,
