@@ -286,9 +286,10 @@ static void set_metadata(TdmSafeTensors *st, TrainCkpt *ck, const TrainRun *run,
     tdm_safetensors_set_metadata(st, "rng", rng);
 }
 
-/* Writes the checkpoint of where the run stands. Every rank calls it (the
- * strategy may gather the optimizer state); rank 0 writes. */
-static gboolean ckpt_save(TrainCkpt *ck, TrainRun *run, GError **error)
+/* Writes the checkpoint of where the run stands (with `best`, DIR/best
+ * names it), then removes the old ones. Every rank calls it (the strategy
+ * may gather the optimizer state); rank 0 writes. */
+static gboolean ckpt_save(TrainCkpt *ck, TrainRun *run, gboolean best, GError **error)
 {
     const TdmTrainConfig *cfg = run->cfg;
     g_autoptr(TdmSafeTensors) st = tdm_safetensors_new();
@@ -308,6 +309,7 @@ static gboolean ckpt_save(TrainCkpt *ck, TrainRun *run, GError **error)
     }
     set_metadata(st, ck, run, optim_steps);
     if (!tdm_checkpoint_save(st, cfg->checkpoint_dir, ck->pos.global_step, error) ||
+        (best && !tdm_checkpoint_set_best(cfg->checkpoint_dir, ck->pos.global_step, error)) ||
         !tdm_checkpoint_prune(cfg->checkpoint_dir, cfg->keep_last, error)) {
         g_prefix_error(error, "train.checkpoint_dir: ");
         return FALSE;
@@ -383,7 +385,7 @@ gboolean tdm_train_ckpt_after_step(TrainCkpt *ck, TrainRun *run, const EpochStat
     }
     *stop = ck->cfg->max_steps > 0 && sum->steps >= ck->cfg->max_steps;
     if (tdm_train_ckpt_due(ck, sum->steps) && es->read_step == es->step) {
-        return ckpt_save(ck, run, error);
+        return ckpt_save(ck, run, FALSE, error);
     }
     return TRUE;
 }
@@ -439,14 +441,7 @@ gboolean tdm_train_ckpt_after_epoch(TrainCkpt *ck, TrainRun *run, const EpochSta
     ck->has_best = TRUE;
     ck->best = e.test_accuracy;
     ck->best_step = p->global_step;
-    if (!ckpt_save(ck, run, error)) {
-        return FALSE;
-    }
-    if (run->leader && !tdm_checkpoint_set_best(ck->cfg->checkpoint_dir, p->global_step, error)) {
-        g_prefix_error(error, "train.keep_best: ");
-        return FALSE;
-    }
-    return TRUE;
+    return ckpt_save(ck, run, TRUE, error);
 }
 
 gboolean tdm_train_ckpt_finish(TrainCkpt *ck, TrainRun *run, GError **error)
@@ -455,7 +450,7 @@ gboolean tdm_train_ckpt_finish(TrainCkpt *ck, TrainRun *run, GError **error)
         (ck->saved_step == ck->pos.global_step && ck->saved_epoch_done == ck->pos.epoch_done)) {
         return TRUE;
     }
-    return ckpt_save(ck, run, error);
+    return ckpt_save(ck, run, FALSE, error);
 }
 
 static gboolean check_keys(const TdmTrainConfig *cfg, GError **error)
