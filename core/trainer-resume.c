@@ -277,6 +277,17 @@ gboolean tdm_train_ckpt_resume_path(const TrainRun *run, char **path, GError **e
 {
     const TdmTrainConfig *cfg = run->cfg;
     *path = NULL;
+    g_autofree char *newest = NULL;
+    if (cfg->checkpoint_dir != NULL && g_file_test(cfg->checkpoint_dir, G_FILE_TEST_IS_DIR)) {
+        newest = tdm_checkpoint_find(cfg->checkpoint_dir, NULL);
+    }
+    /* a restart continues from what the failed attempt saved last, even
+     * when the first attempt resumed from an older file */
+    const char *restart = g_getenv("TDM_RESTART_COUNT");
+    if (newest != NULL && restart != NULL && g_ascii_strtoll(restart, NULL, 10) > 0) {
+        *path = g_steal_pointer(&newest);
+        return TRUE;
+    }
     if (cfg->resume != NULL) {
         *path = tdm_checkpoint_find(cfg->resume, error);
         if (*path == NULL) {
@@ -284,16 +295,7 @@ gboolean tdm_train_ckpt_resume_path(const TrainRun *run, char **path, GError **e
         }
         return *path != NULL;
     }
-    if (cfg->checkpoint_dir == NULL || !g_file_test(cfg->checkpoint_dir, G_FILE_TEST_IS_DIR)) {
-        return TRUE;
-    }
-    g_autofree char *newest = tdm_checkpoint_find(cfg->checkpoint_dir, NULL);
-    const char *restart = g_getenv("TDM_RESTART_COUNT");
     if (newest == NULL) {
-        return TRUE;
-    }
-    if (restart != NULL && g_ascii_strtoll(restart, NULL, 10) > 0) {
-        *path = g_steal_pointer(&newest);
         return TRUE;
     }
     g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,

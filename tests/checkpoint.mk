@@ -15,4 +15,4 @@ TDM_CHECKPOINT_TESTS = \
 	tests/checkpoint-keep.sh \
 	tests/checkpoint-crash.sh
 TESTS += tests/test-checkpoint $(TDM_CHECKPOINT_TESTS)
-EXTRA_DIST += $(TDM_CHECKPOINT_TESTS)
+EXTRA_DIST += $(TDM_CHECKPOINT_TESTS) tests/fuzz/fuzz-checkpoint.c
