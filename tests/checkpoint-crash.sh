@@ -17,7 +17,7 @@
 . "$TDM_TOP_SRCDIR/tests/strategies-lib.sh"
 
 E="--epochs 2 --model mlp"
-K="--epochs 12 --model mlp" # long enough that no run of the kill loop ends first
+K="--epochs 8 --model mlp" # long enough that no run of the kill loop ends first
 
 # one random number in [0, $1) per call, from awk's clock-seeded generator
 rand_ms() { awk -v n="$1" -v s="$2" 'BEGIN { srand(); srand(srand() + s); printf "%d", rand() * n }'; }
@@ -30,7 +30,7 @@ if have_test_hooks; then
         i=$((i + 1))
         resume=
         ls "$d"/ckpt-*.safetensors >/dev/null 2>&1 && resume="--resume $d"
-        TDM_TEST_SAVE_DELAY_MS=40 "$TANDEM" train $common $K --checkpoint-dir "$d" \
+        TDM_TEST_SAVE_DELAY_MS=20 "$TANDEM" train $common $K --checkpoint-dir "$d" \
             --checkpoint-every 2 --keep-last 2 $resume >"$work/k.out" 2>"$work/k.err" &
         pid=$!
         launchers="$launchers $pid"
@@ -42,7 +42,7 @@ if have_test_hooks; then
             done
             sleep "0.0$(rand_ms 4 $i)"
         else
-            sleep "0.$(rand_ms 6 $i)$(rand_ms 10 $i)"
+            sleep "0.$(rand_ms 3 $i)$(rand_ms 10 $i)"
         fi
         kill -9 $pid 2>/dev/null && kills=$((kills + 1))
         wait $pid 2>/dev/null
