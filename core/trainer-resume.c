@@ -122,6 +122,16 @@ static gboolean check_compatible(TrainCkpt *ck, TrainRun *run, GPtrArray *keep, 
     return TRUE;
 }
 
+static char *shape_text(int ndim, const int64_t *shape)
+{
+    GString *s = g_string_new("[");
+    for (int d = 0; d < ndim; d++) {
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, d > 0 ? ", " : "", shape[d]);
+    }
+    g_string_append_c(s, ']');
+    return g_string_free(s, FALSE);
+}
+
 static gboolean shape_equal(const TdmSafeTensor *t, const TdmParam *p)
 {
     gboolean same = t->ndim == p->ndim;
@@ -150,10 +160,15 @@ static gboolean restore_weights(TrainCkpt *ck, TdmModel *model, GError **error)
         TdmParam *p = model->params->pdata[i];
         const TdmSafeTensor *t = tdm_safetensors_get(ck->file, p->full_name);
         if (t == NULL || t->dtype != TDM_DTYPE_F32 || !shape_equal(t, p)) {
+            g_autofree char *want = shape_text(p->ndim, p->shape);
+            g_autofree char *got = t != NULL ? shape_text(t->ndim, t->shape) : NULL;
             g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
-                        "%s: parameter '%s' is %s in the checkpoint, not f32 of this model's "
-                        "shape (another model configuration?)",
-                        ck->path, p->full_name, t == NULL ? "missing" : "of another shape");
+                        "%s: parameter '%s' has shape %s in this model but %s in the checkpoint "
+                        "(another model configuration, such as model.num_classes?)",
+                        ck->path, p->full_name, want,
+                        t == NULL                    ? "is missing"
+                        : t->dtype != TDM_DTYPE_F32 ? "is not f32"
+                                                     : got);
             return FALSE;
         }
         g_autofree gpointer aligned = g_malloc(MAX(t->nbytes, 1));
