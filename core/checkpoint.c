@@ -91,9 +91,8 @@ gboolean tdm_checkpoint_verify(const TdmSafeTensors *st, const char *path, GErro
         return FALSE;
     }
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    JsonNode *root = json_parser_load_from_data(parser, text, -1, NULL)
-                         ? json_parser_get_root(parser)
-                         : NULL;
+    JsonNode *root =
+        json_parser_load_from_data(parser, text, -1, NULL) ? json_parser_get_root(parser) : NULL;
     if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT,
                     "%s: the checkpoint's \"checksums\" metadata is not a JSON object", path);
@@ -103,10 +102,10 @@ gboolean tdm_checkpoint_verify(const TdmSafeTensors *st, const char *path, GErro
     for (guint i = 0; i < tdm_safetensors_count(st); i++) {
         const TdmSafeTensor *t = tdm_safetensors_index(st, i);
         JsonNode *v = json_object_get_member(sums, t->name);
-        const char *want = v != NULL && JSON_NODE_HOLDS_VALUE(v) &&
-                                   json_node_get_value_type(v) == G_TYPE_STRING
-                               ? json_node_get_string(v)
-                               : NULL;
+        const char *want =
+            v != NULL && JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
+                ? json_node_get_string(v)
+                : NULL;
         if (want == NULL) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT,
                         "%s: tensor '%s' has no checksum in the checkpoint's metadata", path,
@@ -127,7 +126,8 @@ gboolean tdm_checkpoint_verify(const TdmSafeTensors *st, const char *path, GErro
     if (json_object_get_size(sums) != tdm_safetensors_count(st)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT,
                     "%s: the checkpoint's metadata has %u checksums for %u tensors (a tensor "
-                    "is missing)", path, json_object_get_size(sums), tdm_safetensors_count(st));
+                    "is missing)",
+                    path, json_object_get_size(sums), tdm_safetensors_count(st));
         return FALSE;
     }
     return TRUE;
@@ -145,8 +145,8 @@ TdmSafeTensors *tdm_checkpoint_load(const char *path, GError **error)
     if (g_strcmp0(format, TDM_CHECKPOINT_FORMAT) != 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                     "%s: not a Tandem checkpoint (metadata format '%s', not '%s'; --init loads "
-                    "weights alone)", path, format != NULL ? format : "(none)",
-                    TDM_CHECKPOINT_FORMAT);
+                    "weights alone)",
+                    path, format != NULL ? format : "(none)", TDM_CHECKPOINT_FORMAT);
         return NULL;
     }
     if (g_strcmp0(version, TDM_CHECKPOINT_FORMAT_VERSION) != 0) {
@@ -212,8 +212,8 @@ static GArray *list_steps(const char *dir, GError **error)
 char *tdm_checkpoint_path(const char *dir, int64_t step)
 {
     g_return_val_if_fail(dir != NULL && step >= 0, NULL);
-    g_autofree char *name = g_strdup_printf(CKPT_PREFIX "%0*" G_GINT64_FORMAT CKPT_SUFFIX,
-                                            CKPT_DIGITS, step);
+    g_autofree char *name =
+        g_strdup_printf(CKPT_PREFIX "%0*" G_GINT64_FORMAT CKPT_SUFFIX, CKPT_DIGITS, step);
     return g_build_filename(dir, name, NULL);
 }
 
@@ -234,8 +234,8 @@ char *tdm_checkpoint_find(const char *path, GError **error)
     }
     if (steps->len == 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
-                    "%s: no checkpoint in this directory (no " CKPT_PREFIX
-                    "<step>" CKPT_SUFFIX ")", path);
+                    "%s: no checkpoint in this directory (no " CKPT_PREFIX "<step>" CKPT_SUFFIX ")",
+                    path);
         return NULL;
     }
     return tdm_checkpoint_path(path, g_array_index(steps, int64_t, 0));
@@ -387,8 +387,8 @@ gboolean tdm_optimizer_export_state(TdmOptimizer *opt, TdmSafeTensors *st, const
     return TRUE;
 }
 
-gboolean tdm_optimizer_import_state(TdmOptimizer *opt, const TdmSafeTensors *st,
-                                    const char *prefix, const char *path, GError **error)
+gboolean tdm_optimizer_import_state(TdmOptimizer *opt, const TdmSafeTensors *st, const char *prefix,
+                                    const char *path, GError **error)
 {
     g_return_val_if_fail(opt != NULL && st != NULL && prefix != NULL && path != NULL, FALSE);
     /* every tensor under the prefix must be a state of this optimizer */
@@ -398,7 +398,8 @@ gboolean tdm_optimizer_import_state(TdmOptimizer *opt, const TdmSafeTensors *st,
             !g_hash_table_contains(opt->state, f->name + strlen(prefix))) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
                         "%s: optimizer state '%s' has no place in this run's optimizer (another "
-                        "optimizer, momentum or set of frozen parameters?)", path, f->name);
+                        "optimizer, momentum or set of frozen parameters?)",
+                        path, f->name);
             return FALSE;
         }
     }

@@ -43,7 +43,7 @@ static void cfg_text(JsonBuilder *b, const char *key, const char *text)
 #define CFG_STRING(b, key, v) cfg_text(b, key, v)
 #define CFG_PATH(b, key, v) cfg_text(b, key, v)
 #define CFG_NAME(b, key, v) cfg_text(b, key, v)
-#define CFG_NUM(b, key, fmt, v)                                                                   \
+#define CFG_NUM(b, key, fmt, v)                                                                    \
     do {                                                                                           \
         g_autofree char *t_ = g_strdup_printf(fmt, v);                                             \
         cfg_text(b, key, t_);                                                                      \
@@ -96,8 +96,7 @@ static char *builder_text(JsonBuilder *b)
 
 /* Every Dropout of the tree under `m`, in forward order, with its full
  * name. */
-void tdm_train_ckpt_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods,
-                             GPtrArray *names)
+void tdm_train_ckpt_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods, GPtrArray *names)
 {
     if (m->klass == &tdm_dropout_class) {
         g_ptr_array_add(mods, m);
@@ -105,10 +104,9 @@ void tdm_train_ckpt_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods,
     }
     for (guint i = 0; m->children != NULL && i < m->children->len; i++) {
         TdmModule *c = g_ptr_array_index(m->children, i);
-        g_autofree char *name =
-            c->name == NULL || c->name[0] == '\0' ? g_strdup(prefix)
-            : prefix[0] == '\0'                  ? g_strdup(c->name)
-                                                 : g_strconcat(prefix, ".", c->name, NULL);
+        g_autofree char *name = c->name == NULL || c->name[0] == '\0' ? g_strdup(prefix)
+                                : prefix[0] == '\0'                   ? g_strdup(c->name)
+                                                    : g_strconcat(prefix, ".", c->name, NULL);
         tdm_train_ckpt_dropouts(c, name, mods, names);
     }
 }
@@ -221,10 +219,10 @@ static char *rng_json(const TrainRun *run)
     g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
     tdm_train_ckpt_dropouts(run->model->root, "", mods, names);
     for (guint i = 0; i < mods->len; i++) {
-        g_autofree char *s = g_strdup_printf("%" G_GUINT64_FORMAT,
-                                             tdm_dropout_get_seed(mods->pdata[i]));
-        g_autofree char *n = g_strdup_printf("%" G_GUINT64_FORMAT,
-                                             tdm_dropout_get_pass(mods->pdata[i]));
+        g_autofree char *s =
+            g_strdup_printf("%" G_GUINT64_FORMAT, tdm_dropout_get_seed(mods->pdata[i]));
+        g_autofree char *n =
+            g_strdup_printf("%" G_GUINT64_FORMAT, tdm_dropout_get_pass(mods->pdata[i]));
         json_builder_begin_object(b);
         add_string(b, "module", names->pdata[i]);
         add_string(b, "seed", s);
@@ -318,8 +316,9 @@ static gboolean ckpt_save(TrainCkpt *ck, TrainRun *run, gboolean best, GError **
     ck->saved_epoch_done = ck->pos.epoch_done;
     if (cfg->progress > 0) {
         g_autofree char *path = tdm_checkpoint_path(cfg->checkpoint_dir, ck->pos.global_step);
-        fprintf(stderr, "checkpoint %s (epoch %d, step %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
-                ")\n", path, ck->pos.epoch + 1, ck->pos.step, run->steps_per_epoch);
+        fprintf(stderr,
+                "checkpoint %s (epoch %d, step %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT ")\n",
+                path, ck->pos.epoch + 1, ck->pos.step, run->steps_per_epoch);
     }
     return TRUE;
 }
@@ -409,8 +408,7 @@ static gboolean share_flag(TrainRun *run, gboolean *flag, GError **error)
 }
 
 gboolean tdm_train_ckpt_after_epoch(TrainCkpt *ck, TrainRun *run, const EpochStats *es,
-                                    const TdmTrainSummary *sum, gboolean evaluated,
-                                    GError **error)
+                                    const TdmTrainSummary *sum, gboolean evaluated, GError **error)
 {
     Position *p = &ck->pos;
     p->epoch = es->epoch;
@@ -494,9 +492,8 @@ gboolean tdm_train_ckpt_restore_optimizer(TrainCkpt *ck, TrainRun *run, GError *
     if (ck->file == NULL) {
         return TRUE;
     }
-    gboolean ok = tdm_strategy_import_optimizer(run->strategy, ck->file,
-                                                TDM_CHECKPOINT_OPTIM_PREFIX, ck->path,
-                                                ck->optim_steps, error);
+    gboolean ok = tdm_strategy_import_optimizer(
+        run->strategy, ck->file, TDM_CHECKPOINT_OPTIM_PREFIX, ck->path, ck->optim_steps, error);
     g_clear_pointer(&ck->file, tdm_safetensors_free);
     return ok;
 }

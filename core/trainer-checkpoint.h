@@ -39,8 +39,7 @@ gboolean tdm_train_ckpt_after_step(TrainCkpt *ck, TrainRun *run, const EpochStat
  * with train.keep_best, writes a checkpoint when the test accuracy is the
  * best so far and points DIR/best at it. */
 gboolean tdm_train_ckpt_after_epoch(TrainCkpt *ck, TrainRun *run, const EpochStats *es,
-                                    const TdmTrainSummary *sum, gboolean evaluated,
-                                    GError **error);
+                                    const TdmTrainSummary *sum, gboolean evaluated, GError **error);
 /* At the end of training (train.epochs done, or train.max_steps): the
  * last checkpoint. */
 gboolean tdm_train_ckpt_finish(TrainCkpt *ck, TrainRun *run, GError **error);
@@ -50,11 +49,11 @@ gboolean tdm_train_ckpt_finish(TrainCkpt *ck, TrainRun *run, GError **error);
 /* Where the run stands after its last step. */
 typedef struct {
     int epoch;
-    int64_t step;          /* steps of `epoch` done */
-    gboolean epoch_done;   /* its report and evaluation too: resume at epoch + 1 */
-    int64_t global_step;   /* steps of the run */
-    int64_t updates;       /* optimizer updates: the schedule's clock */
-    double loss_sum;       /* the epoch's figures so far (EpochStats) */
+    int64_t step;        /* steps of `epoch` done */
+    gboolean epoch_done; /* its report and evaluation too: resume at epoch + 1 */
+    int64_t global_step; /* steps of the run */
+    int64_t updates;     /* optimizer updates: the schedule's clock */
+    double loss_sum;     /* the epoch's figures so far (EpochStats) */
     int64_t correct, images;
 } Position;
 
@@ -71,12 +70,12 @@ struct TrainCkpt {
     gboolean resume_epoch_pending; /* tdm_train_ckpt_resume_epoch has figures to give */
     TdmSafeTensors *file;          /* the checkpoint resumed from, until the optimizer's */
     char *path;
-    int64_t optim_steps;           /* its optimizer step count */
-    GArray *evals;                 /* EvalRecord */
+    int64_t optim_steps; /* its optimizer step count */
+    GArray *evals;       /* EvalRecord */
     gboolean has_best;
     double best;
     int64_t best_step;
-    int64_t saved_step;            /* global step of the last checkpoint, -1: none */
+    int64_t saved_step; /* global step of the last checkpoint, -1: none */
     gboolean saved_epoch_done;
 };
 
@@ -85,8 +84,7 @@ struct TrainCkpt {
 char *tdm_train_ckpt_config_json(const TdmTrainConfig *cfg);
 /* Every Dropout of the tree under `m` in forward order (into `mods`), with
  * its full name (into `names`, owned by it). */
-void tdm_train_ckpt_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods,
-                             GPtrArray *names);
+void tdm_train_ckpt_dropouts(TdmModule *m, const char *prefix, GPtrArray *mods, GPtrArray *names);
 /* Samples in an epoch of the training split (data.limit applied). */
 int64_t tdm_train_ckpt_epoch_samples(const TrainRun *run);
 /* The checkpoint to resume from into *path (NULL: a fresh start). */

@@ -110,11 +110,13 @@ static gboolean check_compatible(TrainCkpt *ck, TrainRun *run, GPtrArray *keep, 
                     cfg->batch_size);
         return FALSE;
     }
-    const gint64 n_saved = obj_int(sampler, "samples_per_epoch"), n_now = tdm_train_ckpt_epoch_samples(run);
+    const gint64 n_saved = obj_int(sampler, "samples_per_epoch"),
+                 n_now = tdm_train_ckpt_epoch_samples(run);
     if (n_saved != n_now) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%s: the checkpoint's epochs have %" G_GINT64_FORMAT " samples, this run's %"
-                    G_GINT64_FORMAT " (another data.dataset or data.limit?)",
+                    "%s: the checkpoint's epochs have %" G_GINT64_FORMAT
+                    " samples, this run's %" G_GINT64_FORMAT
+                    " (another data.dataset or data.limit?)",
                     ck->path, n_saved, n_now);
         return FALSE;
     }
@@ -151,8 +153,8 @@ static gboolean restore_weights(TrainCkpt *ck, TdmModel *model, GError **error)
             !g_str_has_suffix(t->name, "num_batches_tracked") &&
             tdm_model_find_param(model, t->name) == NULL) {
             g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
-                        "%s: tensor '%s' is not a parameter or buffer of this %s model",
-                        ck->path, t->name, ck->cfg->model);
+                        "%s: tensor '%s' is not a parameter or buffer of this %s model", ck->path,
+                        t->name, ck->cfg->model);
             return FALSE;
         }
     }
@@ -166,9 +168,9 @@ static gboolean restore_weights(TrainCkpt *ck, TdmModel *model, GError **error)
                         "%s: parameter '%s' has shape %s in this model but %s in the checkpoint "
                         "(another model configuration, such as model.num_classes?)",
                         ck->path, p->full_name, want,
-                        t == NULL                    ? "is missing"
+                        t == NULL                   ? "is missing"
                         : t->dtype != TDM_DTYPE_F32 ? "is not f32"
-                                                     : got);
+                                                    : got);
             return FALSE;
         }
         g_autofree gpointer aligned = g_malloc(MAX(t->nbytes, 1));
@@ -278,9 +280,8 @@ gboolean tdm_train_ckpt_resume(TrainCkpt *ck, TrainRun *run, GError **error)
         fprintf(stderr,
                 "resuming from %s: epoch %d, %s%" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
                 " steps done, global step %" G_GINT64_FORMAT " (saved by %s rank%s)\n",
-                ck->path, p->epoch + 1, p->epoch_done ? "all " : "", p->step,
-                run->steps_per_epoch, p->global_step,
-                tdm_safetensors_metadata(ck->file, "world_size"),
+                ck->path, p->epoch + 1, p->epoch_done ? "all " : "", p->step, run->steps_per_epoch,
+                p->global_step, tdm_safetensors_metadata(ck->file, "world_size"),
                 g_strcmp0(tdm_safetensors_metadata(ck->file, "world_size"), "1") == 0 ? "" : "s");
     }
     return TRUE;

@@ -96,8 +96,7 @@ static void test_roundtrip(Fixture *f, gconstpointer data)
     g_assert_cmpstr(target, ==, "ckpt-000000012.safetensors"); /* relative */
 
     /* a stray temporary file of a save that did not finish is no checkpoint */
-    g_autofree char *tmp = g_build_filename(f->dir, ".ckpt-000000099.safetensors.tmp-ABCDEF",
-                                            NULL);
+    g_autofree char *tmp = g_build_filename(f->dir, ".ckpt-000000099.safetensors.tmp-ABCDEF", NULL);
     g_assert_true(g_file_set_contents(tmp, "half", 4, NULL));
     g_autofree char *found = tdm_checkpoint_find(f->dir, &error);
     g_assert_no_error(error);
@@ -238,10 +237,10 @@ static gboolean train(Fixture *f, const char *model, gboolean resume, GError **e
     TdmTrainConfig cfg;
     tdm_train_config_init(&cfg);
     const char *const settings[][2] = {
-        {"model.name", model},        {"data.limit", "256"},
-        {"train.eval", "false"},      {"train.progress", "0"},
-        {"train.device", "ref"},      {"train.max_steps", "3"},
-        {"train.seed", "3"},          {"train.checkpoint_dir", f->dir},
+        {"model.name", model},   {"data.limit", "256"},
+        {"train.eval", "false"}, {"train.progress", "0"},
+        {"train.device", "ref"}, {"train.max_steps", "3"},
+        {"train.seed", "3"},     {"train.checkpoint_dir", f->dir},
     };
     gboolean ok = TRUE;
     for (gsize i = 0; ok && i < G_N_ELEMENTS(settings); i++) {
@@ -289,8 +288,8 @@ int main(int argc, char **argv)
                fixture_teardown);
     g_test_add("/checkpoint/truncated", Fixture, NULL, fixture_setup, test_truncated,
                fixture_teardown);
-    g_test_add("/checkpoint/not-a-checkpoint", Fixture, NULL, fixture_setup,
-               test_not_checkpoint, fixture_teardown);
+    g_test_add("/checkpoint/not-a-checkpoint", Fixture, NULL, fixture_setup, test_not_checkpoint,
+               fixture_teardown);
     g_test_add("/checkpoint/prune", Fixture, NULL, fixture_setup, test_prune, fixture_teardown);
     g_test_add("/checkpoint/wrong-model", Fixture, NULL, fixture_setup, test_wrong_model,
                fixture_teardown);

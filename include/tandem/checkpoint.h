@@ -49,8 +49,7 @@ TDM_API void tdm_checkpoint_set_checksums(TdmSafeTensors *st);
 /* Checks that every tensor of `st` (read from `path`) has the checksum its
  * "checksums" metadata gives: a tensor whose bytes differ, or one without
  * a checksum, is TDM_ERROR_CORRUPT naming it, its byte range and `path`. */
-TDM_API gboolean tdm_checkpoint_verify(const TdmSafeTensors *st, const char *path,
-                                       GError **error);
+TDM_API gboolean tdm_checkpoint_verify(const TdmSafeTensors *st, const char *path, GError **error);
 /* Reads a checkpoint: a safetensors file (malformed or truncated content is
  * TDM_ERROR_CORRUPT naming the file and byte offset) whose metadata says
  * format "tandem-checkpoint" version 1, with every checksum right.
@@ -82,8 +81,7 @@ TDM_API gboolean tdm_optimizer_export_state(TdmOptimizer *opt, TdmSafeTensors *s
  * optimizer must be there with its shape, and no other tensor under
  * `prefix`; an error names the tensor, both shapes and the file. */
 TDM_API gboolean tdm_optimizer_import_state(TdmOptimizer *opt, const TdmSafeTensors *st,
-                                            const char *prefix, const char *path,
-                                            GError **error);
+                                            const char *prefix, const char *path, GError **error);
 
 G_END_DECLS
 
