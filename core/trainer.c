@@ -137,7 +137,13 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             }
         }
         if (stop && es.step < run.steps_per_epoch) {
-            break; /* stopped mid-epoch: no epoch report */
+            /* stopped mid-epoch: its figures count, but there is no epoch
+             * report or evaluation */
+            if (!epoch_read_stats(&run, log, &es, error)) {
+                goto out;
+            }
+            (void)epoch_end(&es, &sum, world);
+            break;
         }
         /* tdm_loader_next returns NULL with an error on failure. */
         if (load_error != NULL) {

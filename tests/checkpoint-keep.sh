@@ -3,8 +3,9 @@
 # --keep-last N the N newest (the default 3; 0 keeps all), DIR/latest a
 # relative link to the newest; with --keep-best also the one of the best
 # test accuracy (the log's eval events say which), linked as DIR/best,
-# whatever keep-last removes; and the flags that make no sense without
-# another are refused by name.
+# whatever keep-last removes; a flipped byte in a checkpoint is named when
+# resuming from it; and the flags that make no sense without another are
+# refused by name.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 . "$TDM_TOP_SRCDIR/tests/strategies-lib.sh"
 
@@ -54,6 +55,23 @@ if [ "$(readlink "$work/k/latest")" = ckpt-000000020.safetensors ] &&
         [ "$(ckpts "$work/k")" = "$left" ]
 then ok "with --keep-last 1 the best and the newest are left: $(ckpts "$work/k")"
 else fail "with --keep-last 1 the best and the newest are left" "$(ckpts "$work/k")"; fi
+
+# a flipped byte in a checkpoint is named when resuming from it
+cp "$work/a/ckpt-000000040.safetensors" "$work/flipped.safetensors"
+"$PY" - "$work/flipped.safetensors" <<'EOF'
+import json, struct, sys
+path = sys.argv[1]
+d = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+d[8 + n + h["fc2.weight"]["data_offsets"][0] + 100] ^= 0x04
+open(path, "wb").write(d)
+EOF
+if "$TANDEM" train $common --epochs 2 --resume "$work/flipped.safetensors" >"$work/f.out" 2>"$work/f.err"
+then fail "a checkpoint with a flipped byte is refused" "it trained"
+elif grep -q "flipped.safetensors: tensor 'fc2.weight' is corrupt" "$work/f.err"
+then ok "a checkpoint with a flipped byte is refused: $(cat "$work/f.err")"
+else fail "a checkpoint with a flipped byte is refused naming the tensor" "$(cat "$work/f.err")"; fi
 
 # flags that need another
 for args in "--keep-best --checkpoint-dir $work/x --no-eval|train.eval is off" \
