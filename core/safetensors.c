@@ -30,6 +30,7 @@
 
 #include "internal.h"
 #include "safetensors-header.h"
+#include <tandem/checkpoint.h>
 
 #define MAX_HEADER_BYTES (100u << 20)
 /* The file starts with the JSON header's length, a little-endian u64. */
@@ -714,6 +715,14 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
     if (st == NULL) {
         return FALSE;
     }
+    /* A training checkpoint: its weights, checksums checked; its own
+     * tensors (optimizer state, "tandem.*") are not the model's. */
+    const gboolean checkpoint =
+        g_strcmp0(tdm_safetensors_metadata(st, "format"), TDM_CHECKPOINT_FORMAT) == 0;
+    if (checkpoint && !tdm_checkpoint_verify(st, path, error)) {
+        tdm_safetensors_free(st);
+        return FALSE;
+    }
     g_auto(GStrv) prefixes = skip != NULL ? g_strsplit(skip, ",", -1) : NULL;
     gboolean ok = TRUE;
     for (char **s = prefixes; ok && s != NULL && *s != NULL; s++) {
@@ -742,6 +751,7 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
     for (guint i = 0; ok && strict && i < tdm_safetensors_count(st); i++) {
         const TdmSafeTensor *t = tdm_safetensors_index(st, i);
         if (!is_num_batches_tracked(t->name) && !skipped(prefixes, t->name) &&
+            !(checkpoint && g_str_has_prefix(t->name, TDM_CHECKPOINT_PREFIX)) &&
             tdm_model_find_param(model, t->name) == NULL) {
             g_autofree char *got = shape_string(t->ndim, t->shape);
             g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,

@@ -3,7 +3,8 @@
 # --keep-last N the N newest (the default 3; 0 keeps all), DIR/latest a
 # relative link to the newest; with --keep-best also the one of the best
 # test accuracy (the log's eval events say which), linked as DIR/best,
-# whatever keep-last removes; a flipped byte in a checkpoint is named when
+# whatever keep-last removes; `tandem eval --init` takes a checkpoint's
+# weights; a flipped byte in a checkpoint is named when
 # resuming from it; and the flags that make no sense without another are
 # refused by name.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
@@ -55,6 +56,12 @@ if [ "$(readlink "$work/k/latest")" = ckpt-000000020.safetensors ] &&
         [ "$(ckpts "$work/k")" = "$left" ]
 then ok "with --keep-last 1 the best and the newest are left: $(ckpts "$work/k")"
 else fail "with --keep-last 1 the best and the newest are left" "$(ckpts "$work/k")"; fi
+
+# --init (tandem eval, tandem train) takes a checkpoint's weights
+if "$TANDEM" eval --model mlp --init "$work/a/latest" >"$work/e.out" 2>"$work/e.err" &&
+        grep -q "test accuracy" "$work/e.out"
+then ok "tandem eval --init DIR/latest: $(cat "$work/e.out")"
+else fail "tandem eval --init DIR/latest" "$(cat "$work/e.err")"; fi
 
 # a flipped byte in a checkpoint is named when resuming from it
 cp "$work/a/ckpt-000000040.safetensors" "$work/flipped.safetensors"
