@@ -308,9 +308,29 @@ static int64_t link_step(const char *dir, const char *link_name)
     return name_step(base);
 }
 
+/* Removes what saves that were killed left in DIR: temporary files of
+ * checkpoints and links. Only one process writes a checkpoint directory,
+ * and it calls this after its own save is in place. */
+static void remove_stale_temps(const char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (d == NULL) {
+        return;
+    }
+    for (const char *name; (name = g_dir_read_name(d)) != NULL;) {
+        if ((g_str_has_prefix(name, "." CKPT_PREFIX) && strstr(name, CKPT_SUFFIX ".tmp-")) ||
+            g_str_has_prefix(name, ".latest.tmp-") || g_str_has_prefix(name, ".best.tmp-")) {
+            g_autofree char *path = g_build_filename(dir, name, NULL);
+            (void)g_unlink(path);
+        }
+    }
+    g_dir_close(d);
+}
+
 gboolean tdm_checkpoint_prune(const char *dir, int keep_last, GError **error)
 {
     g_return_val_if_fail(dir != NULL, FALSE);
+    remove_stale_temps(dir);
     if (keep_last <= 0) {
         return TRUE;
     }

@@ -6,7 +6,7 @@
 # even-numbered ones while a save is under way (the test hook
 # TDM_TEST_SAVE_DELAY_MS holds each save between its synced temporary file
 # and the rename, and the kill comes when the temporary file is there), the
-# others at a random moment. After each, the newest checkpoint of the
+# others at a random moment of the next 0.2 s of steps and saves. After each, the newest checkpoint of the
 # directory must load (`tandem train --resume` takes it) and training goes
 # on from it; at the end the weights equal, bit for bit, those of a run
 # that was never killed. Then `tandem run --max-restarts 1` with a worker
@@ -17,10 +17,17 @@
 . "$TDM_TOP_SRCDIR/tests/strategies-lib.sh"
 
 E="--epochs 2 --model mlp"
-K="--epochs 8 --model mlp" # long enough that no run of the kill loop ends first
+K="--epochs 16 --model mlp" # long enough that no run of the kill loop ends first
 
 # one random number in [0, $1) per call, from awk's clock-seeded generator
 rand_ms() { awk -v n="$1" -v s="$2" 'BEGIN { srand(); srand(srand() + s); printf "%d", rand() * n }'; }
+
+# new_tmp: DIR $d has a temporary file of a save that $before did not list
+new_tmp() {
+    ls -a "$d" 2>/dev/null | grep '^\.ckpt-.*\.tmp-' | while read -r f; do
+        case " $before " in *" $f "*) ;; *) echo "$f" ;; esac
+    done | grep -q .
+}
 
 if have_test_hooks; then
     train full.st full.log $K
@@ -30,19 +37,23 @@ if have_test_hooks; then
         i=$((i + 1))
         resume=
         ls "$d"/ckpt-*.safetensors >/dev/null 2>&1 && resume="--resume $d"
+        # a killed save leaves its temporary file: wait for a new one
+        before=$(ls -a "$d" 2>/dev/null | grep '^\.ckpt-.*\.tmp-' | tr '\n' ' ')
         TDM_TEST_SAVE_DELAY_MS=20 "$TANDEM" train $common $K --checkpoint-dir "$d" \
             --checkpoint-every 2 --keep-last 2 $resume >"$work/k.out" 2>"$work/k.err" &
         pid=$!
         launchers="$launchers $pid"
+        # once the first save is under way (its temporary file is there):
+        # at once for even kills, in the middle of that save; a random
+        # moment of the next 0.2 s (steps and later saves) for odd ones
+        n=0
+        while ! new_tmp && [ $n -lt 400 ]; do
+            sleep 0.01; n=$((n + 1))
+        done
         if [ $((i % 2)) -eq 0 ]; then
-            # in the middle of a save: its temporary file is there
-            n=0
-            while ! ls -a "$d" 2>/dev/null | grep -q '^\.ckpt-.*\.tmp-' && [ $n -lt 400 ]; do
-                sleep 0.01; n=$((n + 1))
-            done
-            sleep "0.0$(rand_ms 4 $i)"
+            sleep "0.0$(rand_ms 2 $i)"
         else
-            sleep "0.$(rand_ms 3 $i)$(rand_ms 10 $i)"
+            sleep "0.$(rand_ms 2 $i)$(rand_ms 10 $i)"
         fi
         kill -9 $pid 2>/dev/null && kills=$((kills + 1))
         wait $pid 2>/dev/null
@@ -59,7 +70,7 @@ if have_test_hooks; then
         fi
     done
     if [ $kills -eq 30 ] && [ $bad -eq 0 ]; then
-        ok "$kills SIGKILLs while checkpointing: the newest checkpoint always loads"
+        ok "$kills SIGKILLs while checkpointing: the newest checkpoint always loads (the last: step $step of 320)"
     else
         fail "SIGKILLs while checkpointing: the newest checkpoint always loads" \
             "$kills kills, $bad bad"

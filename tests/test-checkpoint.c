@@ -6,7 +6,8 @@
  * in one tensor's data is an error naming that tensor and the file; a
  * truncated file is an error naming the file and a byte offset; a weights
  * file that is not a checkpoint is refused as such; the directory keeps
- * the N newest and the one `best` names, `latest` names the newest, and
+ * the N newest and the one `best` names (and none of the temporary files
+ * of killed saves), `latest` names the newest, and
  * tdm_checkpoint_find takes the highest step (not a temporary file). The
  * last test trains mlp for a few steps through tdm_trainer_run and resumes
  * with another model, which must fail naming both. Runs on the `ref`
@@ -211,6 +212,10 @@ static void test_prune(Fixture *f, gconstpointer data)
 {
     (void)data;
     g_autoptr(GError) error = NULL;
+    /* what a killed save leaves behind goes at the next prune */
+    g_autofree char *stale =
+        g_build_filename(f->dir, ".ckpt-000000001.safetensors.tmp-Q1W2E3", NULL);
+    g_assert_true(g_file_set_contents(stale, "half", 4, NULL));
     for (int64_t step = 1; step <= 6; step++) {
         save_step(f->dir, step);
         if (step == 2) {
@@ -225,6 +230,7 @@ static void test_prune(Fixture *f, gconstpointer data)
     g_assert_false(exists_step(f->dir, 4));
     g_assert_true(exists_step(f->dir, 5));
     g_assert_true(exists_step(f->dir, 6));
+    g_assert_false(g_file_test(stale, G_FILE_TEST_EXISTS));
     g_autofree char *best = g_build_filename(f->dir, "best", NULL);
     g_autoptr(TdmSafeTensors) st = tdm_checkpoint_load(best, &error);
     g_assert_no_error(error);

@@ -69,8 +69,9 @@ TDM_API gboolean tdm_checkpoint_save(TdmSafeTensors *st, const char *dir, int64_
                                      GError **error);
 /* Points DIR/best at DIR/ckpt-<step>.safetensors (atomically). */
 TDM_API gboolean tdm_checkpoint_set_best(const char *dir, int64_t step, GError **error);
-/* Deletes all but the `keep_last` newest checkpoints of DIR, never the one
- * DIR/best or DIR/latest points at. */
+/* Deletes all but the `keep_last` newest checkpoints of DIR (0: none),
+ * never the one DIR/best or DIR/latest points at, and the temporary files
+ * of saves that were killed. One process at a time writes a directory. */
 TDM_API gboolean tdm_checkpoint_prune(const char *dir, int keep_last, GError **error);
 
 /* The optimizer's state into `st` as prefix + "<parameter>.<state>", plain
