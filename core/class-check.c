@@ -115,6 +115,12 @@ static const Slot strategy_required[] = {
     SLOT(TdmStrategyClass, train_step),
 };
 
+static const SlotPair strategy_pairs[] = {
+    /* A strategy that saves the optimizer state it keeps must restore it. */
+    {SLOT(TdmStrategyClass, import_optimizer), SLOT(TdmStrategyClass, export_optimizer)},
+    {SLOT(TdmStrategyClass, export_optimizer), SLOT(TdmStrategyClass, import_optimizer)},
+};
+
 static const Slot transform_required[] = {
     SLOT(TdmTransformClass, create),
     SLOT(TdmTransformClass, apply),
@@ -142,8 +148,10 @@ static const Contract contracts[TDM_FEATURE_N_KINDS] = {
                              backend_required, G_N_ELEMENTS(backend_required), backend_pairs,
                              G_N_ELEMENTS(backend_pairs)},
     [TDM_FEATURE_COLLECTIVE] = CONTRACT(TdmCommClass, TDM_COMM_IFACE_VERSION, comm_required),
-    [TDM_FEATURE_STRATEGY] =
-        CONTRACT(TdmStrategyClass, TDM_STRATEGY_IFACE_VERSION, strategy_required),
+    [TDM_FEATURE_STRATEGY] = {"TdmStrategyClass", TDM_STRATEGY_IFACE_VERSION,
+                              sizeof(TdmStrategyClass), strategy_required,
+                              G_N_ELEMENTS(strategy_required), strategy_pairs,
+                              G_N_ELEMENTS(strategy_pairs)},
     [TDM_FEATURE_TRANSFORM] =
         CONTRACT(TdmTransformClass, TDM_TRANSFORM_IFACE_VERSION, transform_required),
     [TDM_FEATURE_DATASET] = CONTRACT(TdmDatasetClass, TDM_DATASET_IFACE_VERSION, dataset_required),

@@ -14,6 +14,10 @@
  * implementation does, and replaces the destination atomically: temporary
  * file in the same directory, fsync, rename, fsync of the directory, so a
  * crash or a full disk never leaves a half-written file where a good one was.
+ *
+ * Test hook (compiled in with configure --enable-test-hooks only):
+ * TDM_TEST_SAVE_DELAY_MS makes a save sleep that long between the synced
+ * temporary file and the rename, for the tests that kill a run mid-save.
  */
 #include "config.h"
 
@@ -26,6 +30,7 @@
 
 #include "internal.h"
 #include "safetensors-header.h"
+#include <tandem/checkpoint.h>
 
 #define MAX_HEADER_BYTES (100u << 20)
 /* The file starts with the JSON header's length, a little-endian u64. */
@@ -491,6 +496,19 @@ gboolean tdm_save_path_check(const char *path, GError **error)
     return TRUE;
 }
 
+#ifdef TDM_ENABLE_TEST_HOOKS
+/* TDM_TEST_SAVE_DELAY_MS=N: sleep N ms between the written, synced
+ * temporary file and its rename, so that a test can kill the process in
+ * the middle of a save. */
+static void save_delay_hook(void)
+{
+    const char *env = g_getenv("TDM_TEST_SAVE_DELAY_MS");
+    if (env != NULL && env[0] != '\0') {
+        g_usleep((gulong)g_ascii_strtoull(env, NULL, 10) * 1000);
+    }
+}
+#endif
+
 /* The JSON header of `st`: its metadata, then each tensor's dtype, shape
  * and byte range, in the order they were added. */
 static GString *header_build(const TdmSafeTensors *st)
@@ -570,6 +588,9 @@ gboolean tdm_safetensors_save(TdmSafeTensors *st, const char *path, GError **err
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: close failed: %s", path, g_strerror(e));
         ok = FALSE;
     }
+#ifdef TDM_ENABLE_TEST_HOOKS
+    save_delay_hook();
+#endif
     if (ok && g_rename(tmp, path) != 0) {
         int e = errno;
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot rename %s into place: %s", path,
@@ -694,6 +715,14 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
     if (st == NULL) {
         return FALSE;
     }
+    /* A training checkpoint: its weights, checksums checked; its own
+     * tensors (optimizer state, "tandem.*") are not the model's. */
+    const gboolean checkpoint =
+        g_strcmp0(tdm_safetensors_metadata(st, "format"), TDM_CHECKPOINT_FORMAT) == 0;
+    if (checkpoint && !tdm_checkpoint_verify(st, path, error)) {
+        tdm_safetensors_free(st);
+        return FALSE;
+    }
     g_auto(GStrv) prefixes = skip != NULL ? g_strsplit(skip, ",", -1) : NULL;
     gboolean ok = TRUE;
     for (char **s = prefixes; ok && s != NULL && *s != NULL; s++) {
@@ -722,6 +751,7 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
     for (guint i = 0; ok && strict && i < tdm_safetensors_count(st); i++) {
         const TdmSafeTensor *t = tdm_safetensors_index(st, i);
         if (!is_num_batches_tracked(t->name) && !skipped(prefixes, t->name) &&
+            !(checkpoint && g_str_has_prefix(t->name, TDM_CHECKPOINT_PREFIX)) &&
             tdm_model_find_param(model, t->name) == NULL) {
             g_autofree char *got = shape_string(t->ndim, t->shape);
             g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,

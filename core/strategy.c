@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include <tandem/checkpoint.h>
 
 /* A strategy's device adds its figures up in f32 (TDM_XENT_STATS_*): the
  * correct count is exact below 2^24 and the loss sum keeps about seven
@@ -151,6 +152,48 @@ gboolean tdm_strategy_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **e
     }
     *stats = box->pending;
     memset(&box->pending, 0, sizeof(box->pending));
+    return TRUE;
+}
+
+gboolean tdm_strategy_owns_optimizer_state(const TdmStrategy *s)
+{
+    g_return_val_if_fail(s != NULL, FALSE);
+    /* a class of 1.1 has reserved slots where these are: never read them */
+    return TDM_IFACE_VERSION_MINOR(s->klass->iface_version) >= 2 &&
+           s->klass->export_optimizer != NULL && s->klass->import_optimizer != NULL;
+}
+
+gboolean tdm_strategy_export_optimizer(TdmStrategy *s, TdmSafeTensors *out, const char *prefix,
+                                       int64_t *step_count, GError **error)
+{
+    g_return_val_if_fail(s != NULL && out != NULL && prefix != NULL && step_count != NULL, FALSE);
+    if (tdm_strategy_owns_optimizer_state(s)) {
+        if (!s->klass->export_optimizer(s, out, prefix, step_count, error)) {
+            g_prefix_error(error, "%s: saving the optimizer state: ", s->name);
+            return FALSE;
+        }
+        return TRUE;
+    }
+    *step_count = s->optimizer->step_count;
+    return tdm_optimizer_export_state(s->optimizer, out, prefix, error);
+}
+
+gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTensors *in,
+                                       const char *prefix, const char *path, int64_t step_count,
+                                       GError **error)
+{
+    g_return_val_if_fail(s != NULL && in != NULL && prefix != NULL && path != NULL, FALSE);
+    if (tdm_strategy_owns_optimizer_state(s)) {
+        if (!s->klass->import_optimizer(s, in, prefix, path, step_count, error)) {
+            g_prefix_error(error, "%s: restoring the optimizer state: ", s->name);
+            return FALSE;
+        }
+        return TRUE;
+    }
+    if (!tdm_optimizer_import_state(s->optimizer, in, prefix, path, error)) {
+        return FALSE;
+    }
+    s->optimizer->step_count = step_count;
     return TRUE;
 }
 

@@ -54,7 +54,9 @@ TrainLog *tdm_train_log_new(const TrainRun *run, GError **error)
     TrainLog *log = g_new0(TrainLog, 1);
     log->progress = run->leader ? cfg->progress : 0;
     log->every = MAX(cfg->log_every, 1);
-    if (run->leader && cfg->log_file != NULL && (log->file = fopen(cfg->log_file, "w")) == NULL) {
+    /* a resumed run adds to the log of the run it continues */
+    if (run->leader && cfg->log_file != NULL &&
+        (log->file = fopen(cfg->log_file, run->resumed ? "a" : "w")) == NULL) {
         int e = errno;
         g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: cannot open the log file: %s",
                     cfg->log_file, g_strerror(e));

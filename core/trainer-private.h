@@ -31,6 +31,7 @@ typedef struct {
     TdmStore *store;
     TdmComm *comm; /* distributed strategies only */
     TdmStrategy *strategy;
+    gboolean resumed; /* from a checkpoint (core/trainer-checkpoint.c) */
 } TrainRun;
 
 /* trainer-setup.c: each fills its part of `run` (cfg set), in this order;

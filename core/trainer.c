@@ -7,9 +7,10 @@
  * over epochs and steps, adding up each step's figures and reporting them
  * (the loss statistics, which stay on the device, are read once per
  * reporting interval); after each epoch evaluate on the test split
- * (core/trainer-eval.c), and stop early when it has not improved for
- * long enough (core/trainer-stop.c); at the end save the weights and
- * report the summary. What the loop counts lives
+ * (core/trainer-eval.c), write a checkpoint (core/trainer-checkpoint.c)
+ * and stop early when it has not improved for long enough
+ * (core/trainer-stop.c); resume from a checkpoint; at the end save the
+ * weights and report the summary. What the loop counts lives
  * here; how each part is set up, printed or logged lives in the file named
  * for it.
  *
@@ -19,6 +20,7 @@
  */
 #include "config.h"
 
+#include "trainer-checkpoint.h"
 #include "trainer-private.h"
 
 /* Adds a step's figures to its epoch's, all but the loss statistics,
@@ -70,6 +72,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     g_return_val_if_fail(cfg != NULL, FALSE);
     TrainRun run = {.cfg = cfg};
     TrainLog *log = NULL;
+    TrainCkpt *ckpt = NULL; /* checkpoints and resuming: core/trainer-checkpoint.c */
     TdmTrainSummary sum = {.test_accuracy = -1.0, .test_loss = -1.0};
     int64_t updates = 0; /* optimizer updates so far: the schedule's clock */
     EarlyStop early;
@@ -79,27 +82,36 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
 
     /* Setup, in the order its errors come: who this process is and its
      * devices, the data, the model, the optimizer and its schedule, the
+     * checkpoint to resume from (weights and data position before the
+     * strategy, which may copy them; the optimizer's state after it), the
      * strategy, and the log (train.save is checked with it). */
     if (!tdm_train_setup_process(&run, error) || !tdm_train_setup_data(&run, error) ||
         !tdm_train_setup_model(&run, error) || !tdm_train_setup_optimizer(&run, error) ||
+        (ckpt = tdm_train_ckpt_new(&run, error)) == NULL ||
         !tdm_train_setup_strategy(&run, error) ||
+        !tdm_train_ckpt_restore_optimizer(ckpt, &run, error) ||
         (log = tdm_train_log_new(&run, error)) == NULL) {
         goto out;
     }
     tdm_train_log_start(log, &run);
     const int world = run.env.world_size;
+    tdm_train_ckpt_counters(ckpt, &sum, &updates);
+    gboolean first = TRUE; /* before the first step of this process */
+    gboolean stop = cfg->max_steps > 0 && sum.steps >= cfg->max_steps; /* train.max_steps */
 
     /* The loop: epochs x steps. */
-    for (int epoch = 0; epoch < cfg->epochs; epoch++) {
+    for (int epoch = tdm_train_ckpt_first_epoch(ckpt); epoch < cfg->epochs && !stop; epoch++) {
         if (!tdm_loader_start_epoch(run.train_loader, epoch, error)) {
             goto out;
         }
         tdm_model_set_training(run.model, TRUE);
         EpochStats es = {.epoch = epoch, .start = tdm_time_now()};
+        tdm_train_ckpt_resume_epoch(ckpt, &es);
         GError *load_error = NULL;
         for (TdmBatch *batch; (batch = tdm_loader_next(run.train_loader, &load_error)) != NULL;) {
-            if (sum.steps == 0) {
+            if (first) {
                 sum.first_step_s = tdm_time_since_start();
+                first = FALSE;
             }
             /* the optimizer updates every train.accumulate steps and at the
              * epoch's end; the schedule counts updates */
@@ -115,11 +127,27 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             updates += update ? 1 : 0;
             sum.steps++;
             epoch_add_step(&es, &r, batch, step_s, world);
-            if ((es.step == run.steps_per_epoch || tdm_train_log_wants_stats(log, &run, &es)) &&
+            if ((es.step == run.steps_per_epoch || tdm_train_log_wants_stats(log, &run, &es) ||
+                 tdm_train_ckpt_due(ckpt, sum.steps)) &&
                 !epoch_read_stats(&run, log, &es, error)) {
                 goto out;
             }
             tdm_train_log_step(log, &run, &es, batch, &r, step_s, sum.steps);
+            if (!tdm_train_ckpt_after_step(ckpt, &run, &es, &sum, updates, &stop, error)) {
+                goto out;
+            }
+            if (stop) {
+                break;
+            }
+        }
+        if (stop && es.step < run.steps_per_epoch) {
+            /* stopped mid-epoch: its figures count, but there is no epoch
+             * report or evaluation */
+            if (!epoch_read_stats(&run, log, &es, error)) {
+                goto out;
+            }
+            (void)epoch_end(&es, &sum, world);
+            break;
         }
         /* tdm_loader_next returns NULL with an error on failure. */
         if (load_error != NULL) {
@@ -140,6 +168,9 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             }
             tdm_train_log_eval(log, &run, epoch, &sum);
         }
+        if (!tdm_train_ckpt_after_epoch(ckpt, &run, &es, &sum, run.test_loader != NULL, error)) {
+            goto out;
+        }
         /* train.early_stop_patience: rank 0 judges, every rank stops with it. */
         gboolean stop = FALSE;
         if (epoch + 1 < cfg->epochs &&
@@ -149,6 +180,9 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
         if (stop) {
             break;
         }
+    }
+    if (!tdm_train_ckpt_finish(ckpt, &run, error)) {
+        goto out;
     }
 
     if (run.leader && cfg->save_path != NULL && !tdm_model_save(run.model, cfg->save_path, error)) {
@@ -169,6 +203,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
 out:
     tdm_train_early_stop_clear(&early);
     tdm_train_log_free(log);
+    tdm_train_ckpt_free(ckpt);
     tdm_train_run_clear(&run);
     return ok;
 }

@@ -4,7 +4,7 @@
 # test environment agree, and the library and the plugins that read a hook's
 # environment variable contain its name in that case only. A distribution
 # build (without the switch) therefore ignores a stray TDM_LOADER_JITTER_US,
-# TDM_REF_COPY_DELAY_US or TDM_TEST_SKIP_COLLECTIVE (strategies-faults.sh
+# TDM_REF_COPY_DELAY_US, TDM_TEST_SKIP_COLLECTIVE or TDM_TEST_SAVE_DELAY_MS (strategies-faults.sh
 # shows it for one of them by running the job).
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
@@ -42,4 +42,5 @@ hook() {
 hook core/.libs/libtandem-1.so TDM_LOADER_JITTER_US
 hook plugins/.libs/libtdm-ref.so TDM_REF_COPY_DELAY_US
 hook plugins/.libs/libtdm-ddp.so TDM_TEST_SKIP_COLLECTIVE
+hook core/.libs/libtandem-1.so TDM_TEST_SAVE_DELAY_MS
 done_testing

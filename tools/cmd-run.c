@@ -16,7 +16,10 @@
  * every worker's session, SIGKILL after a grace period, and publishes
  * "job/<attempt>/failed" so the launchers of other nodes, which check that
  * key every half second, end theirs too; a store that stops answering ends
- * the job as well. With --max-restarts every node starts a new attempt.
+ * the job as well. With --max-restarts every node starts a new attempt,
+ * whose workers get TDM_RESTART_COUNT > 0: `tandem train` with
+ * --checkpoint-dir then resumes from the newest checkpoint there itself
+ * (core/trainer-resume.c), so the launcher never rewrites a command line.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -97,7 +100,9 @@ static void usage(FILE *out)
             "  --master-addr A     host of node 0, where the store is served (127.0.0.1)\n"
             "  --master-port P     the store's port (default: any free port on one node,\n"
             "                      29500 on several; 0 = any free port, one node only)\n"
-            "  --max-restarts N    restart all workers up to N times after a failure\n"
+            "  --max-restarts N    restart all workers up to N times after a failure; a\n"
+            "                      restarted `tandem train --checkpoint-dir DIR` resumes\n"
+            "                      from the newest checkpoint in DIR by itself\n"
             "  --timeout S         rendezvous and store timeout (TDM_TIMEOUT, 300)\n"
             "  --token T           the job's store token; multi-node jobs need the same one\n"
             "                      on every node (or TDM_STORE_TOKEN), e.g. `openssl rand\n"

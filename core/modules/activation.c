@@ -134,6 +134,20 @@ guint64 tdm_dropout_get_seed(const TdmModule *m)
     return dp->seed;
 }
 
+guint64 tdm_dropout_get_pass(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_dropout_class, 0);
+    const DropoutPriv *dp = m->priv;
+    return dp->pass;
+}
+
+void tdm_dropout_set_pass(TdmModule *m, guint64 pass)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_dropout_class);
+    DropoutPriv *dp = m->priv;
+    dp->pass = pass;
+}
+
 static gboolean dropout_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     DropoutPriv *dp = m->priv;

@@ -102,6 +102,10 @@ void tdm_relu_request_forward_passthrough(TdmModule *relu);
 /* dropout (activation.c): the model gives each Dropout its own seed. */
 void tdm_dropout_set_seed(TdmModule *m, guint64 seed);
 guint64 tdm_dropout_get_seed(const TdmModule *m);
+/* Training-mode forwards so far, the other half of a mask's key: a
+ * checkpoint keeps it so that a resumed run draws the masks it would have. */
+guint64 tdm_dropout_get_pass(const TdmModule *m);
+void tdm_dropout_set_pass(TdmModule *m, guint64 pass);
 
 /* The counter-based generator used for initialisation and dropout seeds
  * (model.c): a well-mixed 64-bit function of its input. */

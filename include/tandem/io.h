@@ -49,7 +49,8 @@ TDM_API gboolean tdm_model_save(TdmModel *model, const char *path, GError **erro
 /* Load values by name from a safetensors or .pth file (tdm_weights_load);
  * a missing name, an unexpected extra name (when
  * `strict`) or a shape mismatch is an error naming the parameter and both
- * shapes. */
+ * shapes. A training checkpoint (<tandem/checkpoint.h>) gives its weights,
+ * its checksums checked; its "tandem.*" tensors are not unexpected. */
 TDM_API gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict,
                                 GError **error);
 /* As tdm_model_load, except for the parameters and buffers whose full names

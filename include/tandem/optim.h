@@ -2,7 +2,8 @@
  *
  * Optimizers are features of kind TDM_FEATURE_OPTIMIZER (the core registers
  * "sgd" and "adamw"); each keeps per-parameter state keyed by the parameter's
- * full name, so checkpoints carry it as "optimizer.<param>.<state>" tensors.
+ * full name, so checkpoints carry it as "tandem.optim.<param>.<state>" tensors
+ * (<tandem/checkpoint.h>).
  * Updates run on the device through the backend's fused update ops.
  */
 #ifndef TANDEM_OPTIM_H

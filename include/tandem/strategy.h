@@ -34,14 +34,17 @@
 
 #include <tandem/optim.h>
 #include <tandem/data.h>
+#include <tandem/io.h>
 #include <tandem/params.h>
 
 G_BEGIN_DECLS
 
 /* 1.1 gave reserved slots a meaning: params in TdmStrategy and
  * TdmStrategyOptions (a strategy that reads it needs a core that fills
- * it) and read_stats in the class (see `since 1.1`). */
-#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
+ * it) and read_stats in the class (see `since 1.1`). 1.2 gave two more
+ * class slots one: export_optimizer and import_optimizer, for checkpoints
+ * (see `since 1.2`); the core calls them only in a class of 1.2 or later. */
+#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 2)
 
 typedef struct {
     float label_smoothing;
@@ -99,7 +102,28 @@ struct _TdmStrategyClass {
      * correct count in TdmStepResult and the core adds them up, which on an
      * accelerator costs a wait for the device every step) */
     gboolean (*read_stats)(TdmStrategy *s, TdmStepStats *stats, GError **error);
-    gpointer reserved[3];
+    /* since 1.2: export_optimizer, import_optimizer */
+    /* For checkpoints, in a layout that does not depend on the strategy or
+     * the world size: add the optimizer's state to `out` (a safetensors
+     * writer) as `prefix` + "<parameter full name>.<state name>", plain
+     * f32 shaped like the parameter, for every trainable parameter of the
+     * model, just as a whole-model optimizer's state table holds it, and
+     * set *step_count to the optimizer steps done. A collective: every rank
+     * calls it at the same point; what counts is rank 0's `out`, the other
+     * ranks may leave theirs empty. A strategy that keeps the optimizer
+     * state itself (zero1's shards) must have both slots.
+     * (optional: NULL means s->optimizer holds the whole state, saved from
+     * its state table and step_count) */
+    gboolean (*export_optimizer)(TdmStrategy *s, TdmSafeTensors *out, const char *prefix,
+                                 int64_t *step_count, GError **error);
+    /* The reverse, after setup: take this rank's part of the whole state in
+     * `in` (every rank gets the whole file, read from `path`, which errors
+     * name) and the step count. An absent or misshapen tensor is an error
+     * naming it. (optional: NULL means the core restores s->optimizer's
+     * state table and step_count) */
+    gboolean (*import_optimizer)(TdmStrategy *s, const TdmSafeTensors *in, const char *prefix,
+                                 const char *path, int64_t step_count, GError **error);
+    gpointer reserved[1];
 };
 
 struct _TdmStrategy {
@@ -133,6 +157,21 @@ TDM_API gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboole
  * the figures are the steps' TdmStepResult added up. A step that failed
  * may have added its figures or not. */
 TDM_API gboolean tdm_strategy_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error);
+/* Whether the strategy keeps the optimizer state itself (its class has
+ * export_optimizer and import_optimizer): then a checkpoint's optimizer
+ * state goes through the two calls below, else through s->optimizer. */
+TDM_API gboolean tdm_strategy_owns_optimizer_state(const TdmStrategy *s);
+/* The optimizer's state as a checkpoint holds it (see export_optimizer):
+ * through the strategy's slot, else from s->optimizer. A collective with a
+ * strategy that owns the state. */
+TDM_API gboolean tdm_strategy_export_optimizer(TdmStrategy *s, TdmSafeTensors *out,
+                                               const char *prefix, int64_t *step_count,
+                                               GError **error);
+/* Through the strategy's import_optimizer; without one, s->optimizer's
+ * state and step count are set here. */
+TDM_API gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTensors *in,
+                                               const char *prefix, const char *path,
+                                               int64_t step_count, GError **error);
 TDM_API void tdm_strategy_free(TdmStrategy *s);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStrategy, tdm_strategy_free)

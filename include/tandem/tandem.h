@@ -15,6 +15,7 @@
 #include <tandem/data.h>
 #include <tandem/strategy.h>
 #include <tandem/io.h>
+#include <tandem/checkpoint.h>
 #include <tandem/trainer.h>
 #include <tandem/store.h>
 #include <tandem/comm.h>

@@ -162,6 +162,24 @@ G_BEGIN_DECLS
         "early-stop-patience", 0, "N", TRAIN,                                                \
         "Stop when the test accuracy has not improved for N evaluations (one per epoch); "   \
         "0 = never")                                                                         \
+    KEY(checkpoint_dir, PATH, "train.checkpoint_dir", NULL, NULL,                            \
+        "checkpoint-dir", 0, "DIR", TRAIN,                                                   \
+        "Write checkpoints (weights, optimizer, data position, RNG) into DIR as "            \
+        "ckpt-<step>.safetensors, with DIR/latest")                                          \
+    KEY(checkpoint_every, INT64, "train.checkpoint_every", NULL, ">= 0",                     \
+        "checkpoint-every", 0, "N", TRAIN,                                                   \
+        "A checkpoint every N steps, and one at the end; 0 = at the end only")               \
+    KEY(resume, PATH, "train.resume", NULL, NULL,                                            \
+        "resume", 0, "PATH", TRAIN,                                                          \
+        "Continue exactly from the newest checkpoint of directory PATH, or from file PATH")  \
+    KEY(max_steps, INT64, "train.max_steps", NULL, ">= 0",                                   \
+        "max-steps", 0, "N", TRAIN,                                                          \
+        "Stop after global step N (counted across resumes); 0 = after train.epochs")         \
+    KEY(keep_last, INT, "train.keep_last", "3", "[0, 2147483647]",                           \
+        "keep-last", 0, "N", TRAIN, "Keep the N newest checkpoints; 0 = keep all")           \
+    KEY(keep_best, BOOL, "train.keep_best", NULL, NULL,                                      \
+        "keep-best", 0, NULL, TRAIN,                                                         \
+        "Also keep the checkpoint of the best test accuracy, as DIR/best")                   \
     ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */

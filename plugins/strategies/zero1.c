@@ -24,6 +24,11 @@
  * do not end an accumulation group skip communication. Communication is not
  * overlapped with backward here (the reduce-scatter runs after it); the
  * time spent in the two collectives is reported as the step's wait.
+ *
+ * For checkpoints the sharded state is gathered into whole per-parameter
+ * tensors named as a single process's optimizer names them
+ * (export_optimizer), and each rank cuts its slice back out of those
+ * (import_optimizer), so a checkpoint does not depend on the world size.
  */
 #include <string.h>
 
@@ -309,7 +314,184 @@ static void zero1_teardown(TdmStrategy *s)
     s->priv = NULL;
 }
 
-static const TdmStrategyClass zero1_class = SU_STRATEGY_CLASS(zero1);
+/* ---- checkpoints: the state in a layout of any world size ---- */
+
+static gint compare_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The state names the shard's optimizer keeps ("momentum_buffer"), sorted:
+ * those of its first parameter, which every parameter shares. */
+static GPtrArray *shard_state_names(const Zero1Priv *priv)
+{
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    if (priv->optimizer == NULL || priv->shard_params->len == 0) {
+        return names;
+    }
+    const TdmParam *q = g_ptr_array_index(priv->shard_params, 0);
+    g_autofree char *head = g_strconcat(q->full_name, ".", NULL);
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, priv->optimizer->state);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+        if (g_str_has_prefix(key, head)) {
+            g_ptr_array_add(names, g_strdup((const char *)key + strlen(head)));
+        }
+    }
+    g_ptr_array_sort(names, compare_names);
+    return names;
+}
+
+/* A parameter the shards cover: make_shard_params' rule. */
+static gboolean is_trainable(const TdmParam *p)
+{
+    return !p->is_buffer && p->requires_grad && p->grad != NULL;
+}
+
+/* Each state gathered whole: every rank lays its slice's state out in a
+ * flat S-float buffer (zeros outside trainable parameters), the buffers are
+ * all-gathered into the arena's layout, and rank 0 cuts it per parameter. */
+static gboolean zero1_export_optimizer(TdmStrategy *s, TdmSafeTensors *out, const char *prefix,
+                                       int64_t *step_count, GError **error)
+{
+    Zero1Priv *priv = s->priv;
+    TdmModel *model = s->model;
+    TdmDevice *dev = model->device;
+    *step_count = priv->optimizer != NULL ? priv->optimizer->step_count : 0;
+    if (priv->n == 0) {
+        return TRUE;
+    }
+    g_autoptr(GPtrArray) names = shard_state_names(priv);
+    /* a rank whose slice holds no trainable parameter knows no names, but
+     * must take part in as many all-gathers */
+    int64_t one[1] = {1};
+    g_autoptr(TdmTensor) count = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, one, error);
+    float k = (float)names->len;
+    if (count == NULL || !tdm_tensor_write(count, &k, error) ||
+        !tdm_comm_allreduce(priv->comm, count, TDM_REDUCE_MAX, error) ||
+        !tdm_tensor_read(count, &k, error)) {
+        return FALSE;
+    }
+    const guint n_states = (guint)k;
+    const gboolean root = priv->comm->rank == 0;
+    if (root && names->len != n_states) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "rank 0's shard holds no trainable parameter, so it cannot name the "
+                    "optimizer's states");
+        return FALSE;
+    }
+    const size_t S = priv->shard, world = (size_t)priv->comm->world;
+    g_autoptr(TdmTensor) dshard = flat_new(dev, S, error);
+    g_autoptr(TdmTensor) dall = dshard != NULL ? flat_new(dev, S * world, error) : NULL;
+    if (dall == NULL) {
+        return FALSE;
+    }
+    g_autofree float *hshard = g_new(float, S);
+    g_autofree float *hall = root ? g_new(float, S * world) : NULL;
+    for (guint i = 0; i < n_states; i++) {
+        memset(hshard, 0, S * sizeof(float));
+        for (guint j = 0; i < names->len && j < priv->shard_params->len; j++) {
+            TdmParam *q = g_ptr_array_index(priv->shard_params, j);
+            g_autofree char *key = g_strconcat(q->full_name, ".", names->pdata[i], NULL);
+            TdmTensor *t = g_hash_table_lookup(priv->optimizer->state, key);
+            if (t != NULL &&
+                !tdm_tensor_read(t, hshard + (q->arena_offset / sizeof(float) - priv->lo),
+                                 error)) {
+                return FALSE;
+            }
+        }
+        if (!tdm_tensor_write(dshard, hshard, error) ||
+            !tdm_comm_allgather(priv->comm, dshard, dall, error) ||
+            (root && !tdm_tensor_read(dall, hall, error))) {
+            return FALSE;
+        }
+        for (guint j = 0; root && j < model->params->len; j++) {
+            const TdmParam *p = g_ptr_array_index(model->params, j);
+            if (is_trainable(p)) {
+                g_autofree char *name =
+                    g_strconcat(prefix, p->full_name, ".", names->pdata[i], NULL);
+                tdm_safetensors_add(out, name, TDM_DTYPE_F32, p->ndim, p->shape,
+                                    hall + p->arena_offset / sizeof(float));
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* This rank's slice of each state, cut from the whole parameters' state. */
+static gboolean zero1_import_optimizer(TdmStrategy *s, const TdmSafeTensors *in,
+                                       const char *prefix, const char *path, int64_t step_count,
+                                       GError **error)
+{
+    Zero1Priv *priv = s->priv;
+    TdmModel *model = s->model;
+    if (priv->optimizer == NULL) {
+        return TRUE;
+    }
+    priv->optimizer->step_count = step_count;
+    g_autoptr(GPtrArray) names = shard_state_names(priv);
+    for (guint i = 0; i < names->len; i++) {
+        for (guint j = 0; j < priv->shard_params->len; j++) {
+            TdmParam *q = g_ptr_array_index(priv->shard_params, j);
+            const size_t a = q->arena_offset / sizeof(float), b = a + (size_t)q->shape[0];
+            g_autofree float *host = g_new0(float, b - a);
+            for (guint m = 0; m < model->params->len; m++) {
+                const TdmParam *p = g_ptr_array_index(model->params, m);
+                const size_t pa = p->arena_offset / sizeof(float);
+                const size_t pb = pa + (size_t)tdm_tensor_numel(p->value);
+                if (!is_trainable(p) || pb <= a || pa >= b) {
+                    continue;
+                }
+                g_autofree char *name =
+                    g_strconcat(prefix, p->full_name, ".", names->pdata[i], NULL);
+                const TdmSafeTensor *t = tdm_safetensors_get(in, name);
+                if (t == NULL || t->dtype != TDM_DTYPE_F32 ||
+                    t->nbytes != (pb - pa) * sizeof(float)) {
+                    g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
+                                "%s: optimizer state '%s' is %s (%zu floats expected)", path,
+                                name, t == NULL ? "missing" : "of another size or type",
+                                pb - pa);
+                    return FALSE;
+                }
+                const size_t x = MAX(a, pa), y = MIN(b, pb);
+                memcpy(host + (x - a), (const guint8 *)t->data + (x - pa) * sizeof(float),
+                       (y - x) * sizeof(float));
+            }
+            g_autofree char *key = g_strconcat(q->full_name, ".", names->pdata[i], NULL);
+            TdmTensor *st = g_hash_table_lookup(priv->optimizer->state, key);
+            if (st != NULL && !tdm_tensor_write(st, host, error)) {
+                return FALSE;
+            }
+        }
+    }
+    /* a state of the file this optimizer does not keep (another momentum) */
+    for (guint i = 0; i < tdm_safetensors_count(in); i++) {
+        const TdmSafeTensor *t = tdm_safetensors_index(in, i);
+        const char *dot = g_str_has_prefix(t->name, prefix) ? strrchr(t->name, '.') : NULL;
+        gboolean known = dot == NULL || priv->shard_params->len == 0;
+        for (guint j = 0; !known && j < names->len; j++) {
+            known = strcmp(dot + 1, names->pdata[j]) == 0;
+        }
+        if (!known) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                        "%s: optimizer state '%s' has no place in this run's optimizer (another "
+                        "optimizer, momentum or set of frozen parameters?)", path, t->name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static const TdmStrategyClass zero1_class = {
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
+    .setup = zero1_setup,
+    .train_step = zero1_train_step,
+    .teardown = zero1_teardown,
+    .read_stats = zero1_read_stats,
+    .export_optimizer = zero1_export_optimizer,
+    .import_optimizer = zero1_import_optimizer,
+};
 
 TDM_PLUGIN_INIT_FEATURE(zero1_init, TDM_FEATURE_STRATEGY, "zero1", 50, &zero1_class,
                         "ZeRO-1: gradients reduce-scattered, optimizer state and "
