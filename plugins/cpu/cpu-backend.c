@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu-tune.h"
 #include "cpu.h"
 
 /* Freed blocks kept for reuse, at most this many bytes. */
@@ -48,8 +49,11 @@ void cpu_profile_add(CpuOpKind kind, double seconds)
     profile_calls[kind]++;
 }
 
+/* At exit: the kernel choices (listed with the profile, saved in
+ * TDM_CPU_TUNE_CACHE) and the profile. */
 __attribute__((destructor)) static void cpu_profile_report(void)
 {
+    cpu_tune_finish(cpu_profile_enabled, stderr);
     if (!cpu_profile_enabled) {
         return;
     }

@@ -21,9 +21,9 @@
 #include <tandem/tandem.h>
 
 #define CPU_KEY_MAX 96
-#define CPU_MAX_PRIMS 6
+#define CPU_MAX_PRIMS 8
 #define CPU_MAX_MEMS 24
-#define CPU_MAX_BUFS 8
+#define CPU_MAX_BUFS 12
 #define CPU_ENTRIES_PER_KIND 4
 
 /* The ops, as cache kinds and as rows of the TDM_CPU_PROFILE table. */
@@ -112,23 +112,29 @@ typedef struct {
     CpuConvert a_in, b_in;    /* a and b from a private layout to plain */
 } CpuGemmOp;
 
-/* Which code runs a convolution entry (cpu-conv.c). */
+/* The code that can run a convolution pass (cpu-conv.c): the candidates
+ * cpu-tune.c chooses among. */
 typedef enum {
     CPU_CONV_ONEDNN, /* the oneDNN primitive */
     CPU_CONV_STEM,   /* cpu-conv-stem.c: a plain image input with few channels */
     CPU_CONV_BWF8,   /* cpu-conv-bwf8.c: backward weights on nChw8c */
     CPU_CONV_WINO,   /* cpu-conv-wino.c: Winograd F(4x4, 3x3) on nChw8c */
+    CPU_CONV_N
 } CpuConvImpl;
 
-/* A convolution entry's own loops, when they run it instead of oneDNN. */
+typedef struct CpuTuneShape CpuTuneShape;
+
+/* The candidates a convolution entry has set up (all the valid ones while
+ * its shape is being timed, else the choice), and the own loops' parts.
+ * The oneDNN fields of the op are filled when CPU_CONV_ONEDNN is there. */
 typedef struct {
-    CpuConvImpl impl;
-    union { /* their geometry (a buffer of the entry), by impl */
-        const CpuStemGeom *stem;
-        const CpuBwf8Geom *bwf8;
-        const CpuWinoGeom *wino;
-    };
-    void *work; /* stem, bwf8: their work buffer (Winograd's is the scratchpad) */
+    guint have;          /* 1 << CpuConvImpl for each candidate set up */
+    CpuTuneShape *tune;  /* the shape's choice or timing (cpu-tune.c) */
+    const CpuStemGeom *stem; /* the own loops' geometries (buffers of the entry) */
+    const CpuBwf8Geom *bwf8;
+    const CpuWinoGeom *wino;
+    void *stem_work; /* their work buffers (Winograd's is the scratchpad) */
+    void *bwf8_work;
 } CpuConvOwn;
 
 /* conv2d forward, with or without a ReLU post-op */
@@ -160,8 +166,8 @@ typedef struct {
     void *dw_buf;
     float *db_buf;      /* NULL without a bias */
     CpuConvert x_in;    /* x into the primitive's source layout */
-    CpuConvert dy_in;   /* dy into the primitive's layout (stem: into the
-                         * blocked layout the stem loops read) */
+    CpuConvert dy_in;   /* dy into the primitive's layout */
+    CpuConvert stem_dy_in; /* dy into the blocked layout the stem loops read */
 } CpuConvBwdFilterOp;
 
 /* batch norm forward, plain or with ReLU fused (cpu-batchnorm.c) */

@@ -13,19 +13,22 @@
  * into the plain gradient with a sum post-op (dw += ...). Bias gradients are
  * computed by the same primitive and added with a loop.
  *
- * Three cases run on the backend's own loops instead (cpu-conv-own.h),
- * where oneDNN 2.6's kernels were measured slow: an image input (plain, at
- * most CPU_STEM_MAX_C channels: forward and backward weights, into and from
- * the blocked layout oneDNN would have used), backward weights with input
- * and output gradient both in nChw8c (AVX2 machines), and 3x3 stride-1
- * convolutions between nChw8c tensors (Winograd F(4x4, 3x3): forward,
- * backward data and backward weights). Where an op has an output, oneDNN's
- * primitive descriptor is still made first: it names the output's layout.
+ * The backend's own loops (cpu-conv-own.h) can run three cases instead:
+ * an image input (plain, at most CPU_STEM_MAX_C channels: forward and
+ * backward weights, into and from the blocked layout oneDNN would have
+ * used), backward weights with input and output gradient both in nChw8c
+ * (AVX2 machines), and 3x3 stride-1 convolutions between nChw8c tensors
+ * (Winograd F(4x4, 3x3): forward, backward data and backward weights).
+ * Which of the valid candidates runs a shape is measured (cpu-tune.c), so
+ * every candidate writes the same output layout: oneDNN's primitive
+ * descriptor is always made first, and names it.
  *
- * Each op is a setup, run on a cache miss, that decides which code runs it
- * and fills the op's fields of the entry (CpuConv*Op in cpu-cache.h: for
- * the own loops their geometry, for oneDNN the primitive and its memory
- * objects), and a run that dispatches on that choice. Primitive
+ * Each op is a setup, run on a cache miss, that finds which candidates are
+ * valid, asks cpu-tune.c which to set up (all of them while the shape is
+ * being timed, else its choice) and fills the op's fields of the entry
+ * (CpuConv*Op in cpu-cache.h: for the own loops their geometry, for oneDNN
+ * the primitive and its memory objects), and a run that runs the candidate
+ * cpu-tune.c picks, timing it while the shape is timed. Primitive
  * descriptors go through cpu_pd_create_fast, which makes them again with
  * the activation layouts left to oneDNN when it would pick a reference
  * kernel.
@@ -34,7 +37,10 @@
 
 #include <string.h>
 
+#include <omp.h>
+
 #include "cpu-conv-own.h"
+#include "cpu-tune.h"
 
 /* Inputs with at most this many channels are read in plain layout. */
 #define CPU_CONV_PLAIN_MAX_C 4
@@ -170,18 +176,18 @@ static gboolean wino_enabled(void)
     return own_enabled("TDM_CPU_WINO", &enabled);
 }
 
-/* Hands the op being set up to the own loops `impl`: copies their geometry
- * (geom_size bytes) into a buffer of the entry and, when work_bytes is not
- * 0, gives them a work buffer. Returns the geometry's copy, NULL (with
- * `oom` as the message) when out of memory. */
-static const void *own_take(CpuEntry *e, CpuConvOwn *own, CpuConvImpl impl, const void *geom,
-                            size_t geom_size, size_t work_bytes, const char *oom,
-                            GError **error)
+/* Copies the own loops' geometry (geom_size bytes) into a buffer of the
+ * entry being set up and, when work_bytes is not 0, gives them a work
+ * buffer (*work). Returns the geometry's copy, NULL (with `oom` as the
+ * message) when out of memory. */
+static const void *own_take(CpuEntry *e, const void *geom, size_t geom_size, size_t work_bytes,
+                            void **work, const char *oom, GError **error)
 {
-    own->impl = impl;
-    own->work = work_bytes > 0 ? cpu_entry_buf(e, work_bytes) : NULL;
     void *copy = cpu_entry_buf(e, geom_size);
-    if (copy == NULL || (work_bytes > 0 && own->work == NULL)) {
+    if (work_bytes > 0) {
+        *work = cpu_entry_buf(e, work_bytes);
+    }
+    if (copy == NULL || (work_bytes > 0 && *work == NULL)) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu conv2d: %s", oom);
         return NULL;
     }
@@ -189,32 +195,50 @@ static const void *own_take(CpuEntry *e, CpuConvOwn *own, CpuConvImpl impl, cons
     return copy;
 }
 
-/* Whether the Winograd loops (cpu-conv-wino.c) took an op being set up. */
-typedef enum { WINO_NO, WINO_TAKEN, WINO_FAILED } WinoTake;
-
-/* Hands the op to the Winograd loops when they compute pass from layout
- * inmd into (or, for the weights, with) outmd: keeps their geometry, grows
- * the device's scratchpad for their work and gives the output layout outmd
- * (forward and backward data). The weights (or their gradient) must be
- * plain, as the model keeps them. */
-static WinoTake wino_take(TdmDevice *dev, CpuEntry *e, CpuConvOwn *own,
-                          const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
-                          const TdmTensor *w, const TdmConv2dParams *p, CpuWinoPass pass,
-                          GError **error)
+/* Whether the Winograd loops (cpu-conv-wino.c) can compute pass from
+ * layout inmd into (or, for the weights, with) outmd; fills wg. The
+ * weights (or their gradient) must be plain, as the model keeps them. */
+static gboolean wino_valid(const dnnl_memory_desc_t *inmd, const dnnl_memory_desc_t *outmd,
+                           const TdmTensor *w, const TdmConv2dParams *p, CpuWinoPass pass,
+                           CpuWinoGeom *wg)
 {
-    CpuWinoGeom wg;
-    if (!wino_enabled() || w->layout != NULL || !tdm_tensor_is_contiguous(w) ||
-        !cpu_wino_geom(inmd, outmd, w->shape, p, pass, &wg)) {
-        return WINO_NO;
+    return wino_enabled() && w->layout == NULL && tdm_tensor_is_contiguous(w) &&
+           cpu_wino_geom(inmd, outmd, w->shape, p, pass, wg);
+}
+
+/* Sets the Winograd loops up in the entry: keeps their geometry and grows
+ * the device's scratchpad for their work. */
+static gboolean wino_setup(TdmDevice *dev, CpuEntry *e, CpuConvOwn *own, const CpuWinoGeom *wg,
+                           GError **error)
+{
+    own->wino = own_take(e, wg, sizeof *wg, 0, NULL, "out of memory", error);
+    return own->wino != NULL && cpu_scratch_reserve(dev, cpu_wino_work_bytes(wg), error);
+}
+
+static const char *tune_layout_name(const TdmTensor *t)
+{
+    if (t->layout != NULL) {
+        return ((const CpuLayout *)t->layout)->name;
     }
-    own->wino = own_take(e, own, CPU_CONV_WINO, &wg, sizeof wg, 0, "out of memory", error);
-    if (own->wino == NULL || !cpu_scratch_reserve(dev, cpu_wino_work_bytes(&wg), error)) {
-        return WINO_FAILED;
-    }
-    if (pass != CPU_WINO_BACKWARD_WEIGHTS) {
-        cpu_entry_set_output(dev, e, 0, outmd, TDM_DTYPE_F32);
-    }
-    return WINO_TAKEN;
+    return tdm_tensor_is_contiguous(t) ? "plain" : "strided";
+}
+
+/* The shape's key for cpu-tune.c (transfer full): what decides which
+ * kernel is fastest, in text that means the same in another process:
+ * the pass, sizes, parameters, the layouts of the activations it reads
+ * (a, b) and the threads. */
+static char *conv_tune_key(const char *pass, const TdmConv2dParams *p, const int64_t *x,
+                           const int64_t *w, const TdmTensor *a, const TdmTensor *b,
+                           gboolean bias, gboolean relu)
+{
+    return g_strdup_printf("%s n%lld c%lld h%lld w%lld o%lld k%lldx%lld s%dx%d p%dx%d d%dx%d "
+                           "g%d%s%s %s %s t%d",
+                           pass, (long long)x[0], (long long)x[1], (long long)x[2],
+                           (long long)x[3], (long long)w[0], (long long)w[2], (long long)w[3],
+                           (int)p->stride_h, (int)p->stride_w, (int)p->pad_h, (int)p->pad_w,
+                           (int)p->dilation_h, (int)p->dilation_w, (int)p->groups,
+                           bias ? " bias" : "", relu ? " relu" : "", tune_layout_name(a),
+                           tune_layout_name(b), omp_get_max_threads());
 }
 
 static gboolean md_any(const dnnl_memory_desc_t *like, dnnl_memory_desc_t *md, GError **error)
@@ -347,19 +371,30 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
     const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    gboolean ok;
+    /* every candidate writes the layout oneDNN would have written */
+    CpuConvOwn *own = &op->own;
     CpuStemGeom sg;
-    const WinoTake wt = wino_take(dev, e, &op->own, &xmd, pdst, w, p, CPU_WINO_FORWARD, error);
-    if (wt != WINO_NO) {
-        ok = wt == WINO_TAKEN;
-    } else if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
-        /* the own loops, into the layout oneDNN would have written */
-        op->own.stem = own_take(e, &op->own, CPU_CONV_STEM, &sg, sizeof sg,
-                                cpu_stem_work_bytes(&sg, FALSE),
-                                "cannot allocate the stem convolution's work buffer", error);
-        cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
-        ok = op->own.stem != NULL;
-    } else {
+    CpuWinoGeom wg;
+    guint valid = 0;
+    if (wino_valid(&xmd, pdst, w, p, CPU_WINO_FORWARD, &wg)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_WINO);
+    }
+    if (stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_STEM);
+    }
+    char *tkey = conv_tune_key("conv_fwd", p, x->shape, w->shape, x, x, bias != NULL, relu);
+    const guint want = cpu_tune_plan(tkey, valid, &own->tune);
+    g_free(tkey);
+    gboolean ok = TRUE;
+    if (want & CPU_CONV_BIT(CPU_CONV_WINO)) {
+        ok = wino_setup(dev, e, own, &wg, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_STEM))) {
+        own->stem = own_take(e, &sg, sizeof sg, cpu_stem_work_bytes(&sg, FALSE), &own->stem_work,
+                             "cannot allocate the stem convolution's work buffer", error);
+        ok = own->stem != NULL;
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
         ok = cpu_convert_init(dev, e, &op->x_in, &xmd, psrc, error) &&
              cpu_convert_init(dev, e, &op->w_in, &wplain, pwei, error) &&
              cpu_prim_create(dev, e, pd, &op->prim, error);
@@ -368,8 +403,11 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
             op->weights = cpu_entry_mem(dev, e, pwei);
             op->bias = bias != NULL ? cpu_entry_mem(dev, e, &bmd) : -1;
             op->dst = cpu_entry_mem(dev, e, pdst);
-            cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
         }
+    }
+    if (ok) {
+        own->have = want;
+        cpu_entry_set_output(dev, e, 0, pdst, TDM_DTYPE_F32);
     }
     return cpu_entry_setup_end(cache, e, pd, ok);
 }
@@ -410,9 +448,11 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         (e = conv_forward_setup(dev, cache, &key, &g, p, x, w, bias, relu, error)) == NULL) {
         return FALSE;
     }
-    const CpuConvOwn *own = &e->conv_fwd.own;
-    gboolean ok;
-    switch (own->impl) {
+    CpuConvOwn *own = &e->conv_fwd.own;
+    gboolean ok, timed;
+    const CpuConvImpl impl = cpu_tune_pick(own->tune, own->have, &timed);
+    const double t0 = timed ? cpu_now() : 0.0;
+    switch (impl) {
     case CPU_CONV_WINO:
         ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
         if (ok) {
@@ -426,12 +466,15 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         if (ok) {
             cpu_stem_forward(own->stem, tdm_tensor_data(x), tdm_tensor_data(w),
                              bias != NULL ? tdm_tensor_data(bias) : NULL, relu,
-                             tdm_tensor_data(y), own->work);
+                             tdm_tensor_data(y), own->stem_work);
         }
         break;
     default:
         ok = conv_forward_onednn(dev, e, &g, x, w, bias, y, error);
         break;
+    }
+    if (timed && ok) {
+        cpu_tune_record(own->tune, impl, cpu_now() - t0);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -461,12 +504,21 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
     const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
     const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-    gboolean ok;
-    const WinoTake wt =
-        wino_take(dev, e, &op->own, &dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, error);
-    if (wt != WINO_NO) {
-        ok = wt == WINO_TAKEN;
-    } else {
+    /* every candidate writes the layout oneDNN would have written */
+    CpuConvOwn *own = &op->own;
+    CpuWinoGeom wg;
+    const guint valid = wino_valid(&dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, &wg)
+                            ? CPU_CONV_BIT(CPU_CONV_WINO)
+                            : 0;
+    char *tkey = conv_tune_key("conv_bwd_data", p, x_like->shape, w->shape, dy, x_like, FALSE,
+                               FALSE);
+    const guint want = cpu_tune_plan(tkey, valid, &own->tune);
+    g_free(tkey);
+    gboolean ok = TRUE;
+    if (want & CPU_CONV_BIT(CPU_CONV_WINO)) {
+        ok = wino_setup(dev, e, own, &wg, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
         ok = cpu_convert_init(dev, e, &op->dy_in, &dymd, pddst, error) &&
              cpu_convert_init(dev, e, &op->w_in, &wplain, pwei, error) &&
              cpu_prim_create(dev, e, pd, &op->prim, error);
@@ -474,8 +526,11 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
             op->diff_dst = cpu_entry_mem(dev, e, pddst);
             op->weights = cpu_entry_mem(dev, e, pwei);
             op->diff_src = cpu_entry_mem(dev, e, pdsrc);
-            cpu_entry_set_output(dev, e, 0, pdsrc, TDM_DTYPE_F32);
         }
+    }
+    if (ok) {
+        own->have = want;
+        cpu_entry_set_output(dev, e, 0, pdsrc, TDM_DTYPE_F32);
     }
     return cpu_entry_setup_end(cache, e, pd, ok);
 }
@@ -512,9 +567,11 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         (e = conv_backward_data_setup(dev, cache, &key, &g, p, dy, w, x_like, error)) == NULL) {
         return FALSE;
     }
-    const CpuConvOwn *own = &e->conv_bwd_data.own;
-    gboolean ok;
-    if (own->impl == CPU_CONV_WINO) {
+    CpuConvOwn *own = &e->conv_bwd_data.own;
+    gboolean ok, timed;
+    const CpuConvImpl impl = cpu_tune_pick(own->tune, own->have, &timed);
+    const double t0 = timed ? cpu_now() : 0.0;
+    if (impl == CPU_CONV_WINO) {
         ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
         if (ok) {
             cpu_wino_run(own->wino, tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
@@ -522,6 +579,9 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
         }
     } else {
         ok = conv_backward_data_onednn(dev, e, dy, w, x_like, dx, error);
+    }
+    if (timed && ok) {
+        cpu_tune_record(own->tune, impl, cpu_now() - t0);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -586,32 +646,48 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
         !cpu_tensor_md(dy, &dymd, error)) {
         return cpu_entry_setup_end(cache, e, NULL, FALSE);
     }
-    gboolean ok;
+    /* the stem reads dy in its blocked layout; Winograd and the bwf8 loops
+     * read the nChw8c tensors as they are */
+    CpuConvOwn *own = &op->own;
     CpuStemGeom sg;
     CpuBwf8Geom bg;
+    CpuWinoGeom wg;
     dnnl_memory_desc_t stem_dy;
-    WinoTake wt;
+    guint valid = 0;
     if (stem_enabled() && stem_dy_md(dev, g, dy, &src, &wei, &stem_dy) &&
         cpu_stem_geom(x, dw, p, &stem_dy, &sg)) {
-        /* the own loops, reading dy in its blocked layout */
-        op->own.stem = own_take(e, &op->own, CPU_CONV_STEM, &sg, sizeof sg,
-                                cpu_stem_work_bytes(&sg, TRUE),
-                                "cannot allocate the stem convolution's work buffer", error);
-        ok = op->own.stem != NULL && cpu_convert_init(dev, e, &op->dy_in, &dymd, &stem_dy, error);
-    } else if ((wt = wino_take(dev, e, &op->own, &xmd, &dymd, dw, p, CPU_WINO_BACKWARD_WEIGHTS,
-                               error)) != WINO_NO) {
-        /* Winograd on the nChw8c tensors as they are */
-        ok = wt == WINO_TAKEN;
-    } else if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
-        /* the own loops on the nChw8c tensors as they are */
-        op->own.bwf8 = own_take(e, &op->own, CPU_CONV_BWF8, &bg, sizeof bg,
-                                cpu_bwf8_work_bytes(&bg),
-                                "cannot allocate the backward-weights work buffer", error);
-        ok = op->own.bwf8 != NULL;
-    } else {
+        valid |= CPU_CONV_BIT(CPU_CONV_STEM);
+    }
+    if (wino_valid(&xmd, &dymd, dw, p, CPU_WINO_BACKWARD_WEIGHTS, &wg)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_WINO);
+    }
+    if (bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_BWF8);
+    }
+    char *tkey = conv_tune_key("conv_bwd_filter", p, x->shape, dw->shape, x, dy, db != NULL,
+                               FALSE);
+    const guint want = cpu_tune_plan(tkey, valid, &own->tune);
+    g_free(tkey);
+    gboolean ok = TRUE;
+    if (want & CPU_CONV_BIT(CPU_CONV_STEM)) {
+        own->stem = own_take(e, &sg, sizeof sg, cpu_stem_work_bytes(&sg, TRUE), &own->stem_work,
+                             "cannot allocate the stem convolution's work buffer", error);
+        ok = own->stem != NULL &&
+             cpu_convert_init(dev, e, &op->stem_dy_in, &dymd, &stem_dy, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_WINO))) {
+        ok = wino_setup(dev, e, own, &wg, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_BWF8))) {
+        own->bwf8 = own_take(e, &bg, sizeof bg, cpu_bwf8_work_bytes(&bg), &own->bwf8_work,
+                             "cannot allocate the backward-weights work buffer", error);
+        ok = own->bwf8 != NULL;
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
         ok = conv_backward_filter_prim(dev, e, g, &src, &wei, &wplain, db ? &bmd : NULL, &dst,
                                        &xmd, &dymd, dw->shape[0], error);
     }
+    own->have = want;
     return cpu_entry_setup_end(cache, e, NULL, ok);
 }
 
@@ -666,22 +742,25 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         return FALSE;
     }
     CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
+    CpuConvOwn *own = &op->own;
     float *dbp = db != NULL ? tdm_tensor_data(db) : NULL;
-    gboolean ok = TRUE;
-    switch (op->own.impl) {
+    gboolean ok = TRUE, timed;
+    const CpuConvImpl impl = cpu_tune_pick(own->tune, own->have, &timed);
+    const double t0 = timed ? cpu_now() : 0.0;
+    switch (impl) {
     case CPU_CONV_WINO:
-        cpu_wino_backward_filter(op->own.wino, tdm_tensor_data(x), tdm_tensor_data(dy),
+        cpu_wino_backward_filter(own->wino, tdm_tensor_data(x), tdm_tensor_data(dy),
                                  tdm_tensor_data(dw), dbp, CPU_DEV(dev)->scratch);
         break;
     case CPU_CONV_BWF8:
-        cpu_bwf8_run(op->own.bwf8, tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
-                     dbp, op->own.work);
+        cpu_bwf8_run(own->bwf8, tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw),
+                     dbp, own->bwf8_work);
         break;
     case CPU_CONV_STEM: {
-        void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
+        void *dys = cpu_convert_run(dev, e, &op->stem_dy_in, tdm_tensor_data(dy), error);
         if (dys != NULL) {
-            cpu_stem_backward_filter(op->own.stem, tdm_tensor_data(x), dys, tdm_tensor_data(dw),
-                                     dbp, op->own.work);
+            cpu_stem_backward_filter(own->stem, tdm_tensor_data(x), dys, tdm_tensor_data(dw),
+                                     dbp, own->stem_work);
         }
         ok = dys != NULL;
         break;
@@ -689,6 +768,9 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
     default:
         ok = conv_backward_filter_onednn(dev, e, x, dy, dw, db, error);
         break;
+    }
+    if (timed && ok) {
+        cpu_tune_record(own->tune, impl, cpu_now() - t0);
     }
     cpu_entry_release(cache, e);
     return ok;

@@ -141,22 +141,33 @@ static char *cpu_model_name(void)
     return name;
 }
 
-gboolean cpu_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
+const char *cpu_model(void)
 {
-    /* Read once: neither changes while the process runs. */
+    /* Read once: it does not change while the process runs. */
     static gsize once = 0;
     static char *model;
     if (g_once_init_enter(&once)) {
         model = cpu_model_name();
         g_once_init_leave(&once, 1);
     }
+    return model;
+}
+
+const char *cpu_isa(void)
+{
+    const char *isa = isa_name(dnnl_get_effective_cpu_isa());
+    return isa != NULL ? isa : "unknown";
+}
+
+gboolean cpu_device_info(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
+{
+    const char *model = cpu_model();
     if (model != NULL && model[0] != '\0') {
         g_strlcpy(info->name, model, sizeof(info->name));
     } else {
         g_strlcpy(info->name, "host processor", sizeof(info->name));
     }
-    const char *isa = isa_name(dnnl_get_effective_cpu_isa());
-    g_snprintf(info->capability, sizeof(info->capability), "%s", isa != NULL ? isa : "unknown");
+    g_strlcpy(info->capability, cpu_isa(), sizeof(info->capability));
     info->kind = TDM_DEVICE_KIND_CPU;
     info->host_accessible = TRUE;
     info->compute_units = omp_get_max_threads();

@@ -198,5 +198,10 @@ gboolean cpu_adamw_update(TdmDevice *dev, const TdmAdamWParams *hp, TdmTensor *p
 extern const TdmStreamOps cpu_stream_ops;
 TdmDeviceInfoFn cpu_device_info;
 TdmSoftmaxXentStatsFn cpu_softmax_xent_stats;
+/* The first processor's "model name" in /proc/cpuinfo (NULL: none) and the
+ * instruction set oneDNN's kernels use ("avx2", "avx512_core", ...); both
+ * transfer none. */
+const char *cpu_model(void);
+const char *cpu_isa(void);
 
 #endif /* TDM_CPU_H */

@@ -1,0 +1,412 @@
+/* plugins/cpu/cpu-tune.c - kernels chosen by measurement (see cpu-tune.h):
+ * the process-wide table of shapes and their choices, the timing of the
+ * candidates on a shape's first calls, the cache file and the profile's
+ * list of choices.
+ *
+ * A shape's state is made on the first cache miss of an op of that shape,
+ * under one lock shared by every device; a steady call reads the choice
+ * with an atomic load and takes no lock. Timing runs on real calls: a
+ * shape's calls cycle through its candidates until each has run
+ * CPU_TUNE_RUNS times, then the medians decide. Medians, not means, and
+ * runs interleaved rather than back to back, because the machine may be
+ * shared and a burst of other work should spoil one sample of each
+ * candidate, not all samples of one.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu-tune.h"
+#include "cpu.h"
+
+#define CACHE_MAGIC "tandem-cpu-tune 1"
+
+typedef enum { TUNE_ON, TUNE_OFF, TUNE_FORCE } TuneMode;
+
+struct CpuTuneShape {
+    char *key;
+    guint valid;     /* the candidates valid for the shape; 0: not known yet (read from file) */
+    gint choice;     /* a CpuConvImpl; -1 while timing */
+    const char *why; /* "timed", "cache", "forced", "rule", "only" */
+    int ncand;
+    CpuConvImpl cand[CPU_CONV_N]; /* the valid candidates, in the order they are run */
+    guint64 issued;               /* timed calls handed out so far */
+    int nrec[CPU_CONV_N];
+    double t[CPU_CONV_N][CPU_TUNE_RUNS];
+    double median[CPU_CONV_N]; /* seconds; 0: not timed */
+};
+
+static GMutex tune_lock;
+static gboolean tune_started;
+static TuneMode tune_mode;
+static CpuConvImpl tune_force;
+static GHashTable *tune_shapes; /* key -> CpuTuneShape (owned) */
+static GPtrArray *tune_order;   /* the shapes in the order they were met */
+static char *cache_path;        /* TDM_CPU_TUNE_CACHE, or NULL */
+static gboolean cache_dirty;    /* a choice was timed since the file was read */
+
+static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino"};
+
+const char *cpu_tune_impl_name(CpuConvImpl impl)
+{
+    return impl < CPU_CONV_N ? impl_names[impl] : "?";
+}
+
+static int impl_from_name(const char *name)
+{
+    for (int i = 0; i < CPU_CONV_N; i++) {
+        if (strcmp(name, impl_names[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* What the cache file must have been made on: CPU, instruction set and
+ * oneDNN version, one "name value" line each (transfer full). */
+static char *machine_lines(void)
+{
+    const dnnl_version_t *v = dnnl_version();
+    const char *model = cpu_model();
+    return g_strdup_printf("cpu %s\nisa %s\nonednn %d.%d.%d\n",
+                           model != NULL && model[0] != '\0' ? model : "unknown", cpu_isa(),
+                           v->major, v->minor, v->patch);
+}
+
+static CpuTuneShape *shape_new(const char *key)
+{
+    CpuTuneShape *s = g_new0(CpuTuneShape, 1);
+    s->key = g_strdup(key);
+    s->choice = -1;
+    g_hash_table_insert(tune_shapes, s->key, s);
+    g_ptr_array_add(tune_order, s);
+    return s;
+}
+
+static void shape_free(gpointer p)
+{
+    CpuTuneShape *s = p;
+    g_free(s->key);
+    g_free(s);
+}
+
+/* Why the cache file's text is unusable, NULL when it is not (transfer
+ * full); fills `choices` (key -> choice name, both in text). */
+static char *cache_parse(char *text, GHashTable *choices)
+{
+    char **lines = g_strsplit(text, "\n", -1);
+    char *why = NULL;
+    char *ours = machine_lines();
+    GString *theirs = g_string_new(NULL);
+    int n = 0;
+    while (lines[n] != NULL) {
+        n++;
+    }
+    if (n < 4 || strcmp(lines[0], CACHE_MAGIC) != 0) {
+        why = g_strdup("not a tandem cpu tuning cache (no '" CACHE_MAGIC "' line first)");
+    }
+    for (int i = 1; why == NULL && i < 4; i++) {
+        static const char *const names[] = {NULL, "cpu ", "isa ", "onednn "};
+        if (!g_str_has_prefix(lines[i], names[i])) {
+            why = g_strdup_printf("line %d: expected '%s...'", i + 1, names[i]);
+        }
+        g_string_append_printf(theirs, "%s\n", lines[i]);
+    }
+    if (why == NULL && strcmp(theirs->str, ours) != 0) {
+        g_strdelimit(theirs->str, "\n", ',');
+        g_strdelimit(ours, "\n", ',');
+        why = g_strdup_printf("made on another machine or oneDNN (%s not %s)", theirs->str, ours);
+    }
+    for (int i = 4; why == NULL && i < n; i++) {
+        if (lines[i][0] == '\0') {
+            continue;
+        }
+        char *tab = strchr(lines[i], '\t');
+        if (tab == NULL || tab[1] == '\0' || strchr(tab + 1, '\t') != NULL) {
+            why = g_strdup_printf("line %d: expected 'CHOICE<tab>SHAPE'", i + 1);
+            break;
+        }
+        *tab = '\0';
+        if (impl_from_name(lines[i]) < 0) {
+            why = g_strdup_printf("line %d: unknown kernel '%s'", i + 1, lines[i]);
+            break;
+        }
+        g_hash_table_insert(choices, g_strdup(tab + 1), g_strdup(lines[i]));
+    }
+    g_string_free(theirs, TRUE);
+    g_free(ours);
+    g_strfreev(lines);
+    return why;
+}
+
+/* Reads the cache file, if any, into the table as made choices. A file
+ * that is corrupt or from another machine is ignored (and later replaced)
+ * with a warning that names it. */
+static void cache_read(void)
+{
+    char *text = NULL;
+    GError *err = NULL;
+    if (!g_file_get_contents(cache_path, &text, NULL, &err)) {
+        if (!g_error_matches(err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+            g_warning("TDM_CPU_TUNE_CACHE %s: %s; ignored", cache_path, err->message);
+        }
+        g_error_free(err);
+        return;
+    }
+    GHashTable *choices = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    char *why = cache_parse(text, choices);
+    if (why != NULL) {
+        g_warning("TDM_CPU_TUNE_CACHE %s: %s; ignored", cache_path, why);
+        g_free(why);
+    } else {
+        GHashTableIter it;
+        gpointer key, name;
+        g_hash_table_iter_init(&it, choices);
+        while (g_hash_table_iter_next(&it, &key, &name)) {
+            CpuTuneShape *s = shape_new(key);
+            s->choice = impl_from_name(name);
+            s->why = "cache";
+        }
+    }
+    g_hash_table_destroy(choices);
+    g_free(text);
+}
+
+/* The mode (TDM_CPU_TUNE), the table, and the cache file: once. */
+static void tune_start(void)
+{
+    const char *mode = g_getenv("TDM_CPU_TUNE");
+    tune_mode = TUNE_ON;
+    if (mode != NULL && (strcmp(mode, "off") == 0 || strcmp(mode, "0") == 0)) {
+        tune_mode = TUNE_OFF;
+    } else if (mode != NULL && g_str_has_prefix(mode, "force:") &&
+               impl_from_name(mode + 6) >= 0) {
+        tune_mode = TUNE_FORCE;
+        tune_force = impl_from_name(mode + 6);
+    } else if (mode != NULL && mode[0] != '\0' && strcmp(mode, "on") != 0 &&
+               strcmp(mode, "1") != 0) {
+        g_warning("TDM_CPU_TUNE='%s' is not on, off or force:NAME (onednn, stem, bwf8, wino); "
+                  "timing the kernels",
+                  mode);
+    }
+    tune_shapes = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, shape_free);
+    tune_order = g_ptr_array_new();
+    const char *path = g_getenv("TDM_CPU_TUNE_CACHE");
+    if (path != NULL && path[0] != '\0') {
+        cache_path = g_strdup(path);
+        cache_read();
+    }
+    tune_started = TRUE;
+}
+
+/* The fixed rule: the first valid own kernel in this order, else oneDNN. */
+static CpuConvImpl rule_choice(guint valid)
+{
+    static const CpuConvImpl order[] = {CPU_CONV_STEM, CPU_CONV_WINO, CPU_CONV_BWF8};
+    for (size_t i = 0; i < G_N_ELEMENTS(order); i++) {
+        if (valid & CPU_CONV_BIT(order[i])) {
+            return order[i];
+        }
+    }
+    return CPU_CONV_ONEDNN;
+}
+
+/* A shape met for the first time with `valid` (or read from the file, its
+ * candidates unknown until now): its choice by the mode, or its timing. */
+static void shape_settle(CpuTuneShape *s, guint valid)
+{
+    s->valid = valid;
+    s->ncand = 0;
+    for (int i = 0; i < CPU_CONV_N; i++) {
+        if (valid & CPU_CONV_BIT(i)) {
+            s->cand[s->ncand++] = i;
+        }
+    }
+    if (s->choice >= 0 && (valid & CPU_CONV_BIT(s->choice))) {
+        return; /* from the file, and still valid */
+    }
+    s->choice = -1;
+    s->why = NULL;
+    if (s->ncand == 1) {
+        s->choice = s->cand[0];
+        s->why = "only";
+    } else if (tune_mode == TUNE_OFF) {
+        s->choice = rule_choice(valid);
+        s->why = "rule";
+    } else if (tune_mode == TUNE_FORCE) {
+        s->choice = (valid & CPU_CONV_BIT(tune_force)) ? tune_force : CPU_CONV_ONEDNN;
+        s->why = "forced";
+    }
+}
+
+guint cpu_tune_plan(const char *key, guint valid, CpuTuneShape **shape)
+{
+    valid |= CPU_CONV_BIT(CPU_CONV_ONEDNN);
+    g_mutex_lock(&tune_lock);
+    if (!tune_started) {
+        tune_start();
+    }
+    CpuTuneShape *s = g_hash_table_lookup(tune_shapes, key);
+    if (s == NULL) {
+        s = shape_new(key);
+    }
+    if (s->valid == 0) {
+        shape_settle(s, valid);
+    }
+    guint want = s->choice >= 0 ? CPU_CONV_BIT(s->choice) : s->valid;
+    g_mutex_unlock(&tune_lock);
+    *shape = s;
+    return want;
+}
+
+/* The lowest candidate of `have`: oneDNN when it is there. */
+static CpuConvImpl first_of(guint have)
+{
+    for (int i = 0; i < CPU_CONV_N; i++) {
+        if (have & CPU_CONV_BIT(i)) {
+            return i;
+        }
+    }
+    return CPU_CONV_ONEDNN;
+}
+
+CpuConvImpl cpu_tune_pick(CpuTuneShape *s, guint have, gboolean *timed)
+{
+    *timed = FALSE;
+    gint c = g_atomic_int_get(&s->choice);
+    if (c >= 0) {
+        return (have & CPU_CONV_BIT(c)) ? (CpuConvImpl)c : first_of(have);
+    }
+    CpuConvImpl impl = first_of(have);
+    g_mutex_lock(&tune_lock);
+    if (s->choice >= 0) {
+        impl = (have & CPU_CONV_BIT(s->choice)) ? (CpuConvImpl)s->choice : impl;
+    } else {
+        /* cycle until every candidate has its runs (a failed call records
+         * nothing and is made up by a later turn) */
+        CpuConvImpl next = s->cand[s->issued % (guint64)s->ncand];
+        s->issued++;
+        if (have & CPU_CONV_BIT(next)) {
+            impl = next;
+            *timed = TRUE;
+        }
+    }
+    g_mutex_unlock(&tune_lock);
+    return impl;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The medians, then the choice: the fastest own kernel when it beats
+ * oneDNN by the margin, else oneDNN. */
+static void shape_decide(CpuTuneShape *s)
+{
+    for (int i = 0; i < s->ncand; i++) {
+        CpuConvImpl c = s->cand[i];
+        double v[CPU_TUNE_RUNS];
+        memcpy(v, s->t[c], sizeof v);
+        qsort(v, CPU_TUNE_RUNS, sizeof(double), cmp_double);
+        s->median[c] = v[CPU_TUNE_RUNS / 2];
+    }
+    int best = -1;
+    for (int i = 0; i < s->ncand; i++) {
+        CpuConvImpl c = s->cand[i];
+        if (c != CPU_CONV_ONEDNN && (best < 0 || s->median[c] < s->median[best])) {
+            best = c;
+        }
+    }
+    if (best < 0 || s->median[best] >= (1.0 - CPU_TUNE_MARGIN) * s->median[CPU_CONV_ONEDNN]) {
+        best = CPU_CONV_ONEDNN;
+    }
+    s->why = "timed";
+    cache_dirty = TRUE;
+    g_atomic_int_set(&s->choice, best);
+}
+
+void cpu_tune_record(CpuTuneShape *s, CpuConvImpl impl, double seconds)
+{
+    g_mutex_lock(&tune_lock);
+    if (s->choice < 0 && s->nrec[impl] < CPU_TUNE_RUNS) {
+        s->t[impl][s->nrec[impl]++] = seconds;
+        gboolean full = TRUE;
+        for (int i = 0; i < s->ncand; i++) {
+            full = full && s->nrec[s->cand[i]] == CPU_TUNE_RUNS;
+        }
+        if (full) {
+            shape_decide(s);
+        }
+    }
+    g_mutex_unlock(&tune_lock);
+}
+
+/* One profile line: the shape, its choice, why, and the medians measured. */
+static void report_shape(FILE *out, const CpuTuneShape *s)
+{
+    fprintf(out, "  %s: %s (%s", s->key, s->choice >= 0 ? impl_names[s->choice] : "undecided",
+            s->why != NULL ? s->why : "timing");
+    if (s->why != NULL && strcmp(s->why, "cache") == 0) {
+        fprintf(out, " %s", cache_path);
+    }
+    if (s->why != NULL && strcmp(s->why, "timed") == 0) {
+        fprintf(out, "; median ms:");
+        for (int i = 0; i < s->ncand; i++) {
+            fprintf(out, " %s %.3f", impl_names[s->cand[i]], s->median[s->cand[i]] * 1e3);
+        }
+    }
+    fprintf(out, ")\n");
+}
+
+/* The file: the machine's lines, then "CHOICE<tab>SHAPE" for every timed
+ * or still valid cached choice, written to a temporary file and renamed. */
+static void cache_write(void)
+{
+    GString *text = g_string_new(CACHE_MAGIC "\n");
+    char *machine = machine_lines();
+    g_string_append(text, machine);
+    g_free(machine);
+    for (guint i = 0; i < tune_order->len; i++) {
+        const CpuTuneShape *s = g_ptr_array_index(tune_order, i);
+        if (s->choice >= 0 && s->why != NULL &&
+            (strcmp(s->why, "timed") == 0 || strcmp(s->why, "cache") == 0)) {
+            g_string_append_printf(text, "%s\t%s\n", impl_names[s->choice], s->key);
+        }
+    }
+    GError *err = NULL;
+    if (!g_file_set_contents(cache_path, text->str, (gssize)text->len, &err)) {
+        g_warning("TDM_CPU_TUNE_CACHE %s: %s", cache_path, err->message);
+        g_error_free(err);
+    }
+    g_string_free(text, TRUE);
+}
+
+void cpu_tune_finish(gboolean profile, FILE *out)
+{
+    g_mutex_lock(&tune_lock);
+    if (tune_started) {
+        guint met = 0;
+        for (guint i = 0; i < tune_order->len; i++) {
+            met += ((const CpuTuneShape *)g_ptr_array_index(tune_order, i))->valid != 0;
+        }
+        if (profile && met > 0) {
+            static const char *const modes[] = {"on", "off", "force"};
+            fprintf(out, "# tandem cpu kernel choices (TDM_CPU_TUNE=%s): %u shapes\n",
+                    modes[tune_mode], met);
+            for (guint i = 0; i < tune_order->len; i++) {
+                const CpuTuneShape *s = g_ptr_array_index(tune_order, i);
+                if (s->valid != 0) {
+                    report_shape(out, s);
+                }
+            }
+        }
+        if (cache_path != NULL && cache_dirty) {
+            cache_write();
+        }
+        cache_dirty = FALSE;
+    }
+    g_mutex_unlock(&tune_lock);
+}

@@ -1,0 +1,56 @@
+/* plugins/cpu/cpu-tune.h - kernels chosen by measurement.
+ *
+ * A convolution pass can run on oneDNN's primitive or on one of the
+ * backend's own loops (cpu-conv-own.h), each valid for some shapes only.
+ * Which is fastest depends on the shape and the machine, so the backend
+ * measures instead of guessing: the first calls of a shape (a stable text
+ * key: pass, sizes, parameters, layouts, threads) run the valid candidates
+ * in turn on the training's real tensors, each CPU_TUNE_RUNS times, and
+ * the one with the smallest median time is kept for the rest of the
+ * process; an own kernel must beat oneDNN by CPU_TUNE_MARGIN to be kept.
+ * Every call computes with one candidate only, so results are what that
+ * candidate computes. The choices are process-wide (every layer of a
+ * shape shares them) and can be kept in a file (TDM_CPU_TUNE_CACHE=FILE,
+ * keyed by CPU model, instruction set and oneDNN version), read at the
+ * first convolution and written atomically at exit when new ones were
+ * made. TDM_CPU_TUNE=off runs the fixed rules (the first valid own kernel
+ * in the order stem, Winograd, bwf8, else oneDNN), TDM_CPU_TUNE=force:NAME
+ * runs candidate NAME wherever it is valid (oneDNN elsewhere); the old
+ * switches (TDM_CPU_STEM=0, TDM_CPU_BWF8=0, TDM_CPU_WINO=0) still take a
+ * kernel out. TDM_CPU_PROFILE=1 lists each shape's choice and the times
+ * measured. */
+#ifndef TDM_CPU_TUNE_H
+#define TDM_CPU_TUNE_H
+
+#include <glib.h>
+#include <stdio.h>
+
+#include "cpu-cache.h"
+
+/* Calls of each candidate timed before a choice. */
+#define CPU_TUNE_RUNS 5
+/* An own kernel is kept only when its median is this much below oneDNN's. */
+#define CPU_TUNE_MARGIN 0.05
+
+#define CPU_CONV_BIT(impl) (1u << (impl))
+
+typedef struct CpuTuneShape CpuTuneShape;
+
+/* The shape `key` (copied) with the candidates `valid` (CpuConvImpl bits,
+ * oneDNN always among them): *shape gets its process-wide state, and the
+ * return value the candidates an entry of that shape must set up (the
+ * choice alone once made, every valid one while timing). */
+guint cpu_tune_plan(const char *key, guint valid, CpuTuneShape **shape);
+/* The candidate to run now among those set up (`have`); *timed: whether
+ * the call is to be timed and passed to cpu_tune_record. */
+CpuConvImpl cpu_tune_pick(CpuTuneShape *shape, guint have, gboolean *timed);
+/* A timed call of candidate impl took `seconds`; makes the choice once
+ * every candidate has run CPU_TUNE_RUNS times. */
+void cpu_tune_record(CpuTuneShape *shape, CpuConvImpl impl, double seconds);
+/* The candidate's name: "onednn", "stem", "bwf8", "wino". */
+const char *cpu_tune_impl_name(CpuConvImpl impl);
+/* At exit: TDM_CPU_PROFILE's table of choices (when profile), and the
+ * cache file written when new choices were made. */
+void cpu_tune_finish(gboolean profile, FILE *out);
+
+#endif /* TDM_CPU_TUNE_H */
