@@ -21,9 +21,9 @@
 #include <tandem/tandem.h>
 
 #define CPU_KEY_MAX 96
-#define CPU_MAX_PRIMS 8
-#define CPU_MAX_MEMS 24
-#define CPU_MAX_BUFS 12
+#define CPU_MAX_PRIMS 12
+#define CPU_MAX_MEMS 40
+#define CPU_MAX_BUFS 16
 #define CPU_ENTRIES_PER_KIND 4
 
 /* The ops, as cache kinds and as rows of the TDM_CPU_PROFILE table. */
@@ -119,6 +119,7 @@ typedef enum {
     CPU_CONV_STEM,   /* cpu-conv-stem.c: a plain image input with few channels */
     CPU_CONV_BWF8,   /* cpu-conv-bwf8.c: backward weights on nChw8c */
     CPU_CONV_WINO,   /* cpu-conv-wino.c: Winograd F(4x4, 3x3) on nChw8c */
+    CPU_CONV_ONEDNN_WINO, /* oneDNN's Winograd primitive */
     CPU_CONV_N
 } CpuConvImpl;
 
@@ -126,7 +127,8 @@ typedef struct CpuTuneShape CpuTuneShape;
 
 /* The candidates a convolution entry has set up (all the valid ones while
  * its shape is being timed, else the choice), and the own loops' parts.
- * The oneDNN fields of the op are filled when CPU_CONV_ONEDNN is there. */
+ * The op's dnnl[0] is filled when CPU_CONV_ONEDNN is there, dnnl[1] when
+ * CPU_CONV_ONEDNN_WINO is. */
 typedef struct {
     guint have;          /* 1 << CpuConvImpl for each candidate set up */
     CpuTuneShape *tune;  /* the shape's choice or timing (cpu-tune.c) */
@@ -137,29 +139,36 @@ typedef struct {
     void *bwf8_work;
 } CpuConvOwn;
 
-/* conv2d forward, with or without a ReLU post-op */
+/* conv2d forward on a oneDNN primitive, with or without a ReLU post-op */
 typedef struct {
-    CpuConvOwn own;
     int prim;
     int src, weights, bias, dst;
     CpuConvert x_in; /* x into the primitive's source layout */
     CpuConvert w_in; /* the plain weights into the primitive's layout */
-} CpuConvFwdOp;
+} CpuConvFwdPrim;
 
-/* conv2d backward data */
 typedef struct {
     CpuConvOwn own;
+    CpuConvFwdPrim dnnl[2]; /* direct, Winograd */
+} CpuConvFwdOp;
+
+/* conv2d backward data on a oneDNN primitive */
+typedef struct {
     int prim;
     int diff_dst, weights, diff_src;
     CpuConvert dy_in; /* dy into the primitive's layout */
     CpuConvert w_in;  /* the plain weights into the primitive's layout */
-} CpuConvBwdDataOp;
+} CpuConvBwdDataPrim;
 
-/* conv2d backward weights: the primitive computes into dw_buf (its own
- * layout) and db_buf, then dw_sum adds dw_buf into the plain dw (a reorder
- * with a sum post-op) and a loop adds db_buf into db */
 typedef struct {
     CpuConvOwn own;
+    CpuConvBwdDataPrim dnnl[2]; /* direct, Winograd */
+} CpuConvBwdDataOp;
+
+/* conv2d backward weights on a oneDNN primitive: it computes into dw_buf
+ * (its own layout) and db_buf, then dw_sum adds dw_buf into the plain dw
+ * (a reorder with a sum post-op) and a loop adds db_buf into db */
+typedef struct {
     int prim;
     int src, diff_dst, diff_weights, diff_bias;
     int dw_sum, dw_sum_from, dw_sum_to; /* the summing reorder and its memory */
@@ -167,6 +176,11 @@ typedef struct {
     float *db_buf;      /* NULL without a bias */
     CpuConvert x_in;    /* x into the primitive's source layout */
     CpuConvert dy_in;   /* dy into the primitive's layout */
+} CpuConvBwdFilterPrim;
+
+typedef struct {
+    CpuConvOwn own;
+    CpuConvBwdFilterPrim dnnl[2]; /* direct, Winograd */
     CpuConvert stem_dy_in; /* dy into the blocked layout the stem loops read */
 } CpuConvBwdFilterOp;
 

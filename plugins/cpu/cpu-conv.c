@@ -147,8 +147,9 @@ static dnnl_alg_kind_t conv_alg(void)
     return alg ? dnnl_convolution_auto : dnnl_convolution_direct;
 }
 
-/* The own loops (cpu-conv-own.h) are used unless their variable is "0"
- * (TDM_CPU_STEM, TDM_CPU_BWF8, TDM_CPU_WINO: to compare with oneDNN's kernels). */
+/* The own loops (cpu-conv-own.h) and oneDNN's Winograd kernels are
+ * candidates unless their variable is "0" (TDM_CPU_STEM, TDM_CPU_BWF8,
+ * TDM_CPU_WINO, TDM_CPU_ONEDNN_WINO: to compare). */
 static gboolean own_enabled(const char *var, int *cached)
 {
     if (*cached < 0) {
@@ -174,6 +175,12 @@ static gboolean wino_enabled(void)
 {
     static int enabled = -1;
     return own_enabled("TDM_CPU_WINO", &enabled);
+}
+
+static gboolean onednn_wino_enabled(void)
+{
+    static int enabled = -1;
+    return own_enabled("TDM_CPU_ONEDNN_WINO", &enabled);
 }
 
 /* Copies the own loops' geometry (geom_size bytes) into a buffer of the
@@ -250,14 +257,14 @@ static gboolean md_any(const dnnl_memory_desc_t *like, dnnl_memory_desc_t *md, G
 
 /* The forward's primitive descriptor; relu: a ReLU post-op
  * (conv2d_relu_forward). */
-static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, const dnnl_memory_desc_t *src,
-                       const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias,
-                       const dnnl_memory_desc_t *dst, gboolean relu, dnnl_primitive_desc_t *pd,
-                       GError **error)
+static gboolean fwd_pd(TdmDevice *dev, const ConvGeom *g, dnnl_alg_kind_t alg,
+                       const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
+                       const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+                       gboolean relu, dnnl_primitive_desc_t *pd, GError **error)
 {
     dnnl_convolution_desc_t cd;
     if (!cpu_check(dnnl_dilated_convolution_forward_desc_init(
-                       &cd, dnnl_forward_training, conv_alg(), src, wei, bias, dst,
+                       &cd, dnnl_forward_training, alg, src, wei, bias, dst,
                        g->strides, g->dilates, g->pad_l, g->pad_r),
                    "convolution forward desc", error)) {
         return FALSE;
@@ -286,6 +293,7 @@ typedef struct {
     const ConvGeom *g;
     const dnnl_memory_desc_t *src, *wei, *bias, *dst; /* bias NULL: none */
     gboolean relu;  /* forward: a ReLU post-op */
+    dnnl_alg_kind_t alg; /* direct (or conv_alg()'s choice), or Winograd */
 } ConvPdSpec;
 
 /* CpuPdMake for the convolutions: with `any`, src and dst (the
@@ -300,22 +308,22 @@ static gboolean conv_pd_make(TdmDevice *dev, const void *spec, gboolean any,
         return FALSE;
     }
     if (s->kind == CPU_OP_CONV_FWD) {
-        return fwd_pd(dev, g, &src, s->wei, s->bias, &dst, s->relu, pd, error);
+        return fwd_pd(dev, g, s->alg, &src, s->wei, s->bias, &dst, s->relu, pd, error);
     }
     /* a backward pass is made with its forward as the hint */
     dnnl_primitive_desc_t fpd = NULL;
-    if (!fwd_pd(dev, g, &src, s->wei, s->bias, &dst, FALSE, &fpd, error)) {
+    if (!fwd_pd(dev, g, s->alg, &src, s->wei, s->bias, &dst, FALSE, &fpd, error)) {
         return FALSE;
     }
     gboolean data = s->kind == CPU_OP_CONV_BWD_DATA;
     dnnl_convolution_desc_t cd;
     gboolean ok =
         data ? cpu_check(dnnl_dilated_convolution_backward_data_desc_init(
-                             &cd, conv_alg(), &src, s->wei, &dst, g->strides, g->dilates,
+                             &cd, s->alg, &src, s->wei, &dst, g->strides, g->dilates,
                              g->pad_l, g->pad_r),
                          "convolution backward data desc", error)
              : cpu_check(dnnl_dilated_convolution_backward_weights_desc_init(
-                             &cd, conv_alg(), &src, s->wei, s->bias, &dst, g->strides,
+                             &cd, s->alg, &src, s->wei, s->bias, &dst, g->strides,
                              g->dilates, g->pad_l, g->pad_r),
                          "convolution backward weights desc", error);
     ok = ok &&
@@ -338,7 +346,7 @@ static gboolean stem_dy_md(TdmDevice *dev, const ConvGeom *g, const TdmTensor *d
     dnnl_memory_desc_t any;
     dnnl_primitive_desc_t pd = NULL;
     if (!conv_dst_md(NULL, g->y_shape, &any, NULL) ||
-        !fwd_pd(dev, g, src, wei, NULL, &any, FALSE, &pd, NULL)) {
+        !fwd_pd(dev, g, conv_alg(), src, wei, NULL, &any, FALSE, &pd, NULL)) {
         return FALSE;
     }
     *md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -346,7 +354,53 @@ static gboolean stem_dy_md(TdmDevice *dev, const ConvGeom *g, const TdmTensor *d
     return TRUE;
 }
 
+/* oneDNN's Winograd primitive descriptor for the pass of `direct` (the
+ * direct one's spec, the output's layout in it fixed when out_md is not
+ * NULL: the output must come out in that layout), or FALSE when oneDNN
+ * has none for this shape. */
+static gboolean onednn_wino_pd(TdmDevice *dev, const ConvPdSpec *direct, dnnl_query_t out_query,
+                               const dnnl_memory_desc_t *out_md, dnnl_primitive_desc_t *pd)
+{
+    ConvPdSpec spec = *direct;
+    spec.alg = dnnl_convolution_winograd;
+    const char *impl = NULL;
+    if (!onednn_wino_enabled() || !cpu_pd_create_fast(dev, conv_pd_make, &spec, pd, NULL)) {
+        return FALSE;
+    }
+    if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+        impl == NULL || strstr(impl, "wino") == NULL ||
+        (out_md != NULL &&
+         !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(*pd, out_query, 0), out_md))) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* ---- forward ---- */
+
+/* Sets forward primitive pd up as f: the reorders of x (layout xmd) and
+ * of the plain weights into its layouts, its memory objects. */
+static gboolean fwd_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvFwdPrim *f,
+                               const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *xmd,
+                               const dnnl_memory_desc_t *wplain, const dnnl_memory_desc_t *bmd,
+                               GError **error)
+{
+    const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    if (!cpu_convert_init(dev, e, &f->x_in, xmd, psrc, error) ||
+        !cpu_convert_init(dev, e, &f->w_in, wplain, pwei, error) ||
+        !cpu_prim_create(dev, e, pd, &f->prim, error)) {
+        return FALSE;
+    }
+    f->src = cpu_entry_mem(dev, e, psrc);
+    f->weights = cpu_entry_mem(dev, e, pwei);
+    f->bias = bmd != NULL ? cpu_entry_mem(dev, e, bmd) : -1;
+    f->dst = cpu_entry_mem(dev, e, pdst);
+    return TRUE;
+}
 
 /* The forward's entry: Winograd or the stem loops when they take the op,
  * else the primitive with the reorders of x and the weights into its
@@ -359,7 +413,7 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
     CpuConvFwdOp *op = &e->conv_fwd;
     dnnl_memory_desc_t src, wei, wplain, bmd, dst, xmd;
     dnnl_primitive_desc_t pd = NULL;
-    ConvPdSpec spec = {CPU_OP_CONV_FWD, g, &src, &wei, bias ? &bmd : NULL, &dst, relu};
+    ConvPdSpec spec = {CPU_OP_CONV_FWD, g, &src, &wei, bias ? &bmd : NULL, &dst, relu, conv_alg()};
     if (!conv_src_md(x, x->shape, &src, error) ||
         !conv_weights_md(w, g->groups, TRUE, &wei, error) ||
         !conv_weights_md(w, g->groups, FALSE, &wplain, error) ||
@@ -368,14 +422,18 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
         !cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
         return cpu_entry_setup_end(cache, e, NULL, FALSE);
     }
-    const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     /* every candidate writes the layout oneDNN would have written */
     CpuConvOwn *own = &op->own;
     CpuStemGeom sg;
     CpuWinoGeom wg;
+    dnnl_primitive_desc_t wpd = NULL;
+    ConvPdSpec wspec = spec;
+    wspec.dst = pdst;
     guint valid = 0;
+    if (onednn_wino_pd(dev, &wspec, dnnl_query_dst_md, pdst, &wpd)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO);
+    }
     if (wino_valid(&xmd, pdst, w, p, CPU_WINO_FORWARD, &wg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_WINO);
     }
@@ -395,15 +453,13 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
         ok = own->stem != NULL;
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
-        ok = cpu_convert_init(dev, e, &op->x_in, &xmd, psrc, error) &&
-             cpu_convert_init(dev, e, &op->w_in, &wplain, pwei, error) &&
-             cpu_prim_create(dev, e, pd, &op->prim, error);
-        if (ok) {
-            op->src = cpu_entry_mem(dev, e, psrc);
-            op->weights = cpu_entry_mem(dev, e, pwei);
-            op->bias = bias != NULL ? cpu_entry_mem(dev, e, &bmd) : -1;
-            op->dst = cpu_entry_mem(dev, e, pdst);
-        }
+        ok = fwd_prim_setup(dev, e, &op->dnnl[0], pd, &xmd, &wplain, bias ? &bmd : NULL, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
+        ok = fwd_prim_setup(dev, e, &op->dnnl[1], wpd, &xmd, &wplain, bias ? &bmd : NULL, error);
+    }
+    if (wpd != NULL) {
+        dnnl_primitive_desc_destroy(wpd);
     }
     if (ok) {
         own->have = want;
@@ -412,11 +468,10 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
     return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
-static gboolean conv_forward_onednn(TdmDevice *dev, CpuEntry *e, const ConvGeom *g,
-                                    TdmTensor *x, TdmTensor *w, TdmTensor *bias, TdmTensor *y,
-                                    GError **error)
+static gboolean conv_forward_onednn(TdmDevice *dev, CpuEntry *e, CpuConvFwdPrim *op,
+                                    const ConvGeom *g, TdmTensor *x, TdmTensor *w,
+                                    TdmTensor *bias, TdmTensor *y, GError **error)
 {
-    CpuConvFwdOp *op = &e->conv_fwd;
     void *xs = cpu_convert_run(dev, e, &op->x_in, tdm_tensor_data(x), error);
     void *ws = xs ? cpu_convert_run(dev, e, &op->w_in, tdm_tensor_data(w), error) : NULL;
     if (ws == NULL || !cpu_entry_ensure_output(e, 0, y, 4, g->y_shape, error)) {
@@ -470,7 +525,8 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         }
         break;
     default:
-        ok = conv_forward_onednn(dev, e, &g, x, w, bias, y, error);
+        ok = conv_forward_onednn(dev, e, &e->conv_fwd.dnnl[impl == CPU_CONV_ONEDNN_WINO], &g, x,
+                                 w, bias, y, error);
         break;
     }
     if (timed && ok) {
@@ -481,6 +537,27 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
 }
 
 /* ---- backward data ---- */
+
+/* Sets backward data primitive pd up as b: the reorders of dy (layout
+ * dymd) and of the plain weights into its layouts, its memory objects. */
+static gboolean bwd_data_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdDataPrim *b,
+                                    const_dnnl_primitive_desc_t pd,
+                                    const dnnl_memory_desc_t *dymd,
+                                    const dnnl_memory_desc_t *wplain, GError **error)
+{
+    const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+    const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+    if (!cpu_convert_init(dev, e, &b->dy_in, dymd, pddst, error) ||
+        !cpu_convert_init(dev, e, &b->w_in, wplain, pwei, error) ||
+        !cpu_prim_create(dev, e, pd, &b->prim, error)) {
+        return FALSE;
+    }
+    b->diff_dst = cpu_entry_mem(dev, e, pddst);
+    b->weights = cpu_entry_mem(dev, e, pwei);
+    b->diff_src = cpu_entry_mem(dev, e, pdsrc);
+    return TRUE;
+}
 
 /* The backward data's entry: Winograd when it takes the op, else the
  * primitive with the reorders of dy and the weights into its layouts. */
@@ -493,7 +570,7 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
     CpuConvBwdDataOp *op = &e->conv_bwd_data;
     dnnl_memory_desc_t src, wei, wplain, dst, dymd;
     dnnl_primitive_desc_t pd = NULL;
-    ConvPdSpec spec = {CPU_OP_CONV_BWD_DATA, g, &src, &wei, NULL, &dst, FALSE};
+    ConvPdSpec spec = {CPU_OP_CONV_BWD_DATA, g, &src, &wei, NULL, &dst, FALSE, conv_alg()};
     if (!conv_src_md(x_like, x_like->shape, &src, error) ||
         !conv_weights_md(w, g->groups, TRUE, &wei, error) ||
         !conv_weights_md(w, g->groups, FALSE, &wplain, error) ||
@@ -502,14 +579,18 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
         return cpu_entry_setup_end(cache, e, NULL, FALSE);
     }
     const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
-    const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
     /* every candidate writes the layout oneDNN would have written */
     CpuConvOwn *own = &op->own;
     CpuWinoGeom wg;
-    const guint valid = wino_valid(&dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, &wg)
-                            ? CPU_CONV_BIT(CPU_CONV_WINO)
-                            : 0;
+    dnnl_primitive_desc_t wpd = NULL;
+    ConvPdSpec wspec = spec;
+    wspec.src = pdsrc;
+    guint valid = wino_valid(&dymd, pdsrc, w, p, CPU_WINO_BACKWARD_DATA, &wg)
+                      ? CPU_CONV_BIT(CPU_CONV_WINO)
+                      : 0;
+    if (onednn_wino_pd(dev, &wspec, dnnl_query_diff_src_md, pdsrc, &wpd)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO);
+    }
     char *tkey = conv_tune_key("conv_bwd_data", p, x_like->shape, w->shape, dy, x_like, FALSE,
                                FALSE);
     const guint want = cpu_tune_plan(tkey, valid, &own->tune);
@@ -519,14 +600,13 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
         ok = wino_setup(dev, e, own, &wg, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
-        ok = cpu_convert_init(dev, e, &op->dy_in, &dymd, pddst, error) &&
-             cpu_convert_init(dev, e, &op->w_in, &wplain, pwei, error) &&
-             cpu_prim_create(dev, e, pd, &op->prim, error);
-        if (ok) {
-            op->diff_dst = cpu_entry_mem(dev, e, pddst);
-            op->weights = cpu_entry_mem(dev, e, pwei);
-            op->diff_src = cpu_entry_mem(dev, e, pdsrc);
-        }
+        ok = bwd_data_prim_setup(dev, e, &op->dnnl[0], pd, &dymd, &wplain, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
+        ok = bwd_data_prim_setup(dev, e, &op->dnnl[1], wpd, &dymd, &wplain, error);
+    }
+    if (wpd != NULL) {
+        dnnl_primitive_desc_destroy(wpd);
     }
     if (ok) {
         own->have = want;
@@ -535,11 +615,10 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
     return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
-static gboolean conv_backward_data_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *dy,
-                                          TdmTensor *w, const TdmTensor *x_like, TdmTensor *dx,
-                                          GError **error)
+static gboolean conv_backward_data_onednn(TdmDevice *dev, CpuEntry *e, CpuConvBwdDataPrim *op,
+                                          TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
+                                          TdmTensor *dx, GError **error)
 {
-    CpuConvBwdDataOp *op = &e->conv_bwd_data;
     void *dys = cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error);
     void *ws = dys ? cpu_convert_run(dev, e, &op->w_in, tdm_tensor_data(w), error) : NULL;
     if (ws == NULL || !cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error)) {
@@ -578,7 +657,9 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
                          tdm_tensor_data(dx), CPU_DEV(dev)->scratch);
         }
     } else {
-        ok = conv_backward_data_onednn(dev, e, dy, w, x_like, dx, error);
+        ok = conv_backward_data_onednn(dev, e,
+                                       &e->conv_bwd_data.dnnl[impl == CPU_CONV_ONEDNN_WINO], dy,
+                                       w, x_like, dx, error);
     }
     if (timed && ok) {
         cpu_tune_record(own->tune, impl, cpu_now() - t0);
@@ -589,23 +670,16 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
 
 /* ---- backward weights ---- */
 
-/* The primitive of a backward weights entry, and what it runs with. */
-static gboolean conv_backward_filter_prim(TdmDevice *dev, CpuEntry *e, const ConvGeom *g,
-                                          const dnnl_memory_desc_t *src,
-                                          const dnnl_memory_desc_t *wei,
-                                          const dnnl_memory_desc_t *wplain,
-                                          const dnnl_memory_desc_t *bmd,
-                                          const dnnl_memory_desc_t *dst,
-                                          const dnnl_memory_desc_t *xmd,
-                                          const dnnl_memory_desc_t *dymd, int64_t oc,
-                                          GError **error)
+/* Sets backward weights primitive pd up as op: the reorders of x and dy
+ * (layouts xmd, dymd) into its layouts, the summing reorder into the plain
+ * gradient (layout wplain), its buffers and memory objects. */
+static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFilterPrim *op,
+                                      const_dnnl_primitive_desc_t pd,
+                                      const dnnl_memory_desc_t *wplain,
+                                      const dnnl_memory_desc_t *bmd,
+                                      const dnnl_memory_desc_t *xmd,
+                                      const dnnl_memory_desc_t *dymd, int64_t oc, GError **error)
 {
-    CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
-    dnnl_primitive_desc_t pd = NULL;
-    ConvPdSpec spec = {CPU_OP_CONV_BWD_FILTER, g, src, wei, bmd, dst, FALSE};
-    if (!cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error)) {
-        return FALSE;
-    }
     const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *pdwei =
         dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
@@ -624,7 +698,6 @@ static gboolean conv_backward_filter_prim(TdmDevice *dev, CpuEntry *e, const Con
         op->db_buf = bmd != NULL ? cpu_entry_buf(e, sizeof(float) * (size_t)oc) : NULL;
         ok = op->dw_buf != NULL && (bmd == NULL || op->db_buf != NULL);
     }
-    dnnl_primitive_desc_destroy(pd);
     return ok;
 }
 
@@ -653,7 +726,12 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     CpuBwf8Geom bg;
     CpuWinoGeom wg;
     dnnl_memory_desc_t stem_dy;
-    guint valid = 0;
+    ConvPdSpec spec = {CPU_OP_CONV_BWD_FILTER, g, &src, &wei, db ? &bmd : NULL, &dst, FALSE,
+                       conv_alg()};
+    dnnl_primitive_desc_t pd = NULL, wpd = NULL;
+    guint valid = onednn_wino_pd(dev, &spec, dnnl_query_undef, NULL, &wpd)
+                      ? CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO)
+                      : 0;
     if (stem_enabled() && stem_dy_md(dev, g, dy, &src, &wei, &stem_dy) &&
         cpu_stem_geom(x, dw, p, &stem_dy, &sg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_STEM);
@@ -684,20 +762,28 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
         ok = own->bwf8 != NULL;
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
-        ok = conv_backward_filter_prim(dev, e, g, &src, &wei, &wplain, db ? &bmd : NULL, &dst,
-                                       &xmd, &dymd, dw->shape[0], error);
+        ok = cpu_pd_create_fast(dev, conv_pd_make, &spec, &pd, error) &&
+             bwd_filter_prim_setup(dev, e, &op->dnnl[0], pd, &wplain, db ? &bmd : NULL, &xmd,
+                                   &dymd, dw->shape[0], error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
+        ok = bwd_filter_prim_setup(dev, e, &op->dnnl[1], wpd, &wplain, db ? &bmd : NULL, &xmd,
+                                   &dymd, dw->shape[0], error);
+    }
+    if (wpd != NULL) {
+        dnnl_primitive_desc_destroy(wpd);
     }
     own->have = want;
-    return cpu_entry_setup_end(cache, e, NULL, ok);
+    return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
 /* The primitive into dw_buf and db_buf, then dw += dw_buf (the summing
  * reorder) and db += db_buf. */
-static gboolean conv_backward_filter_onednn(TdmDevice *dev, CpuEntry *e, TdmTensor *x,
+static gboolean conv_backward_filter_onednn(TdmDevice *dev, CpuEntry *e,
+                                            CpuConvBwdFilterPrim *op, TdmTensor *x,
                                             TdmTensor *dy, TdmTensor *dw, TdmTensor *db,
                                             GError **error)
 {
-    CpuConvBwdFilterOp *op = &e->conv_bwd_filter;
     void *xs = cpu_convert_run(dev, e, &op->x_in, tdm_tensor_data(x), error);
     void *dys = xs ? cpu_convert_run(dev, e, &op->dy_in, tdm_tensor_data(dy), error) : NULL;
     if (dys == NULL) {
@@ -766,7 +852,8 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         break;
     }
     default:
-        ok = conv_backward_filter_onednn(dev, e, x, dy, dw, db, error);
+        ok = conv_backward_filter_onednn(dev, e, &op->dnnl[impl == CPU_CONV_ONEDNN_WINO], x, dy,
+                                         dw, db, error);
         break;
     }
     if (timed && ok) {

@@ -7,10 +7,16 @@
  * under one lock shared by every device; a steady call reads the choice
  * with an atomic load and takes no lock. Timing runs on real calls: a
  * shape's calls cycle through its candidates until each has run
- * CPU_TUNE_RUNS times, then the medians decide. Medians, not means, and
- * runs interleaved rather than back to back, because the machine may be
- * shared and a burst of other work should spoil one sample of each
- * candidate, not all samples of one.
+ * CPU_TUNE_RUNS times, then each candidate's fastest run decides. The
+ * machine may be shared: another process taking a core only ever adds
+ * time to a run (tens of milliseconds when it preempts one thread of a
+ * parallel loop, which the other then waits for), so the minimum of
+ * several runs estimates a kernel's own cost where a mean, or on a loaded
+ * machine even a median, does not; and the runs are interleaved rather
+ * than back to back so that a burst of other work spoils one sample of
+ * each candidate, not all samples of one. The first run of a candidate
+ * also pays its one-time costs (first touch of its buffers), which the
+ * minimum leaves out too.
  */
 #include "config.h"
 
@@ -34,7 +40,7 @@ struct CpuTuneShape {
     guint64 issued;               /* timed calls handed out so far */
     int nrec[CPU_CONV_N];
     double t[CPU_CONV_N][CPU_TUNE_RUNS];
-    double median[CPU_CONV_N]; /* seconds; 0: not timed */
+    double best[CPU_CONV_N]; /* the fastest run, seconds; 0: not timed */
 };
 
 static GMutex tune_lock;
@@ -46,7 +52,8 @@ static GPtrArray *tune_order;   /* the shapes in the order they were met */
 static char *cache_path;        /* TDM_CPU_TUNE_CACHE, or NULL */
 static gboolean cache_dirty;    /* a choice was timed since the file was read */
 
-static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino"};
+static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino",
+                                                     "onednn_wino"};
 
 const char *cpu_tune_impl_name(CpuConvImpl impl)
 {
@@ -186,7 +193,7 @@ static void tune_start(void)
         tune_force = impl_from_name(mode + 6);
     } else if (mode != NULL && mode[0] != '\0' && strcmp(mode, "on") != 0 &&
                strcmp(mode, "1") != 0) {
-        g_warning("TDM_CPU_TUNE='%s' is not on, off or force:NAME (onednn, stem, bwf8, wino); "
+        g_warning("TDM_CPU_TUNE='%s' is not on, off or force:NAME (onednn, stem, bwf8, wino, onednn_wino); "
                   "timing the kernels",
                   mode);
     }
@@ -296,31 +303,25 @@ CpuConvImpl cpu_tune_pick(CpuTuneShape *s, guint have, gboolean *timed)
     return impl;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The medians, then the choice: the fastest own kernel when it beats
- * oneDNN by the margin, else oneDNN. */
+/* Each candidate's fastest run, then the choice: the fastest other
+ * kernel when it beats oneDNN's direct one by the margin, else that. */
 static void shape_decide(CpuTuneShape *s)
 {
     for (int i = 0; i < s->ncand; i++) {
         CpuConvImpl c = s->cand[i];
-        double v[CPU_TUNE_RUNS];
-        memcpy(v, s->t[c], sizeof v);
-        qsort(v, CPU_TUNE_RUNS, sizeof(double), cmp_double);
-        s->median[c] = v[CPU_TUNE_RUNS / 2];
+        s->best[c] = s->t[c][0];
+        for (int r = 1; r < CPU_TUNE_RUNS; r++) {
+            s->best[c] = MIN(s->best[c], s->t[c][r]);
+        }
     }
     int best = -1;
     for (int i = 0; i < s->ncand; i++) {
         CpuConvImpl c = s->cand[i];
-        if (c != CPU_CONV_ONEDNN && (best < 0 || s->median[c] < s->median[best])) {
+        if (c != CPU_CONV_ONEDNN && (best < 0 || s->best[c] < s->best[best])) {
             best = c;
         }
     }
-    if (best < 0 || s->median[best] >= (1.0 - CPU_TUNE_MARGIN) * s->median[CPU_CONV_ONEDNN]) {
+    if (best < 0 || s->best[best] >= (1.0 - CPU_TUNE_MARGIN) * s->best[CPU_CONV_ONEDNN]) {
         best = CPU_CONV_ONEDNN;
     }
     s->why = "timed";
@@ -344,7 +345,7 @@ void cpu_tune_record(CpuTuneShape *s, CpuConvImpl impl, double seconds)
     g_mutex_unlock(&tune_lock);
 }
 
-/* One profile line: the shape, its choice, why, and the medians measured. */
+/* One profile line: the shape, its choice, why, and the times measured. */
 static void report_shape(FILE *out, const CpuTuneShape *s)
 {
     fprintf(out, "  %s: %s (%s", s->key, s->choice >= 0 ? impl_names[s->choice] : "undecided",
@@ -353,9 +354,9 @@ static void report_shape(FILE *out, const CpuTuneShape *s)
         fprintf(out, " %s", cache_path);
     }
     if (s->why != NULL && strcmp(s->why, "timed") == 0) {
-        fprintf(out, "; median ms:");
+        fprintf(out, "; fastest of %d runs, ms:", CPU_TUNE_RUNS);
         for (int i = 0; i < s->ncand; i++) {
-            fprintf(out, " %s %.3f", impl_names[s->cand[i]], s->median[s->cand[i]] * 1e3);
+            fprintf(out, " %s %.3f", impl_names[s->cand[i]], s->best[s->cand[i]] * 1e3);
         }
     }
     fprintf(out, ")\n");

@@ -1,13 +1,15 @@
 /* plugins/cpu/cpu-tune.h - kernels chosen by measurement.
  *
- * A convolution pass can run on oneDNN's primitive or on one of the
- * backend's own loops (cpu-conv-own.h), each valid for some shapes only.
+ * A convolution pass can run on oneDNN's direct primitive, oneDNN's
+ * Winograd one (AVX-512 only) or one of the backend's own loops
+ * (cpu-conv-own.h), each but the first valid for some shapes only.
  * Which is fastest depends on the shape and the machine, so the backend
  * measures instead of guessing: the first calls of a shape (a stable text
  * key: pass, sizes, parameters, layouts, threads) run the valid candidates
  * in turn on the training's real tensors, each CPU_TUNE_RUNS times, and
- * the one with the smallest median time is kept for the rest of the
- * process; an own kernel must beat oneDNN by CPU_TUNE_MARGIN to be kept.
+ * the one with the fastest run is kept for the rest of the process (see
+ * cpu-tune.c for why the minimum); another kernel must beat oneDNN's
+ * direct one by CPU_TUNE_MARGIN to be kept.
  * Every call computes with one candidate only, so results are what that
  * candidate computes. The choices are process-wide (every layer of a
  * shape shares them) and can be kept in a file (TDM_CPU_TUNE_CACHE=FILE,
@@ -16,8 +18,8 @@
  * made. TDM_CPU_TUNE=off runs the fixed rules (the first valid own kernel
  * in the order stem, Winograd, bwf8, else oneDNN), TDM_CPU_TUNE=force:NAME
  * runs candidate NAME wherever it is valid (oneDNN elsewhere); the old
- * switches (TDM_CPU_STEM=0, TDM_CPU_BWF8=0, TDM_CPU_WINO=0) still take a
- * kernel out. TDM_CPU_PROFILE=1 lists each shape's choice and the times
+ * switches (TDM_CPU_STEM=0, TDM_CPU_BWF8=0, TDM_CPU_WINO=0, and
+ * TDM_CPU_ONEDNN_WINO=0) still take a kernel out. TDM_CPU_PROFILE=1 lists each shape's choice and the times
  * measured. */
 #ifndef TDM_CPU_TUNE_H
 #define TDM_CPU_TUNE_H
@@ -29,7 +31,8 @@
 
 /* Calls of each candidate timed before a choice. */
 #define CPU_TUNE_RUNS 5
-/* An own kernel is kept only when its median is this much below oneDNN's. */
+/* Another kernel is kept only when its time is this much below oneDNN's
+ * direct one's. */
 #define CPU_TUNE_MARGIN 0.05
 
 #define CPU_CONV_BIT(impl) (1u << (impl))
@@ -47,7 +50,7 @@ CpuConvImpl cpu_tune_pick(CpuTuneShape *shape, guint have, gboolean *timed);
 /* A timed call of candidate impl took `seconds`; makes the choice once
  * every candidate has run CPU_TUNE_RUNS times. */
 void cpu_tune_record(CpuTuneShape *shape, CpuConvImpl impl, double seconds);
-/* The candidate's name: "onednn", "stem", "bwf8", "wino". */
+/* The candidate's name: "onednn", "stem", "bwf8", "wino", "onednn_wino". */
 const char *cpu_tune_impl_name(CpuConvImpl impl);
 /* At exit: TDM_CPU_PROFILE's table of choices (when profile), and the
  * cache file written when new choices were made. */
