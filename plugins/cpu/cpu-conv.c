@@ -506,7 +506,10 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
     CpuConvOwn *own = &e->conv_fwd.own;
     gboolean ok, timed;
     const CpuConvImpl impl = cpu_tune_pick(own->tune, own->have, &timed);
-    const double t0 = timed ? cpu_now() : 0.0;
+    CpuTuneClock t0;
+    if (timed) {
+        cpu_tune_start(&t0);
+    }
     switch (impl) {
     case CPU_CONV_WINO:
         ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error);
@@ -530,7 +533,7 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         break;
     }
     if (timed && ok) {
-        cpu_tune_record(own->tune, impl, cpu_now() - t0);
+        cpu_tune_record(own->tune, impl, &t0);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -649,7 +652,10 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
     CpuConvOwn *own = &e->conv_bwd_data.own;
     gboolean ok, timed;
     const CpuConvImpl impl = cpu_tune_pick(own->tune, own->have, &timed);
-    const double t0 = timed ? cpu_now() : 0.0;
+    CpuTuneClock t0;
+    if (timed) {
+        cpu_tune_start(&t0);
+    }
     if (impl == CPU_CONV_WINO) {
         ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error);
         if (ok) {
@@ -662,7 +668,7 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
                                        w, x_like, dx, error);
     }
     if (timed && ok) {
-        cpu_tune_record(own->tune, impl, cpu_now() - t0);
+        cpu_tune_record(own->tune, impl, &t0);
     }
     cpu_entry_release(cache, e);
     return ok;
@@ -832,7 +838,10 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
     float *dbp = db != NULL ? tdm_tensor_data(db) : NULL;
     gboolean ok = TRUE, timed;
     const CpuConvImpl impl = cpu_tune_pick(own->tune, own->have, &timed);
-    const double t0 = timed ? cpu_now() : 0.0;
+    CpuTuneClock t0;
+    if (timed) {
+        cpu_tune_start(&t0);
+    }
     switch (impl) {
     case CPU_CONV_WINO:
         cpu_wino_backward_filter(own->wino, tdm_tensor_data(x), tdm_tensor_data(dy),
@@ -857,7 +866,7 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
         break;
     }
     if (timed && ok) {
-        cpu_tune_record(own->tune, impl, cpu_now() - t0);
+        cpu_tune_record(own->tune, impl, &t0);
     }
     cpu_entry_release(cache, e);
     return ok;

@@ -5,23 +5,32 @@
  *
  * A shape's state is made on the first cache miss of an op of that shape,
  * under one lock shared by every device; a steady call reads the choice
- * with an atomic load and takes no lock. Timing runs on real calls: a
- * shape's calls cycle through its candidates until each has run
- * CPU_TUNE_RUNS times, then each candidate's fastest run decides. The
- * machine may be shared: another process taking a core only ever adds
- * time to a run (tens of milliseconds when it preempts one thread of a
- * parallel loop, which the other then waits for), so the minimum of
- * several runs estimates a kernel's own cost where a mean, or on a loaded
- * machine even a median, does not; and the runs are interleaved rather
- * than back to back so that a burst of other work spoils one sample of
- * each candidate, not all samples of one. The first run of a candidate
- * also pays its one-time costs (first touch of its buffers), which the
- * minimum leaves out too.
+ * with an atomic load and takes no lock.
+ *
+ * Timing runs on real calls: a shape's calls cycle through its candidates
+ * until each has run CPU_TUNE_RUNS times, then each candidate's fastest
+ * run decides. The machine may be shared, and another process taking a
+ * core only ever adds time to a run: tens of milliseconds when it
+ * preempts one thread of a parallel loop, which the other then waits
+ * for. So a run is measured on two clocks: wall time, and the calling
+ * thread's cpu time, which stops while the thread is preempted and, as an
+ * OpenMP thread spins while it waits for the others, agrees with the wall
+ * time on a quiet machine. A clean run (the thread on a core for at least
+ * CPU_TUNE_CLEAN of its wall time) counts with its wall time, a disturbed
+ * one with its cpu time, and the minimum over the runs estimates a
+ * kernel's own cost where a mean, or on a loaded machine even a median,
+ * does not (at a load of 12 on 2 cores, medians of wall times were off by
+ * 10-50x and most runs were disturbed). Runs are interleaved rather than
+ * back to back, so that a burst of other work spoils one sample of each
+ * candidate, not all samples of one. The first run of a candidate also
+ * pays its one-time costs (first touch of its buffers), which the minimum
+ * leaves out.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu-tune.h"
 #include "cpu.h"
@@ -38,9 +47,9 @@ struct CpuTuneShape {
     int ncand;
     CpuConvImpl cand[CPU_CONV_N]; /* the valid candidates, in the order they are run */
     guint64 issued;               /* timed calls handed out so far */
-    int nrec[CPU_CONV_N];
-    double t[CPU_CONV_N][CPU_TUNE_RUNS];
-    double best[CPU_CONV_N]; /* the fastest run, seconds; 0: not timed */
+    int runs[CPU_CONV_N];   /* by CpuConvImpl: runs timed, */
+    int clean[CPU_CONV_N];  /* clean ones among them, */
+    double best[CPU_CONV_N]; /* the fastest (seconds) */
 };
 
 static GMutex tune_lock;
@@ -278,6 +287,12 @@ static CpuConvImpl first_of(guint have)
     return CPU_CONV_ONEDNN;
 }
 
+/* Whether candidate c has been timed enough. */
+static gboolean timed_enough(const CpuTuneShape *s, CpuConvImpl c)
+{
+    return s->runs[c] >= CPU_TUNE_RUNS;
+}
+
 CpuConvImpl cpu_tune_pick(CpuTuneShape *s, guint have, gboolean *timed)
 {
     *timed = FALSE;
@@ -290,30 +305,26 @@ CpuConvImpl cpu_tune_pick(CpuTuneShape *s, guint have, gboolean *timed)
     if (s->choice >= 0) {
         impl = (have & CPU_CONV_BIT(s->choice)) ? (CpuConvImpl)s->choice : impl;
     } else {
-        /* cycle until every candidate has its runs (a failed call records
-         * nothing and is made up by a later turn) */
-        CpuConvImpl next = s->cand[s->issued % (guint64)s->ncand];
-        s->issued++;
-        if (have & CPU_CONV_BIT(next)) {
-            impl = next;
-            *timed = TRUE;
+        /* cycle through the candidates not timed enough yet (a failed
+         * call records nothing and is made up by a later turn) */
+        for (int i = 0; i < s->ncand; i++) {
+            CpuConvImpl next = s->cand[(s->issued + (guint64)i) % (guint64)s->ncand];
+            if (!timed_enough(s, next) && (have & CPU_CONV_BIT(next))) {
+                s->issued += (guint64)i + 1;
+                impl = next;
+                *timed = TRUE;
+                break;
+            }
         }
     }
     g_mutex_unlock(&tune_lock);
     return impl;
 }
 
-/* Each candidate's fastest run, then the choice: the fastest other
- * kernel when it beats oneDNN's direct one by the margin, else that. */
+/* The choice: the fastest other kernel when it beats oneDNN's direct one
+ * by the margin, else that. */
 static void shape_decide(CpuTuneShape *s)
 {
-    for (int i = 0; i < s->ncand; i++) {
-        CpuConvImpl c = s->cand[i];
-        s->best[c] = s->t[c][0];
-        for (int r = 1; r < CPU_TUNE_RUNS; r++) {
-            s->best[c] = MIN(s->best[c], s->t[c][r]);
-        }
-    }
     int best = -1;
     for (int i = 0; i < s->ncand; i++) {
         CpuConvImpl c = s->cand[i];
@@ -329,16 +340,37 @@ static void shape_decide(CpuTuneShape *s)
     g_atomic_int_set(&s->choice, best);
 }
 
-void cpu_tune_record(CpuTuneShape *s, CpuConvImpl impl, double seconds)
+static double clock_seconds(clockid_t id)
 {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cpu_tune_start(CpuTuneClock *c)
+{
+    c->wall = clock_seconds(CLOCK_MONOTONIC);
+    c->cpu = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+}
+
+void cpu_tune_record(CpuTuneShape *s, CpuConvImpl impl, const CpuTuneClock *start)
+{
+    const double wall = clock_seconds(CLOCK_MONOTONIC) - start->wall;
+    const double cpu = clock_seconds(CLOCK_THREAD_CPUTIME_ID) - start->cpu;
     g_mutex_lock(&tune_lock);
-    if (s->choice < 0 && s->nrec[impl] < CPU_TUNE_RUNS) {
-        s->t[impl][s->nrec[impl]++] = seconds;
-        gboolean full = TRUE;
-        for (int i = 0; i < s->ncand; i++) {
-            full = full && s->nrec[s->cand[i]] == CPU_TUNE_RUNS;
+    if (s->choice < 0 && !timed_enough(s, impl)) {
+        const gboolean clean = cpu >= CPU_TUNE_CLEAN * wall;
+        const double t = clean ? wall : cpu;
+        if (s->runs[impl] == 0 || t < s->best[impl]) {
+            s->best[impl] = t;
         }
-        if (full) {
+        s->runs[impl]++;
+        s->clean[impl] += clean;
+        gboolean done = TRUE;
+        for (int i = 0; i < s->ncand; i++) {
+            done = done && timed_enough(s, s->cand[i]);
+        }
+        if (done) {
             shape_decide(s);
         }
     }
@@ -354,9 +386,11 @@ static void report_shape(FILE *out, const CpuTuneShape *s)
         fprintf(out, " %s", cache_path);
     }
     if (s->why != NULL && strcmp(s->why, "timed") == 0) {
-        fprintf(out, "; fastest of %d runs, ms:", CPU_TUNE_RUNS);
+        fprintf(out, ", ms:");
         for (int i = 0; i < s->ncand; i++) {
-            fprintf(out, " %s %.3f", impl_names[s->cand[i]], s->best[s->cand[i]] * 1e3);
+            CpuConvImpl c = s->cand[i];
+            fprintf(out, " %s %.3f [%d/%d clean]", impl_names[c], s->best[c] * 1e3, s->clean[c],
+                    s->runs[c]);
         }
     }
     fprintf(out, ")\n");

@@ -7,9 +7,10 @@
  * measures instead of guessing: the first calls of a shape (a stable text
  * key: pass, sizes, parameters, layouts, threads) run the valid candidates
  * in turn on the training's real tensors, each CPU_TUNE_RUNS times, and
- * the one with the fastest run is kept for the rest of the process (see
- * cpu-tune.c for why the minimum); another kernel must beat oneDNN's
- * direct one by CPU_TUNE_MARGIN to be kept.
+ * the one with the fastest run is kept for the rest of the process
+ * (cpu-tune.c says how a run is timed on a shared machine, and why the
+ * minimum); another kernel must beat oneDNN's direct one by
+ * CPU_TUNE_MARGIN.
  * Every call computes with one candidate only, so results are what that
  * candidate computes. The choices are process-wide (every layer of a
  * shape shares them) and can be kept in a file (TDM_CPU_TUNE_CACHE=FILE,
@@ -29,8 +30,11 @@
 
 #include "cpu-cache.h"
 
-/* Calls of each candidate timed before a choice. */
-#define CPU_TUNE_RUNS 5
+/* Runs of each candidate timed before a choice. */
+#define CPU_TUNE_RUNS 4
+/* A run is clean (counts with its wall time, not its cpu time) when the
+ * calling thread ran for this share of its wall time. */
+#define CPU_TUNE_CLEAN 0.8
 /* Another kernel is kept only when its time is this much below oneDNN's
  * direct one's. */
 #define CPU_TUNE_MARGIN 0.05
@@ -47,9 +51,14 @@ guint cpu_tune_plan(const char *key, guint valid, CpuTuneShape **shape);
 /* The candidate to run now among those set up (`have`); *timed: whether
  * the call is to be timed and passed to cpu_tune_record. */
 CpuConvImpl cpu_tune_pick(CpuTuneShape *shape, guint have, gboolean *timed);
-/* A timed call of candidate impl took `seconds`; makes the choice once
- * every candidate has run CPU_TUNE_RUNS times. */
-void cpu_tune_record(CpuTuneShape *shape, CpuConvImpl impl, double seconds);
+/* The clocks at the start of a timed call. */
+typedef struct {
+    double wall, cpu; /* seconds: monotonic, and the calling thread's cpu time */
+} CpuTuneClock;
+void cpu_tune_start(CpuTuneClock *c);
+/* A timed call of candidate impl, started at `start`, has ended; makes the
+ * choice once every candidate has been timed enough. */
+void cpu_tune_record(CpuTuneShape *shape, CpuConvImpl impl, const CpuTuneClock *start);
 /* The candidate's name: "onednn", "stem", "bwf8", "wino", "onednn_wino". */
 const char *cpu_tune_impl_name(CpuConvImpl impl);
 /* At exit: TDM_CPU_PROFILE's table of choices (when profile), and the

@@ -94,7 +94,7 @@ timed_ok=yes
 for pass in conv_fwd conv_bwd_filter; do
     line=$(stem_line $pass)
     printf '%s\n' "$line" |
-        grep -qE ': (onednn|stem) \(timed; fastest of 5 runs, ms: onednn [0-9.]+ stem [0-9.]+\)$' ||
+        grep -qE ': (onednn|stem) \(timed, ms: onednn [0-9.]+ \[[0-4]/4 clean\] stem [0-9.]+ \[[0-4]/4 clean\]\)$' ||
         timed_ok="no: '$line'"
 done
 if [ "$timed_ok" = yes ]; then
