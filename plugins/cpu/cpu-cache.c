@@ -530,6 +530,13 @@ gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
                           const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                           GError **error)
 {
+    return cpu_convert_init_sharing(dev, e, c, from, to, NULL, error);
+}
+
+gboolean cpu_convert_init_sharing(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                                  const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                  const CpuConvert *spare, GError **error)
+{
     memset(c, 0, sizeof *c);
     c->prim = -1;
     if (dnnl_memory_desc_equal(from, to)) {
@@ -538,7 +545,10 @@ gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
     if (!cpu_reorder_prim(dev, e, from, to, FALSE, &c->prim, &c->src, &c->dst, error)) {
         return FALSE;
     }
-    c->buf = cpu_entry_buf(e, dnnl_memory_desc_get_size(to));
+    c->bytes = dnnl_memory_desc_get_size(to);
+    c->buf = spare != NULL && spare->buf != NULL && spare->bytes >= c->bytes
+                 ? spare->buf
+                 : cpu_entry_buf(e, c->bytes);
     if (c->buf == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu backend: out of memory");
         return FALSE;

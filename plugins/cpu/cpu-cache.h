@@ -68,6 +68,7 @@ typedef struct {
     int prim;     /* index in the entry's prims, -1 = no conversion */
     int src, dst; /* the reorder's memory objects */
     void *buf;    /* the converted input */
+    size_t bytes; /* buf's size */
 } CpuConvert;
 
 /* A 4-D f32 layout seen as planes of [h][w][b] floats: plain NCHW (b = 1,
@@ -173,6 +174,7 @@ typedef struct {
     int src, diff_dst, diff_weights, diff_bias;
     int dw_sum, dw_sum_from, dw_sum_to; /* the summing reorder and its memory */
     void *dw_buf;
+    size_t dw_bytes;    /* dw_buf's size */
     float *db_buf;      /* NULL without a bias */
     CpuConvert x_in;    /* x into the primitive's source layout */
     CpuConvert dy_in;   /* dy into the primitive's layout */
@@ -397,6 +399,12 @@ gboolean cpu_run(TdmDevice *dev, CpuEntry *e, int prim, int nargs, dnnl_exec_arg
 gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
                           const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                           GError **error);
+/* The same, taking the buffer of `spare` (NULL: none) when it is large
+ * enough: for two conversions that never run in the same call (the two
+ * oneDNN candidates of a convolution entry). */
+gboolean cpu_convert_init_sharing(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                                  const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                  const CpuConvert *spare, GError **error);
 /* Returns the pointer the primitive should read (ptr or the buffer). */
 void *cpu_convert_run(TdmDevice *dev, CpuEntry *e, CpuConvert *c, void *ptr, GError **error);
 /* Reorder src (desc `from`) into dst (desc `to`) with dst += when sum. */

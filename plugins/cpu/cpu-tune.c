@@ -47,9 +47,9 @@ struct CpuTuneShape {
     int ncand;
     CpuConvImpl cand[CPU_CONV_N]; /* the valid candidates, in the order they are run */
     guint64 issued;               /* timed calls handed out so far */
-    int runs[CPU_CONV_N];   /* by CpuConvImpl: runs timed, */
-    int clean[CPU_CONV_N];  /* clean ones among them, */
-    double best[CPU_CONV_N]; /* the fastest (seconds) */
+    int runs[CPU_CONV_N];         /* by CpuConvImpl: runs timed, */
+    int clean[CPU_CONV_N];        /* clean ones among them, */
+    double best[CPU_CONV_N];      /* the fastest (seconds) */
 };
 
 static GMutex tune_lock;
@@ -61,8 +61,7 @@ static GPtrArray *tune_order;   /* the shapes in the order they were met */
 static char *cache_path;        /* TDM_CPU_TUNE_CACHE, or NULL */
 static gboolean cache_dirty;    /* a choice was timed since the file was read */
 
-static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino",
-                                                     "onednn_wino"};
+static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino", "onednn_wino"};
 
 const char *cpu_tune_impl_name(CpuConvImpl impl)
 {
@@ -196,13 +195,13 @@ static void tune_start(void)
     tune_mode = TUNE_ON;
     if (mode != NULL && (strcmp(mode, "off") == 0 || strcmp(mode, "0") == 0)) {
         tune_mode = TUNE_OFF;
-    } else if (mode != NULL && g_str_has_prefix(mode, "force:") &&
-               impl_from_name(mode + 6) >= 0) {
+    } else if (mode != NULL && g_str_has_prefix(mode, "force:") && impl_from_name(mode + 6) >= 0) {
         tune_mode = TUNE_FORCE;
         tune_force = impl_from_name(mode + 6);
     } else if (mode != NULL && mode[0] != '\0' && strcmp(mode, "on") != 0 &&
                strcmp(mode, "1") != 0) {
-        g_warning("TDM_CPU_TUNE='%s' is not on, off or force:NAME (onednn, stem, bwf8, wino, onednn_wino); "
+        g_warning("TDM_CPU_TUNE='%s' is not on, off or force:NAME (onednn, stem, bwf8, wino, "
+                  "onednn_wino); "
                   "timing the kernels",
                   mode);
     }

@@ -20,8 +20,8 @@
  * in the order stem, Winograd, bwf8, else oneDNN), TDM_CPU_TUNE=force:NAME
  * runs candidate NAME wherever it is valid (oneDNN elsewhere); the old
  * switches (TDM_CPU_STEM=0, TDM_CPU_BWF8=0, TDM_CPU_WINO=0, and
- * TDM_CPU_ONEDNN_WINO=0) still take a kernel out. TDM_CPU_PROFILE=1 lists each shape's choice and the times
- * measured. */
+ * TDM_CPU_ONEDNN_WINO=0) still take a kernel out. TDM_CPU_PROFILE=1 lists each shape's choice and
+ * the times measured. */
 #ifndef TDM_CPU_TUNE_H
 #define TDM_CPU_TUNE_H
 

@@ -29,6 +29,8 @@ conv_conformance() {
         -p /conformance/chain >"$tmp/conf.out" 2>"$tmp/conf.err"
 }
 
+conf_failures() { grep -A3 '^not ok' "$tmp/conf.out"; tail -5 "$tmp/conf.err"; }
+
 avx2=no
 grep -qw avx2 /proc/cpuinfo && avx2=yes
 avx512=no
@@ -54,10 +56,11 @@ for run in native:onednn native:stem native:onednn_wino AVX2:onednn AVX2:stem AV
     fi
     status=$?
     if [ $status -ne 0 ] || grep -q '^not ok' "$tmp/conf.out"; then
-        fail "$name" "status $status: $(grep -A3 '^not ok' "$tmp/conf.out") $(tail -5 "$tmp/conf.err")"
+        fail "$name" "status $status: $(conf_failures)"
         continue
     fi
-    others=$(grep -E ': [a-z0-9]+ \(' "$tmp/conf.err" | grep -v -E ": ($cand|onednn) \((forced|only)\)$")
+    others=$(grep -E ': [a-z0-9_]+ \(' "$tmp/conf.err" |
+        grep -v -E ": ($cand|onednn) \((forced|only)\)$")
     if grep -q ": $cand (forced)" "$tmp/conf.err" && [ -z "$others" ]; then
         ok "$name (profile: $cand ran)"
     else
@@ -70,7 +73,7 @@ if TDM_CPU_PROFILE=1 conv_conformance && ! grep -q '^not ok' "$tmp/conf.out" &&
    grep -q 'kernel choices (TDM_CPU_TUNE=on)' "$tmp/conf.err"; then
     ok "conformance with tuning on"
 else
-    fail "conformance with tuning on" "$(grep -A3 '^not ok' "$tmp/conf.out") $(tail -5 "$tmp/conf.err")"
+    fail "conformance with tuning on" "$(conf_failures)"
 fi
 
 # ---- tuning in training, the profile, the cache file ----
@@ -93,8 +96,8 @@ fi
 timed_ok=yes
 for pass in conv_fwd conv_bwd_filter; do
     line=$(stem_line $pass)
-    printf '%s\n' "$line" |
-        grep -qE ': (onednn|stem) \(timed, ms: onednn [0-9.]+ \[[0-4]/4 clean\] stem [0-9.]+ \[[0-4]/4 clean\]\)$' ||
+    runs='[0-9.]+ \[[0-4]/4 clean\]'
+    printf '%s\n' "$line" | grep -qE ": (onednn|stem) \(timed, ms: onednn $runs stem $runs\)$" ||
         timed_ok="no: '$line'"
 done
 if [ "$timed_ok" = yes ]; then
