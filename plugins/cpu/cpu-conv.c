@@ -18,10 +18,12 @@
  * backward weights, into and from the blocked layout oneDNN would have
  * used), backward weights with input and output gradient both in nChw8c
  * (AVX2 machines), and 3x3 stride-1 convolutions between nChw8c tensors
- * (Winograd F(4x4, 3x3): forward, backward data and backward weights).
- * Which of the valid candidates runs a shape is measured (cpu-tune.c), so
- * every candidate writes the same output layout: oneDNN's primitive
- * descriptor is always made first, and names it.
+ * (Winograd F(4x4, 3x3): forward, backward data and backward weights);
+ * and on AVX-512 oneDNN has Winograd kernels of its own for 3x3 stride-1
+ * convolutions. Which of the valid candidates runs a shape is measured
+ * (cpu-tune.c), so every candidate writes the same output layout: oneDNN's
+ * direct primitive descriptor is always made first, and names it. The
+ * descs and primitive descriptors are made in cpu-conv-desc.c.
  *
  * Each op is a setup, run on a cache miss, that finds which candidates are
  * valid, asks cpu-tune.c which to set up (all of them while the shape is
@@ -67,9 +69,10 @@ static gboolean fwd_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvFwdPrim *f,
     return TRUE;
 }
 
-/* The forward's entry: Winograd or the stem loops when they take the op,
- * else the primitive with the reorders of x and the weights into its
- * layouts. NULL on failure. */
+/* The forward's entry: the candidates cpu-tune.c asks for among the
+ * valid ones (oneDNN's direct primitive, oneDNN's Winograd one, the own
+ * Winograd or stem loops), each primitive with the reorders of x and the
+ * weights into its layouts. NULL on failure. */
 static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
                                     const CpuConvGeom *g, const TdmConv2dParams *p, TdmTensor *x,
                                     TdmTensor *w, TdmTensor *bias, gboolean relu, GError **error)
@@ -236,8 +239,10 @@ static gboolean bwd_data_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdDataP
     return TRUE;
 }
 
-/* The backward data's entry: Winograd when it takes the op, else the
- * primitive with the reorders of dy and the weights into its layouts. */
+/* The backward data's entry: the candidates cpu-tune.c asks for among the
+ * valid ones (oneDNN's direct and Winograd primitives, the own Winograd
+ * loops), each primitive with the reorders of dy and the weights into its
+ * layouts. */
 static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
                                           const CpuConvGeom *g, const TdmConv2dParams *p,
                                           TdmTensor *dy, TdmTensor *w, const TdmTensor *x_like,
@@ -392,8 +397,9 @@ static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFil
     return ok;
 }
 
-/* The backward weights' entry: the stem, Winograd or the nChw8c loops when
- * one of them takes the op (in that order), else the primitive. */
+/* The backward weights' entry: the candidates cpu-tune.c asks for among
+ * the valid ones (oneDNN's direct and Winograd primitives, the stem, own
+ * Winograd and nChw8c loops). */
 static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
                                             const CpuConvGeom *g, const TdmConv2dParams *p,
                                             TdmTensor *x, TdmTensor *dy, TdmTensor *dw,
