@@ -470,6 +470,29 @@ static gboolean check_keys(const TdmTrainConfig *cfg, GError **error)
     return TRUE;
 }
 
+/* The cpu backend picks convolution kernels by timing them (TDM_CPU_TUNE),
+ * and two kernels round differently: a resumed run is exact only if it
+ * takes the choices its first part made. So a checkpointed run keeps this
+ * rank's choices beside its checkpoints (DIR/cpu-tune-rank<R>.txt, which
+ * the backend reads at its first convolution and rewrites at each new
+ * choice), unless the user named a file. A directory given by --resume
+ * FILE is the file's. */
+static void keep_tune_choices(const TdmTrainConfig *cfg, const char *resume_path, int rank)
+{
+    const char *dir = cfg->checkpoint_dir;
+    g_autofree char *resume_dir = NULL;
+    if (dir == NULL && resume_path != NULL) {
+        dir = resume_dir = g_path_get_dirname(resume_path);
+    }
+    const char *set = g_getenv("TDM_CPU_TUNE_CACHE");
+    if (dir == NULL || (set != NULL && set[0] != '\0') || g_mkdir_with_parents(dir, 0755) != 0) {
+        return;
+    }
+    g_autofree char *name = g_strdup_printf("cpu-tune-rank%d.txt", rank);
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_setenv("TDM_CPU_TUNE_CACHE", path, TRUE);
+}
+
 TrainCkpt *tdm_train_ckpt_new(TrainRun *run, GError **error)
 {
     TrainCkpt *ck = g_new0(TrainCkpt, 1);
@@ -484,6 +507,7 @@ TrainCkpt *tdm_train_ckpt_new(TrainRun *run, GError **error)
     if (ck->path == NULL) {
         ck->saved_step = 0; /* every N steps from the start */
     }
+    keep_tune_choices(run->cfg, ck->path, run->env.rank);
     return ck;
 }
 

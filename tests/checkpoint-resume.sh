@@ -43,6 +43,37 @@ train resa.st resa.log $E --optimizer adamw --lr 0.001 --resume "$work/c2/latest
 within "single adamw, stopped at step 27 and resumed from DIR/latest = uninterrupted" \
     fulla.st resa.st 0
 
+# cpu: convolution kernels chosen by timing (TDM_CPU_TUNE) round
+# differently, and the timing itself runs each candidate on a shape's
+# first calls, so two runs are bit-identical only when they share the
+# choices. A checkpointed run keeps them in DIR/cpu-tune-rank0.txt (from
+# the first choice on) and a resumed one takes them from there: a first
+# run (cw) leaves its file, a directory seeded with it trains, stops at
+# step 16 and resumes, and equals an uninterrupted run given a copy.
+if has_feature backend cpu; then
+    L="--epochs 2 --model lenet --device cpu"
+    train lw.st lw.log $L --checkpoint-dir "$work/cw" --max-steps 16
+    if [ -s "$work/cw/cpu-tune-rank0.txt" ]; then
+        ok "the cpu backend's kernel choices are kept in the checkpoint directory"
+    else
+        fail "the cpu backend's kernel choices are kept in the checkpoint directory" \
+            "$(ls "$work/cw")"
+    fi
+    mkdir -p "$work/cl"
+    cp "$work/cw/cpu-tune-rank0.txt" "$work/cl/cpu-tune-rank0.txt"
+    cp "$work/cw/cpu-tune-rank0.txt" "$work/tune-copy.txt"
+    train lpart.st lpart.log $L --checkpoint-dir "$work/cl" --max-steps 16
+    train lres.st lres.log $L --checkpoint-dir "$work/cl" --resume "$work/cl"
+    export TDM_CPU_TUNE_CACHE="$work/tune-copy.txt"
+    train lfull.st lfull.log $L
+    unset TDM_CPU_TUNE_CACHE
+    within "lenet on cpu with the kept kernel choices, stopped at step 16 and resumed = uninterrupted" \
+        lfull.st lres.st 0
+else
+    skip "the cpu backend's kernel choices are kept in the checkpoint directory" "no cpu backend"
+    skip "lenet on cpu, stopped and resumed = uninterrupted" "no cpu backend"
+fi
+
 # ddp and zero1 on 2 ranks: stopped at an epoch's end and mid-epoch
 for s in ddp zero1; do
     opt=

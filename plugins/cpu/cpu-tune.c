@@ -59,7 +59,6 @@ static CpuConvImpl tune_force;
 static GHashTable *tune_shapes; /* key -> CpuTuneShape (owned) */
 static GPtrArray *tune_order;   /* the shapes in the order they were met */
 static char *cache_path;        /* TDM_CPU_TUNE_CACHE, or NULL */
-static gboolean cache_dirty;    /* a choice was timed since the file was read */
 
 static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino", "onednn_wino"};
 
@@ -322,6 +321,8 @@ CpuConvImpl cpu_tune_pick(CpuTuneShape *s, guint have, gboolean *timed)
 
 /* The choice: the fastest other kernel when it beats oneDNN's direct one
  * by the margin, else that. */
+static void cache_write(void);
+
 static void shape_decide(CpuTuneShape *s)
 {
     int best = -1;
@@ -335,8 +336,12 @@ static void shape_decide(CpuTuneShape *s)
         best = CPU_CONV_ONEDNN;
     }
     s->why = "timed";
-    cache_dirty = TRUE;
     g_atomic_int_set(&s->choice, best);
+    /* Written at once, not only at exit: a run killed later (and resumed
+     * from a checkpoint) must find the choices its first part made. */
+    if (cache_path != NULL) {
+        cache_write();
+    }
 }
 
 static double clock_seconds(clockid_t id)
@@ -395,7 +400,7 @@ static void report_shape(FILE *out, const CpuTuneShape *s)
     fprintf(out, ")\n");
 }
 
-/* The file: the machine's lines, then "CHOICE<tab>SHAPE" for every timed
+/* (Declared above shape_decide.) The file: the machine's lines, then "CHOICE<tab>SHAPE" for every timed
  * or still valid cached choice, written to a temporary file and renamed. */
 static void cache_write(void)
 {
@@ -437,10 +442,6 @@ void cpu_tune_finish(gboolean profile, FILE *out)
                 }
             }
         }
-        if (cache_path != NULL && cache_dirty) {
-            cache_write();
-        }
-        cache_dirty = FALSE;
     }
     g_mutex_unlock(&tune_lock);
 }

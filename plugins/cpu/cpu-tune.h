@@ -15,8 +15,9 @@
  * candidate computes. The choices are process-wide (every layer of a
  * shape shares them) and can be kept in a file (TDM_CPU_TUNE_CACHE=FILE,
  * keyed by CPU model, instruction set and oneDNN version), read at the
- * first convolution and written atomically at exit when new ones were
- * made. TDM_CPU_TUNE=off runs the fixed rules (the first valid own kernel
+ * first convolution and rewritten atomically each time a new choice is
+ * made (so a run killed later and resumed from a checkpoint finds them;
+ * the trainer keeps one per rank in --checkpoint-dir). TDM_CPU_TUNE=off runs the fixed rules (the first valid own kernel
  * in the order stem, Winograd, bwf8, else oneDNN), TDM_CPU_TUNE=force:NAME
  * runs candidate NAME wherever it is valid (oneDNN elsewhere); the old
  * switches (TDM_CPU_STEM=0, TDM_CPU_BWF8=0, TDM_CPU_WINO=0, and
