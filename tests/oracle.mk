@@ -9,7 +9,7 @@ tests_oracle_test_oracle_SOURCES = tests/oracle/test-oracle.c tests/oracle/oracl
 	tests/oracle/oracle-util.h
 tests_oracle_test_torchvision_SOURCES = tests/oracle/test-torchvision.c \
 	tests/oracle/oracle-util.c tests/oracle/oracle-util.h
-TORCHVISION_TESTS = tests/oracle/torchvision-resnet50.sh tests/oracle/torchvision-vgg11.sh \
+TORCHVISION_TESTS = tests/oracle/torchvision-resnet18.sh tests/oracle/torchvision-resnet50.sh tests/oracle/torchvision-vgg11.sh \
 	tests/oracle/torchvision-vgg16.sh tests/oracle/torchvision-vgg16-bn.sh \
 	tests/oracle/torchvision-alexnet.sh
 TESTS += tests/oracle/run.sh $(TORCHVISION_TESTS)

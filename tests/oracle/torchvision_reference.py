@@ -64,6 +64,8 @@ CASES = {
     "vgg11-grad-32": ("vgg11", "vgg11", 32, 2, False, True),
     "vgg16-96": ("vgg16", "vgg16", 96, 1, False, False),
     "vgg16_bn-64": ("vgg16_bn", "vgg16_bn", 64, 2, False, False),
+    "resnet18-224": ("resnet18", "resnet18", 224, 2, False, False),
+    "resnet18-train-64": ("resnet18", "resnet18", 64, 2, True, True),
     "resnet50-224": ("resnet50", "resnet50", 224, 1, False, False),
     "resnet50-train-64": ("resnet50", "resnet50-scaled", 64, 2, True, True),
 }
