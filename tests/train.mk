@@ -7,11 +7,13 @@
 check_PROGRAMS += tests/test-io tests/test-data
 TESTS += tests/test-io tests/test-data tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh \
 	tests/ops-profile.sh tests/train-stats.sh tests/train-precision.sh \
-	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/finetune-torch.sh tests/early-stop.sh
+	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/finetune-torch.sh tests/early-stop.sh \
+	tests/example-transfer.sh
 EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh tests/ops-profile.sh \
 	tests/train-stats.sh tests/train-precision.sh \
 	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/train-zoo-lib.sh \
 	tests/finetune-torch.sh tests/finetune-reference.py tests/early-stop.sh \
 	tests/fuzz/fuzz-idx.c tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz-config.c \
 	tests/fuzz/fuzz-file.h \
-	examples/fashion-mlp.ini
+	examples/fashion-mlp.ini tests/example-transfer.sh examples/transfer-learning/README.md \
+	examples/transfer-learning/run.sh examples/transfer-learning/make_images.py
