@@ -21,6 +21,12 @@
 "$PY" -c 'import torch' 2>/dev/null || skip_all "no torch in $PY"
 export TDM_DATA_DIR="$TDM_TOP_SRCDIR/data"
 ref="$PY $TDM_TOP_SRCDIR/tests/finetune-reference.py"
+# What is checked here is the fine-tuning semantics at 1e-5, on a resnet8
+# whose frozen batch norm makes the running variance ill-conditioned: the
+# cpu backend's timed kernel choice (oneDNN's Winograd rounds differently,
+# within the conformance tolerance) moves it by up to 5e-4. The direct
+# kernels keep the comparison about the semantics.
+export TDM_CPU_TUNE=force:onednn
 
 for m in resnet8 lenet; do
     $ref init $m "$work/$m-init.st" 2>"$work/init.err" ||
