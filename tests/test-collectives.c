@@ -114,10 +114,12 @@ static void *get(Worker *w, TdmTensor *t)
         }                                                                                          \
     } while (0)
 
-static void ok_or_die(Worker *w, const char *what, gboolean ok, GError *error)
+/* `error` by address: read after `ok` is computed (argument order is not
+ * defined in C, so passing the GError itself could read it too early). */
+static void ok_or_die(Worker *w, const char *what, gboolean ok, GError **error)
 {
     if (!ok) {
-        die(w, what, error);
+        die(w, what, *error);
     }
 }
 
@@ -137,7 +139,7 @@ static void check_allreduce_f32(Worker *w, int64_t n, TdmReduceOp op)
     }
     put(w, t, host);
     GError *error = NULL;
-    ok_or_die(w, "allreduce", tdm_comm_allreduce(w->comm, t, op, &error), error);
+    ok_or_die(w, "allreduce", tdm_comm_allreduce(w->comm, t, op, &error), &error);
     float *got = get(w, t);
     g_autofree char *what = g_strdup_printf("allreduce f32 %s", tdm_reduce_op_name(op));
 #define EXPECT(i) expect[i]
@@ -163,9 +165,9 @@ static void check_allreduce_int(Worker *w, int64_t n)
     put(w, b, hb);
     GError *error = NULL;
     ok_or_die(w, "allreduce i32 max", tdm_comm_allreduce(w->comm, a, TDM_REDUCE_MAX, &error),
-              error);
+              &error);
     ok_or_die(w, "allreduce i64 sum", tdm_comm_allreduce(w->comm, b, TDM_REDUCE_SUM, &error),
-              error);
+              &error);
     int32_t *ga = get(w, a);
     int64_t *gb = get(w, b);
 #define EXPECT_MAX(i)                                                                              \
@@ -203,7 +205,7 @@ static void check_broadcast(Worker *w, int64_t n, int root)
     }
     put(w, t, host);
     GError *error = NULL;
-    ok_or_die(w, "broadcast", tdm_comm_broadcast(w->comm, t, root, &error), error);
+    ok_or_die(w, "broadcast", tdm_comm_broadcast(w->comm, t, root, &error), &error);
     float *got = get(w, t);
 #define EXPECT(i) val_f32(root, i)
     CHECK_EQ(w, "broadcast f32", n, got, EXPECT, "%g");
@@ -229,7 +231,7 @@ static void check_allgather(Worker *w, int64_t n, gboolean in_place)
         host[i] = val_f32(w->rank, i);
     }
     put(w, in, host);
-    ok_or_die(w, "allgather", tdm_comm_allgather(w->comm, in, out, &error), error);
+    ok_or_die(w, "allgather", tdm_comm_allgather(w->comm, in, out, &error), &error);
     float *got = get(w, out);
 #define EXPECT(i) val_f32((int)((i) / n), (i) % n)
     CHECK_EQ(w, in_place ? "allgather f32 in place" : "allgather f32", total, got, EXPECT, "%g");
@@ -258,7 +260,7 @@ static void check_reduce_scatter(Worker *w, int64_t n, TdmReduceOp op, gboolean 
     }
     put(w, in, host);
     GError *error = NULL;
-    ok_or_die(w, "reduce_scatter", tdm_comm_reduce_scatter(w->comm, in, out, op, &error), error);
+    ok_or_die(w, "reduce_scatter", tdm_comm_reduce_scatter(w->comm, in, out, op, &error), &error);
     float *got = get(w, out);
     const int64_t base = (int64_t)w->rank * n;
 #define EXPECT(i)                                                                                  \
@@ -303,7 +305,7 @@ static void check_async(Worker *w)
         }
     }
     for (int k = K - 1; k >= 0; k--) {
-        ok_or_die(w, "wait", tdm_comm_wait(w->comm, work[k], &error), error);
+        ok_or_die(w, "wait", tdm_comm_wait(w->comm, work[k], &error), &error);
     }
     for (int k = 0; k < K; k++) {
         float *got = get(w, t[k]);
@@ -350,8 +352,8 @@ static void check_two_comms(Worker *w)
     if (wb == NULL) {
         die(w, "two comms", error);
     }
-    ok_or_die(w, "wait other", tdm_comm_wait(other, wb, &error), error);
-    ok_or_die(w, "wait first", tdm_comm_wait(w->comm, wa, &error), error);
+    ok_or_die(w, "wait other", tdm_comm_wait(other, wb, &error), &error);
+    ok_or_die(w, "wait first", tdm_comm_wait(w->comm, wa, &error), &error);
     int32_t *ga = get(w, a);
     int32_t *gb = get(w, b);
 #define EXPECT_SUM(i)                                                                              \
@@ -404,7 +406,7 @@ static void check_refusals(Worker *w)
     }
     g_clear_error(&error);
     ok_or_die(w, "broadcast u8 after refusals", tdm_comm_broadcast(w->comm, bytes, 0, &error),
-              error);
+              &error);
     check_allreduce_f32(w, 5, TDM_REDUCE_SUM);
     tdm_tensor_unref(bytes);
     tdm_tensor_unref(small);
@@ -444,7 +446,7 @@ static void worker_ops(Worker *w)
         check_reduce_scatter(w, n, TDM_REDUCE_SUM, FALSE);
         check_reduce_scatter(w, n, TDM_REDUCE_SUM, TRUE);
         check_reduce_scatter(w, n, TDM_REDUCE_MAX, FALSE);
-        ok_or_die(w, "barrier", tdm_comm_barrier(w->comm, &error), error);
+        ok_or_die(w, "barrier", tdm_comm_barrier(w->comm, &error), &error);
     }
     check_async(w);
     check_two_comms(w);
@@ -472,7 +474,7 @@ static void worker_skip(Worker *w, const char *mode)
 {
     TdmTensor *t = tensor_1d(w, TDM_DTYPE_F32, 1000);
     GError *error = NULL;
-    ok_or_die(w, "first allreduce", tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error), error);
+    ok_or_die(w, "first allreduce", tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error), &error);
     gboolean ok = TRUE;
     if (w->rank != 1) {
         ok = tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error);
@@ -513,7 +515,7 @@ static void worker_stall(Worker *w)
 {
     TdmTensor *t = tensor_1d(w, TDM_DTYPE_F32, 1000);
     GError *error = NULL;
-    ok_or_die(w, "first allreduce", tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error), error);
+    ok_or_die(w, "first allreduce", tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error), &error);
     if (tdm_comm_allreduce(w->comm, t, TDM_REDUCE_SUM, &error)) {
         fprintf(stderr, "rank %d: the held-back allreduce completed\n", w->rank);
         _exit(1);
