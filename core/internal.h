@@ -27,6 +27,10 @@ gboolean tdm_parse_bool_word(const char *s, gboolean *out);
  * a new file, and `path` is not a directory or device), checked before a
  * long run rather than after it. */
 gboolean tdm_save_path_check(const char *path, GError **error);
+/* safetensors.c: sets TDM_ERROR_CORRUPT "PATH: message" and returns FALSE,
+ * for the readers of weight files (safetensors, .pth). */
+G_GNUC_PRINTF(3, 4)
+gboolean tdm_file_corrupt(GError **error, const char *path, const char *fmt, ...);
 
 /* device.c: the backend's memory and transfer slots, for tensor.c and
  * loader.c (every file of the core but device.c, stream.c and ops-*.c

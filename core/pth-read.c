@@ -34,15 +34,15 @@
 #define MAX_PICKLE_BYTES (256u << 20)
 
 typedef struct {
-    const char *path;    /* the file, for messages */
+    const char *path; /* the file, for messages */
     zip_t *za;
-    char *top;           /* "<top>/" */
-    char *pkl_name;      /* "<top>/data.pkl", for messages */
+    char *top;            /* "<top>/" */
+    char *pkl_name;       /* "<top>/data.pkl", for messages */
     GHashTable *storages; /* key -> Storage * */
 } PthReader;
 
 typedef struct {
-    const TdmPv *first;  /* the persistent id that named it first */
+    const TdmPv *first; /* the persistent id that named it first */
     guint8 *data;
     size_t nbytes;
 } Storage;
@@ -54,17 +54,6 @@ static void storage_free(gpointer p)
     g_free(s);
 }
 
-G_GNUC_PRINTF(3, 4)
-static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, TDM_ERROR, TDM_ERROR_CORRUPT, "%s: %s", path, msg);
-    return FALSE;
-}
-
 /* ---- the archive ------------------------------------------------------ */
 
 /* The whole of entry `name` (transfer full), after libzip checked its CRC. */
@@ -74,33 +63,38 @@ static guint8 *read_entry(PthReader *r, zip_int64_t index, size_t max, size_t *s
     const char *name = zip_get_name(r->za, (zip_uint64_t)index, ZIP_FL_ENC_RAW);
     zip_stat_t sb;
     zip_stat_init(&sb);
-    if (zip_stat_index(r->za, (zip_uint64_t)index, 0, &sb) != 0 ||
-        !(sb.valid & ZIP_STAT_SIZE) || !(sb.valid & ZIP_STAT_COMP_METHOD)) {
-        corrupt(error, r->path, "zip entry %s: %s", name, zip_strerror(r->za));
+    if (zip_stat_index(r->za, (zip_uint64_t)index, 0, &sb) != 0 || !(sb.valid & ZIP_STAT_SIZE) ||
+        !(sb.valid & ZIP_STAT_COMP_METHOD)) {
+        tdm_file_corrupt(error, r->path, "zip entry %s: %s", name, zip_strerror(r->za));
         return NULL;
     }
     /* torch.save stores entries uncompressed; a compressed one could claim
      * any size, so it is refused rather than trusted. */
     if (sb.comp_method != ZIP_CM_STORE) {
-        corrupt(error, r->path, "zip entry %s is compressed (method %u); torch.save writes "
-                "stored entries", name, (unsigned)sb.comp_method);
+        tdm_file_corrupt(error, r->path,
+                         "zip entry %s is compressed (method %u); torch.save writes "
+                         "stored entries",
+                         name, (unsigned)sb.comp_method);
         return NULL;
     }
     if (sb.size > max) {
-        corrupt(error, r->path, "zip entry %s is %" G_GUINT64_FORMAT " bytes, more than the "
-                "%zu it may hold", name, (guint64)sb.size, max);
+        tdm_file_corrupt(error, r->path,
+                         "zip entry %s is %" G_GUINT64_FORMAT " bytes, more than the "
+                         "%zu it may hold",
+                         name, (guint64)sb.size, max);
         return NULL;
     }
     zip_file_t *zf = zip_fopen_index(r->za, (zip_uint64_t)index, 0);
     if (zf == NULL) {
-        corrupt(error, r->path, "zip entry %s: %s", name, zip_strerror(r->za));
+        tdm_file_corrupt(error, r->path, "zip entry %s: %s", name, zip_strerror(r->za));
         return NULL;
     }
     guint8 *buf = g_try_malloc(MAX((size_t)sb.size, 1));
     if (buf == NULL) {
         zip_fclose(zf);
-        g_set_error(error, TDM_ERROR, TDM_ERROR_IO, "%s: no memory for the %" G_GUINT64_FORMAT
-                    " bytes of zip entry %s", r->path, (guint64)sb.size, name);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_IO,
+                    "%s: no memory for the %" G_GUINT64_FORMAT " bytes of zip entry %s", r->path,
+                    (guint64)sb.size, name);
         return NULL;
     }
     size_t got = 0;
@@ -116,9 +110,11 @@ static guint8 *read_entry(PthReader *r, zip_int64_t index, size_t max, size_t *s
     ok = ok && zip_fread(zf, &extra, 1) == 0;
     if (!ok) {
         zip_error_t *ze = zip_file_get_error(zf);
-        corrupt(error, r->path, "zip entry %s: %s after %zu of %" G_GUINT64_FORMAT " bytes",
-                name, zip_error_code_zip(ze) != ZIP_ER_OK ? zip_error_strerror(ze)
-                : "it is shorter than its directory entry says", got, (guint64)sb.size);
+        tdm_file_corrupt(
+            error, r->path, "zip entry %s: %s after %zu of %" G_GUINT64_FORMAT " bytes", name,
+            zip_error_code_zip(ze) != ZIP_ER_OK ? zip_error_strerror(ze)
+                                                : "it is shorter than its directory entry says",
+            got, (guint64)sb.size);
         zip_fclose(zf);
         g_free(buf);
         return NULL;
@@ -145,15 +141,17 @@ static gboolean find_top(PthReader *r, GError **error)
             continue;
         }
         if (r->top != NULL) {
-            return corrupt(error, r->path, "two pickles in the archive: %s and %s", r->pkl_name,
-                           name);
+            return tdm_file_corrupt(error, r->path, "two pickles in the archive: %s and %s",
+                                    r->pkl_name, name);
         }
         r->top = g_strndup(name, (gsize)(slash - name) + 1);
         r->pkl_name = g_strdup(name);
     }
     if (r->top == NULL) {
-        return corrupt(error, r->path, "a zip archive without <folder>/data.pkl: not a file "
-                       "torch.save writes (%" G_GINT64_FORMAT " entries)", (gint64)n);
+        return tdm_file_corrupt(error, r->path,
+                                "a zip archive without <folder>/data.pkl: not a file "
+                                "torch.save writes (%" G_GINT64_FORMAT " entries)",
+                                (gint64)n);
     }
     zip_int64_t bo = find_entry(r, "byteorder");
     if (bo >= 0) {
@@ -163,8 +161,10 @@ static gboolean find_top(PthReader *r, GError **error)
             return FALSE;
         }
         if (len != strlen("little") || memcmp(text, "little", len) != 0) {
-            return corrupt(error, r->path, "%sbyteorder says '%.*s': only little-endian "
-                           "storages are read", r->top, (int)len, (const char *)text);
+            return tdm_file_corrupt(error, r->path,
+                                    "%sbyteorder says '%.*s': only little-endian "
+                                    "storages are read",
+                                    r->top, (int)len, (const char *)text);
         }
     }
     return TRUE;
@@ -175,10 +175,11 @@ static Storage *get_storage(PthReader *r, const TdmPv *pid, GError **error)
     Storage *s = g_hash_table_lookup(r->storages, pid->s);
     if (s != NULL) {
         if (s->first->storage_type != pid->storage_type || s->first->numel != pid->numel) {
-            corrupt(error, r->path, "storage '%s' is torch.%s of %" G_GINT64_FORMAT " elements "
-                    "at byte %zu of %s but torch.%s of %" G_GINT64_FORMAT " at byte %zu", pid->s,
-                    s->first->storage_type->name, s->first->numel, s->first->at, r->pkl_name,
-                    pid->storage_type->name, pid->numel, pid->at);
+            tdm_file_corrupt(error, r->path,
+                             "storage '%s' is torch.%s of %" G_GINT64_FORMAT " elements "
+                             "at byte %zu of %s but torch.%s of %" G_GINT64_FORMAT " at byte %zu",
+                             pid->s, s->first->storage_type->name, s->first->numel, s->first->at,
+                             r->pkl_name, pid->storage_type->name, pid->numel, pid->at);
             return NULL;
         }
         return s;
@@ -186,8 +187,8 @@ static Storage *get_storage(PthReader *r, const TdmPv *pid, GError **error)
     g_autofree char *rel = g_strconcat("data/", pid->s, NULL);
     zip_int64_t index = find_entry(r, rel);
     if (index < 0) {
-        corrupt(error, r->path, "storage '%s' (byte %zu of %s) has no entry %s%s", pid->s,
-                pid->at, r->pkl_name, r->top, rel);
+        tdm_file_corrupt(error, r->path, "storage '%s' (byte %zu of %s) has no entry %s%s", pid->s,
+                         pid->at, r->pkl_name, r->top, rel);
         return NULL;
     }
     size_t size = 0;
@@ -198,9 +199,11 @@ static Storage *get_storage(PthReader *r, const TdmPv *pid, GError **error)
     guint64 want = 0;
     if (!g_uint64_checked_mul(&want, (guint64)pid->numel, pid->storage_type->elsize) ||
         want != size) {
-        corrupt(error, r->path, "%s%s is %zu bytes but storage '%s' (byte %zu of %s) is %"
-                G_GINT64_FORMAT " elements of torch.%s", r->top, rel, size, pid->s, pid->at,
-                r->pkl_name, pid->numel, pid->storage_type->name);
+        tdm_file_corrupt(error, r->path,
+                         "%s%s is %zu bytes but storage '%s' (byte %zu of %s) is %" G_GINT64_FORMAT
+                         " elements of torch.%s",
+                         r->top, rel, size, pid->s, pid->at, r->pkl_name, pid->numel,
+                         pid->storage_type->name);
         g_free(data);
         return NULL;
     }
@@ -253,9 +256,11 @@ static gboolean add_tensor(PthReader *r, TdmSafeTensors *st, const char *name, c
     const TdmPv *pid = t->storage;
     const TdmPickleStorageType *type = pid->storage_type;
     if (type->dtype < 0) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED, "%s: tensor '%s' (byte %zu of %s) "
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "%s: tensor '%s' (byte %zu of %s) "
                     "is a torch.%s; Tandem reads Float, Half, BFloat16, Long, Int and Byte "
-                    "storages", r->path, name, t->at, r->pkl_name, type->name);
+                    "storages",
+                    r->path, name, t->at, r->pkl_name, type->name);
         return FALSE;
     }
     Storage *s = get_storage(r, pid, error);
@@ -276,12 +281,12 @@ static gboolean add_tensor(PthReader *r, TdmSafeTensors *st, const char *name, c
     }
     /* A view may not reach past its storage, nor hold more elements than
      * it (a broadcast view would make a small file expand without bound). */
-    if (!fits || numel > (guint64)pid->numel ||
-        (numel > 0 && last >= (guint64)pid->numel)) {
-        return corrupt(error, r->path, "tensor '%s' (byte %zu of %s): offset %" G_GINT64_FORMAT
-                       ", shape %s, strides %s reach past storage '%s' of %" G_GINT64_FORMAT
-                       " elements", name, t->at, r->pkl_name, t->offset, shape, strides, pid->s,
-                       pid->numel);
+    if (!fits || numel > (guint64)pid->numel || (numel > 0 && last >= (guint64)pid->numel)) {
+        return tdm_file_corrupt(
+            error, r->path,
+            "tensor '%s' (byte %zu of %s): offset %" G_GINT64_FORMAT
+            ", shape %s, strides %s reach past storage '%s' of %" G_GINT64_FORMAT " elements",
+            name, t->at, r->pkl_name, t->offset, shape, strides, pid->s, pid->numel);
     }
     size_t el = type->elsize;
     guint8 *view = g_malloc(MAX((size_t)numel * el, 1));
@@ -341,17 +346,17 @@ static const TdmPv *dict_get(const TdmPv *d, const char *key)
 }
 
 /* The error for `d`'s entry at key index `bad`, which is not a tensor. */
-static void not_a_tensor(PthReader *r, const TdmPv *d, guint bad, const char *under,
-                         GError **error)
+static void not_a_tensor(PthReader *r, const TdmPv *d, guint bad, const char *under, GError **error)
 {
     const TdmPv *k = d->items->pdata[bad], *v = d->items->pdata[bad + 1];
-    g_autofree char *key = k->kind == TDM_PV_STR ? g_strdup_printf("'%s'", k->s)
-                                                 : g_strdup_printf("(a %s key)",
-                                                                   tdm_pickle_kind_name(k->kind));
-    corrupt(error, r->path, "%s: entry %s%s%s (byte %zu) is of type %s, not a tensor: expected a "
-            "state dict, or a dict with one under \"state_dict\" or \"model\"", r->pkl_name,
-            key, under != NULL ? " under " : "", under != NULL ? under : "", v->at,
-            tdm_pickle_kind_name(v->kind));
+    g_autofree char *key = k->kind == TDM_PV_STR
+                               ? g_strdup_printf("'%s'", k->s)
+                               : g_strdup_printf("(a %s key)", tdm_pickle_kind_name(k->kind));
+    tdm_file_corrupt(error, r->path,
+                     "%s: entry %s%s%s (byte %zu) is of type %s, not a tensor: expected a "
+                     "state dict, or a dict with one under \"state_dict\" or \"model\"",
+                     r->pkl_name, key, under != NULL ? " under " : "", under != NULL ? under : "",
+                     v->at, tdm_pickle_kind_name(v->kind));
 }
 
 /* The state dict: the top dict, or its "state_dict" or "model" entry. The
@@ -360,8 +365,8 @@ static void not_a_tensor(PthReader *r, const TdmPv *d, guint bad, const char *un
 static const TdmPv *find_state_dict(PthReader *r, const TdmPv *root, GError **error)
 {
     if (root->kind != TDM_PV_DICT) {
-        corrupt(error, r->path, "%s holds a %s (byte %zu), not a state dict", r->pkl_name,
-                tdm_pickle_kind_name(root->kind), root->at);
+        tdm_file_corrupt(error, r->path, "%s holds a %s (byte %zu), not a state dict", r->pkl_name,
+                         tdm_pickle_kind_name(root->kind), root->at);
         return NULL;
     }
     guint bad = 0;
@@ -417,9 +422,11 @@ TdmSafeTensors *tdm_pth_load(const char *path, GError **error)
         return NULL;
     }
     if (legacy_format(head, got)) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED, "%s: the legacy (before PyTorch "
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "%s: the legacy (before PyTorch "
                     "1.6) torch.save format, not a zip archive; re-save it with a newer torch: "
-                    "torch.save(torch.load(f), f2)", path);
+                    "torch.save(torch.load(f), f2)",
+                    path);
         return NULL;
     }
     int zerr = 0;
@@ -427,7 +434,7 @@ TdmSafeTensors *tdm_pth_load(const char *path, GError **error)
     if (za == NULL) {
         zip_error_t ze;
         zip_error_init_with_code(&ze, zerr);
-        corrupt(error, path, "not a readable zip archive: %s", zip_error_strerror(&ze));
+        tdm_file_corrupt(error, path, "not a readable zip archive: %s", zip_error_strerror(&ze));
         zip_error_fini(&ze);
         return NULL;
     }
@@ -459,8 +466,8 @@ TdmSafeTensors *tdm_pth_load(const char *path, GError **error)
     for (guint i = 0; i + 1 < sd->items->len; i += 2) {
         const TdmPv *k = sd->items->pdata[i], *v = sd->items->pdata[i + 1];
         if (g_hash_table_contains(names, k->s)) {
-            corrupt(error, path, "the state dict names '%s' twice (byte %zu of %s)", k->s, k->at,
-                    r.pkl_name);
+            tdm_file_corrupt(error, path, "the state dict names '%s' twice (byte %zu of %s)", k->s,
+                             k->at, r.pkl_name);
         } else {
             g_hash_table_add(names, k->s);
             if (add_tensor(&r, st, k->s, v, error)) {

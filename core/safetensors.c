@@ -42,20 +42,20 @@
 #define MAX_ELEMENT_BYTES 8
 
 struct _TdmSafeTensors {
-    char *path;            /* file read from, for messages; NULL for a writer */
-    GPtrArray *tensors;    /* TdmSafeTensor * (owned) in file / insertion order */
-    GHashTable *by_name;   /* name -> TdmSafeTensor * */
-    GPtrArray *meta_keys;  /* char * (owned), insertion order */
-    GHashTable *metadata;  /* key -> value (owned) */
-    gpointer blob;         /* loaded file: tensors' data point into it */
-    gboolean owns_data;    /* writer: each tensor's data is its own copy */
+    char *path;           /* file read from, for messages; NULL for a writer */
+    GPtrArray *tensors;   /* TdmSafeTensor * (owned) in file / insertion order */
+    GHashTable *by_name;  /* name -> TdmSafeTensor * */
+    GPtrArray *meta_keys; /* char * (owned), insertion order */
+    GHashTable *metadata; /* key -> value (owned) */
+    gpointer blob;        /* loaded file: tensors' data point into it */
+    gboolean owns_data;   /* writer: each tensor's data is its own copy */
 };
 
 static const struct {
     const char *name;
     TdmDType dtype;
 } dtype_names[] = {
-    {"F32", TDM_DTYPE_F32}, {"I32", TDM_DTYPE_I32}, {"I64", TDM_DTYPE_I64},
+    {"F32", TDM_DTYPE_F32}, {"I32", TDM_DTYPE_I32},   {"I64", TDM_DTYPE_I64},
     {"U8", TDM_DTYPE_U8},   {"BF16", TDM_DTYPE_BF16}, {"F16", TDM_DTYPE_F16},
 };
 
@@ -105,8 +105,7 @@ void tdm_safetensors_free(TdmSafeTensors *st)
     g_free(st);
 }
 
-G_GNUC_PRINTF(3, 4)
-static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
+gboolean tdm_file_corrupt(GError **error, const char *path, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -138,13 +137,12 @@ static const char *node_string(JsonNode *node)
 }
 
 static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, const char *name,
-                                  JsonNode *v, size_t data_len, size_t *begin_out,
-                                  GError **error)
+                                  JsonNode *v, size_t data_len, size_t *begin_out, GError **error)
 {
     const char *path = st->path;
     size_t at = tdm_st_header_offset(h, v);
     if (!JSON_NODE_HOLDS_OBJECT(v)) {
-        return corrupt(error, path, "entry '%s' at byte %zu is not an object", name, at);
+        return tdm_file_corrupt(error, path, "entry '%s' at byte %zu is not an object", name, at);
     }
     JsonObject *entry = json_node_get_object(v);
     JsonObjectIter iter;
@@ -152,16 +150,18 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, cons
     json_object_iter_init_ordered(&iter, entry);
     while (json_object_iter_next_ordered(&iter, &k, NULL)) {
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0) {
-            return corrupt(error, path, "tensor '%s' at byte %zu has an unknown field '%s'", name,
-                           at, k);
+            return tdm_file_corrupt(
+                error, path, "tensor '%s' at byte %zu has an unknown field '%s'", name, at, k);
         }
     }
     JsonNode *dtype = json_object_get_member(entry, "dtype");
     JsonNode *shape = json_object_get_member(entry, "shape");
     JsonNode *offsets = json_object_get_member(entry, "data_offsets");
     if (dtype == NULL || shape == NULL || offsets == NULL) {
-        return corrupt(error, path, "tensor '%s' at byte %zu lacks %s", name, at,
-                       dtype == NULL ? "\"dtype\"" : shape == NULL ? "\"shape\"" : "\"data_offsets\"");
+        return tdm_file_corrupt(error, path, "tensor '%s' at byte %zu lacks %s", name, at,
+                                dtype == NULL   ? "\"dtype\""
+                                : shape == NULL ? "\"shape\""
+                                                : "\"data_offsets\"");
     }
     TdmSafeTensor *t = g_new0(TdmSafeTensor, 1);
     t->name = g_strdup(name);
@@ -178,15 +178,17 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, cons
         }
     }
     if (!known) {
-        return corrupt(error, path, "tensor '%s': unknown dtype %s%s%s at byte %zu", name,
-                       dtype_name != NULL ? "'" : "",
-                       dtype_name != NULL ? dtype_name : "(not a string)",
-                       dtype_name != NULL ? "'" : "", tdm_st_header_offset(h, dtype));
+        return tdm_file_corrupt(error, path, "tensor '%s': unknown dtype %s%s%s at byte %zu", name,
+                                dtype_name != NULL ? "'" : "",
+                                dtype_name != NULL ? dtype_name : "(not a string)",
+                                dtype_name != NULL ? "'" : "", tdm_st_header_offset(h, dtype));
     }
     JsonArray *dims = JSON_NODE_HOLDS_ARRAY(shape) ? json_node_get_array(shape) : NULL;
     if (dims == NULL || json_array_get_length(dims) > TDM_MAX_DIMS) {
-        return corrupt(error, path, "tensor '%s': shape at byte %zu is not an array of at most %d "
-                       "integers", name, tdm_st_header_offset(h, shape), TDM_MAX_DIMS);
+        return tdm_file_corrupt(error, path,
+                                "tensor '%s': shape at byte %zu is not an array of at most %d "
+                                "integers",
+                                name, tdm_st_header_offset(h, shape), TDM_MAX_DIMS);
     }
     guint64 numel = 1;
     t->ndim = (int)json_array_get_length(dims);
@@ -194,13 +196,13 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, cons
         JsonNode *dim = json_array_get_element(dims, (guint)d);
         gint64 n;
         if (!node_int(dim, &n) || n < 0) {
-            return corrupt(error, path, "tensor '%s': bad dimension at byte %zu", name,
-                           tdm_st_header_offset(h, dim));
+            return tdm_file_corrupt(error, path, "tensor '%s': bad dimension at byte %zu", name,
+                                    tdm_st_header_offset(h, dim));
         }
         t->shape[d] = n;
         if (n != 0 && numel > G_MAXUINT64 / (guint64)n / MAX_ELEMENT_BYTES) {
-            return corrupt(error, path, "tensor '%s': shape at byte %zu is too large", name,
-                           tdm_st_header_offset(h, shape));
+            return tdm_file_corrupt(error, path, "tensor '%s': shape at byte %zu is too large",
+                                    name, tdm_st_header_offset(h, shape));
         }
         numel *= (guint64)n;
     }
@@ -209,19 +211,22 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, cons
     if (range == NULL || json_array_get_length(range) != 2 ||
         !node_int(json_array_get_element(range, 0), &begin) ||
         !node_int(json_array_get_element(range, 1), &end)) {
-        return corrupt(error, path, "tensor '%s': data_offsets at byte %zu is not [begin, end]",
-                       name, tdm_st_header_offset(h, offsets));
+        return tdm_file_corrupt(error, path,
+                                "tensor '%s': data_offsets at byte %zu is not [begin, end]", name,
+                                tdm_st_header_offset(h, offsets));
     }
     if (begin < 0 || end < begin || (guint64)end > data_len) {
-        return corrupt(error, path, "tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %"
-                       G_GINT64_FORMAT "] at byte %zu out of range (data area is %zu bytes)",
-                       name, begin, end, tdm_st_header_offset(h, offsets), data_len);
+        return tdm_file_corrupt(error, path,
+                                "tensor '%s': data_offsets [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                                "] at byte %zu out of range (data area is %zu bytes)",
+                                name, begin, end, tdm_st_header_offset(h, offsets), data_len);
     }
     guint64 expect = numel * tdm_dtype_size(t->dtype);
     if ((guint64)(end - begin) != expect) {
-        return corrupt(error, path, "tensor '%s': %" G_GINT64_FORMAT " bytes at byte %zu but its "
-                       "shape and dtype need %" G_GUINT64_FORMAT, name, end - begin,
-                       tdm_st_header_offset(h, offsets), expect);
+        return tdm_file_corrupt(error, path,
+                                "tensor '%s': %" G_GINT64_FORMAT " bytes at byte %zu but its "
+                                "shape and dtype need %" G_GUINT64_FORMAT,
+                                name, end - begin, tdm_st_header_offset(h, offsets), expect);
     }
     t->nbytes = (size_t)expect;
     *begin_out = (size_t)begin;
@@ -229,12 +234,11 @@ static gboolean read_tensor_entry(TdmSafeTensors *st, const TdmStHeader *h, cons
 }
 
 /* The __metadata__ entry: an object of strings. */
-static gboolean read_metadata(TdmSafeTensors *st, const TdmStHeader *h, JsonNode *v,
-                              GError **error)
+static gboolean read_metadata(TdmSafeTensors *st, const TdmStHeader *h, JsonNode *v, GError **error)
 {
     if (!JSON_NODE_HOLDS_OBJECT(v)) {
-        return corrupt(error, st->path, "__metadata__ at byte %zu is not an object",
-                       tdm_st_header_offset(h, v));
+        return tdm_file_corrupt(error, st->path, "__metadata__ at byte %zu is not an object",
+                                tdm_st_header_offset(h, v));
     }
     JsonObjectIter iter;
     const char *key;
@@ -242,8 +246,9 @@ static gboolean read_metadata(TdmSafeTensors *st, const TdmStHeader *h, JsonNode
     json_object_iter_init_ordered(&iter, json_node_get_object(v));
     while (json_object_iter_next_ordered(&iter, &key, &value)) {
         if (node_string(value) == NULL) {
-            return corrupt(error, st->path, "__metadata__ value '%s' at byte %zu is not a string",
-                           key, tdm_st_header_offset(h, value));
+            return tdm_file_corrupt(error, st->path,
+                                    "__metadata__ value '%s' at byte %zu is not a string", key,
+                                    tdm_st_header_offset(h, value));
         }
         tdm_safetensors_set_metadata(st, key, node_string(value));
     }
@@ -270,8 +275,10 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
     g_autoptr(GPtrArray) sorted = NULL;
 
     if (size < HEADER_LEN_BYTES) {
-        corrupt(&local, path, "file is %zu bytes, too short for the %d-byte header length at "
-                "byte 0", size, HEADER_LEN_BYTES);
+        tdm_file_corrupt(&local, path,
+                         "file is %zu bytes, too short for the %d-byte header length at "
+                         "byte 0",
+                         size, HEADER_LEN_BYTES);
         goto fail;
     }
     guint64 hlen = 0;
@@ -279,19 +286,21 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
         hlen = (hlen << 8) | (guint8)contents[i];
     }
     if (hlen > size - HEADER_LEN_BYTES || hlen > MAX_HEADER_BYTES) {
-        corrupt(&local, path, "header length %" G_GUINT64_FORMAT " at byte 0 runs past the end "
-                "of the file (%zu bytes)", hlen, size);
+        tdm_file_corrupt(&local, path,
+                         "header length %" G_GUINT64_FORMAT " at byte 0 runs past the end "
+                         "of the file (%zu bytes)",
+                         hlen, size);
         goto fail;
     }
     if (!g_utf8_validate(contents + HEADER_LEN_BYTES, (gssize)hlen, NULL)) {
         const char *bad = NULL;
         g_utf8_validate(contents + HEADER_LEN_BYTES, (gssize)hlen, &bad);
-        corrupt(&local, path, "bad JSON header at byte %zu: invalid UTF-8",
-                (size_t)(bad - contents));
+        tdm_file_corrupt(&local, path, "bad JSON header at byte %zu: invalid UTF-8",
+                         (size_t)(bad - contents));
         goto fail;
     }
-    if (!tdm_st_header_parse(&h, path, contents + HEADER_LEN_BYTES, (size_t)hlen,
-                             HEADER_LEN_BYTES, &local)) {
+    if (!tdm_st_header_parse(&h, path, contents + HEADER_LEN_BYTES, (size_t)hlen, HEADER_LEN_BYTES,
+                             &local)) {
         goto fail;
     }
 
@@ -329,8 +338,8 @@ static TdmSafeTensors *safetensors_parse(const char *path, char *contents, size_
     for (guint i = 1; i < sorted->len; i++) {
         TdmSafeTensor *a = sorted->pdata[i - 1], *b = sorted->pdata[i];
         if ((char *)a->data + a->nbytes > (char *)b->data) {
-            corrupt(&local, path, "tensors '%s' and '%s' overlap at byte %zu", a->name, b->name,
-                    (size_t)((char *)b->data - contents));
+            tdm_file_corrupt(&local, path, "tensors '%s' and '%s' overlap at byte %zu", a->name,
+                             b->name, (size_t)((char *)b->data - contents));
             goto fail;
         }
     }
@@ -648,8 +657,8 @@ gboolean tdm_model_save(TdmModel *model, const char *path, GError **error)
          * keep it, but load_state_dict (strict) wants it. */
         if (ok && p->is_buffer && strcmp(p->name, "running_mean") == 0) {
             size_t plen = strlen(p->full_name) - strlen("running_mean");
-            g_autofree char *name = g_strdup_printf("%.*snum_batches_tracked", (int)plen,
-                                                    p->full_name);
+            g_autofree char *name =
+                g_strdup_printf("%.*snum_batches_tracked", (int)plen, p->full_name);
             gint64 zero = 0;
             tdm_safetensors_add(st, name, TDM_DTYPE_I64, 0, NULL, &zero);
         }
@@ -707,8 +716,8 @@ gboolean tdm_model_load(TdmModel *model, const char *path, gboolean strict, GErr
     return tdm_model_load_except(model, path, strict, NULL, error);
 }
 
-gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean strict,
-                               const char *skip, GError **error)
+gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean strict, const char *skip,
+                               GError **error)
 {
     g_return_val_if_fail(model != NULL && path != NULL, FALSE);
     TdmSafeTensors *st = tdm_weights_load(path, error);
@@ -734,7 +743,8 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
         if (!any) { /* a typo would otherwise load what was meant to be left out */
             g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
                         "%s: '%s', to be left out of the load, names no parameter or buffer of "
-                        "the model", path, *s);
+                        "the model",
+                        path, *s);
             ok = FALSE;
         }
     }
@@ -756,7 +766,8 @@ gboolean tdm_model_load_except(TdmModel *model, const char *path, gboolean stric
             g_autofree char *got = shape_string(t->ndim, t->shape);
             g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
                         "%s: unexpected tensor '%s' (shape %s): the model has no such parameter "
-                        "or buffer", path, t->name, got);
+                        "or buffer",
+                        path, t->name, got);
             ok = FALSE;
         }
     }
