@@ -66,15 +66,20 @@ static TdmModule *build_lenet(int c, int size, int classes, GError **error)
     return m;
 }
 
-/* torchvision's BasicBlock: conv-bn-relu-conv-bn (+ shortcut), relu. */
-static TdmModule *basic_block(int in, int out, int stride)
+/* convN (k x k, padding k / 2, no bias) and bnN, appended to `seq`. */
+static void add_conv_bn(TdmModule *seq, int n, int in, int out, int k, int stride)
 {
-    TdmModule *body = tdm_sequential_new();
-    tdm_module_add_child(body, "conv1", tdm_conv2d_new(in, out, 3, stride, 1, FALSE));
-    tdm_module_add_child(body, "bn1", tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
-    tdm_module_add_child(body, "relu", tdm_relu_new());
-    tdm_module_add_child(body, "conv2", tdm_conv2d_new(out, out, 3, 1, 1, FALSE));
-    tdm_module_add_child(body, "bn2", tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
+    char conv[CHILD_NAME_LEN], bn[CHILD_NAME_LEN];
+    g_snprintf(conv, sizeof conv, "conv%d", n);
+    g_snprintf(bn, sizeof bn, "bn%d", n);
+    tdm_module_add_child(seq, conv, tdm_conv2d_new(in, out, k, stride, k / 2, FALSE));
+    tdm_module_add_child(seq, bn, tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
+}
+
+/* `body` plus its shortcut, then relu: torchvision's downsample (a 1x1
+ * convolution and batch norm) when the shape changes. */
+static TdmModule *block_with_shortcut(TdmModule *body, int in, int out, int stride)
+{
     TdmModule *shortcut = NULL;
     if (stride != 1 || in != out) {
         shortcut = tdm_sequential_new();
@@ -84,6 +89,16 @@ static TdmModule *basic_block(int in, int out, int stride)
     return tdm_residual_new(body, shortcut, TRUE);
 }
 
+/* torchvision's BasicBlock: conv-bn-relu-conv-bn (+ shortcut), relu. */
+static TdmModule *basic_block(int in, int out, int stride)
+{
+    TdmModule *body = tdm_sequential_new();
+    add_conv_bn(body, 1, in, out, 3, stride);
+    tdm_module_add_child(body, "relu", tdm_relu_new());
+    add_conv_bn(body, 2, out, out, 3, 1);
+    return block_with_shortcut(body, in, out, stride);
+}
+
 /* torchvision's Bottleneck (v1.5: the stride is in the 3x3 convolution):
  * conv1x1-bn-relu, conv3x3-bn-relu, conv1x1-bn (+ shortcut), relu; `width`
  * is the 3x3's channels, the output has BOTTLENECK_EXPANSION times more. */
@@ -91,21 +106,12 @@ static TdmModule *bottleneck_block(int in, int width, int stride)
 {
     int out = width * BOTTLENECK_EXPANSION;
     TdmModule *body = tdm_sequential_new();
-    tdm_module_add_child(body, "conv1", tdm_conv2d_new(in, width, 1, 1, 0, FALSE));
-    tdm_module_add_child(body, "bn1", tdm_batchnorm2d_new(width, BN_EPS, BN_MOMENTUM));
+    add_conv_bn(body, 1, in, width, 1, 1);
     tdm_module_add_child(body, "relu1", tdm_relu_new());
-    tdm_module_add_child(body, "conv2", tdm_conv2d_new(width, width, 3, stride, 1, FALSE));
-    tdm_module_add_child(body, "bn2", tdm_batchnorm2d_new(width, BN_EPS, BN_MOMENTUM));
+    add_conv_bn(body, 2, width, width, 3, stride);
     tdm_module_add_child(body, "relu2", tdm_relu_new());
-    tdm_module_add_child(body, "conv3", tdm_conv2d_new(width, out, 1, 1, 0, FALSE));
-    tdm_module_add_child(body, "bn3", tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
-    TdmModule *shortcut = NULL;
-    if (stride != 1 || in != out) {
-        shortcut = tdm_sequential_new();
-        tdm_module_add_child(shortcut, "0", tdm_conv2d_new(in, out, 1, stride, 0, FALSE));
-        tdm_module_add_child(shortcut, "1", tdm_batchnorm2d_new(out, BN_EPS, BN_MOMENTUM));
-    }
-    return tdm_residual_new(body, shortcut, TRUE);
+    add_conv_bn(body, 3, width, out, 1, 1);
+    return block_with_shortcut(body, in, out, stride);
 }
 
 /* `blocks` blocks of `width` (the first with `stride`) after *in channels;
