@@ -165,6 +165,9 @@ static void cpu_device_close(TdmDevice *dev)
     g_hash_table_foreach(d->free_blocks, free_block_list, NULL);
     g_hash_table_destroy(d->free_blocks);
     free(d->scratch);
+    for (int i = 0; i < CPU_TRANSIENT_N; i++) {
+        free(d->transient[i]);
+    }
     dnnl_stream_destroy(d->stream);
     dnnl_engine_destroy(d->engine);
     g_mutex_clear(&d->lock);

@@ -408,23 +408,44 @@ dnnl_memory_t cpu_mem(CpuEntry *e, int index, void *ptr)
     return m;
 }
 
+/* Grows *buf (of *size bytes) to at least `bytes`, not keeping its
+ * content: the scratchpad and the transient buffers. */
+static gboolean grow_buffer(void **buf, size_t *size, size_t bytes, const char *what,
+                            GError **error)
+{
+    if (bytes <= *size) {
+        return TRUE;
+    }
+    free(*buf);
+    size_t n = (bytes + 4095) / 4096 * 4096;
+    *buf = aligned_alloc(4096, n);
+    if (*buf == NULL) {
+        *size = 0;
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu backend: cannot allocate a %zu-byte %s",
+                    n, what);
+        return FALSE;
+    }
+    *size = n;
+    return TRUE;
+}
+
 gboolean cpu_scratch_reserve(TdmDevice *dev, size_t bytes, GError **error)
 {
     CpuDevice *d = CPU_DEV(dev);
-    if (bytes <= d->scratch_size) {
-        return TRUE;
-    }
-    free(d->scratch);
-    size_t n = (bytes + 4095) / 4096 * 4096;
-    d->scratch = aligned_alloc(4096, n);
-    if (d->scratch == NULL) {
-        d->scratch_size = 0;
-        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
-                    "cpu backend: cannot allocate a %zu-byte scratchpad", n);
-        return FALSE;
-    }
-    d->scratch_size = n;
-    return TRUE;
+    return grow_buffer(&d->scratch, &d->scratch_size, bytes, "scratchpad", error);
+}
+
+gboolean cpu_transient_reserve(TdmDevice *dev, int slot, size_t bytes, GError **error)
+{
+    CpuDevice *d = CPU_DEV(dev);
+    g_assert(slot >= 0 && slot < CPU_TRANSIENT_N);
+    return grow_buffer(&d->transient[slot], &d->transient_size[slot], bytes, "transient buffer",
+                       error);
+}
+
+void *cpu_transient(TdmDevice *dev, int slot)
+{
+    return CPU_DEV(dev)->transient[slot];
 }
 
 static gboolean pd_is_reference(const_dnnl_primitive_desc_t pd)
@@ -526,19 +547,15 @@ gboolean cpu_reorder_prim(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t 
     return TRUE;
 }
 
-gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
-                          const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                          GError **error)
-{
-    return cpu_convert_init_sharing(dev, e, c, from, to, NULL, error);
-}
-
-gboolean cpu_convert_init_sharing(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
-                                  const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                                  const CpuConvert *spare, GError **error)
+/* cpu_convert_init and cpu_convert_init_transient: slot -1 converts into
+ * a buffer of the entry. */
+static gboolean convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                             const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                             int slot, GError **error)
 {
     memset(c, 0, sizeof *c);
     c->prim = -1;
+    c->slot = slot;
     if (dnnl_memory_desc_equal(from, to)) {
         return TRUE;
     }
@@ -546,9 +563,10 @@ gboolean cpu_convert_init_sharing(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
         return FALSE;
     }
     c->bytes = dnnl_memory_desc_get_size(to);
-    c->buf = spare != NULL && spare->buf != NULL && spare->bytes >= c->bytes
-                 ? spare->buf
-                 : cpu_entry_buf(e, c->bytes);
+    if (slot >= 0) {
+        return cpu_transient_reserve(dev, slot, c->bytes, error);
+    }
+    c->buf = cpu_entry_buf(e, c->bytes);
     if (c->buf == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "cpu backend: out of memory");
         return FALSE;
@@ -556,19 +574,36 @@ gboolean cpu_convert_init_sharing(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
     return TRUE;
 }
 
+gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                          const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                          GError **error)
+{
+    return convert_init(dev, e, c, from, to, -1, error);
+}
+
+gboolean cpu_convert_init_transient(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                                    const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                    int slot, GError **error)
+{
+    g_assert(slot >= 0 && slot < CPU_TRANSIENT_N);
+    return convert_init(dev, e, c, from, to, slot, error);
+}
+
 void *cpu_convert_run(TdmDevice *dev, CpuEntry *e, CpuConvert *c, void *ptr, GError **error)
 {
     if (c->prim < 0) {
         return ptr;
     }
+    /* a transient buffer is looked up now: a later entry may have grown it */
+    void *buf = c->slot >= 0 ? cpu_transient(dev, c->slot) : c->buf;
     dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_FROM, cpu_mem(e, c->src, ptr)},
-        {DNNL_ARG_TO, cpu_mem(e, c->dst, c->buf)},
+        {DNNL_ARG_TO, cpu_mem(e, c->dst, buf)},
     };
     if (!cpu_run(dev, e, c->prim, 2, args, error)) {
         return NULL;
     }
-    return c->buf;
+    return buf;
 }
 
 /* ---- layouts as planes of [h][w][b] floats ---- */

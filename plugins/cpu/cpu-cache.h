@@ -62,13 +62,31 @@ typedef struct {
     int64_t v[CPU_KEY_MAX];
 } CpuKey;
 
+/* The device's transient buffers: memory that one op call uses and no
+ * later call reads (a convolution's inputs reordered into the primitive's
+ * layouts, its weight gradient in the primitive's layout before it is
+ * summed into the plain one). Every entry of the device shares them, which
+ * ops can do because a device runs one op at a time (its lock): for
+ * resnet18 this keeps one blocked copy of the largest layer's weights
+ * instead of three copies of the whole model's (fwd, bwd data, bwd
+ * weights). One buffer per role, so that the buffers one call uses at once
+ * are distinct; each grows to the largest need while entries are set up
+ * (cpu_transient_reserve), so a steady-state step allocates nothing. */
+typedef enum {
+    CPU_TRANSIENT_SRC,      /* x converted (forward, backward weights) */
+    CPU_TRANSIENT_WEIGHTS,  /* weights converted, or the blocked weight gradient */
+    CPU_TRANSIENT_DIFF_DST, /* dy converted (backward data and weights) */
+    CPU_TRANSIENT_N
+} CpuTransient;
+
 /* Brings an input into the layout a primitive wants: either nothing to do
- * (prim < 0) or a cached reorder into a cached buffer. */
+ * (prim < 0) or a cached reorder into a cached buffer or a transient one. */
 typedef struct {
     int prim;     /* index in the entry's prims, -1 = no conversion */
     int src, dst; /* the reorder's memory objects */
-    void *buf;    /* the converted input */
-    size_t bytes; /* buf's size */
+    int slot;     /* the CpuTransient buffer converted into, -1: buf */
+    void *buf;    /* the converted input when slot is -1 */
+    size_t bytes; /* the converted input's size */
 } CpuConvert;
 
 /* A 4-D f32 layout seen as planes of [h][w][b] floats: plain NCHW (b = 1,
@@ -166,15 +184,14 @@ typedef struct {
     CpuConvBwdDataPrim dnnl[2]; /* direct, Winograd */
 } CpuConvBwdDataOp;
 
-/* conv2d backward weights on a oneDNN primitive: it computes into dw_buf
- * (its own layout) and db_buf, then dw_sum adds dw_buf into the plain dw
- * (a reorder with a sum post-op) and a loop adds db_buf into db */
+/* conv2d backward weights on a oneDNN primitive: it computes into the
+ * device's transient weights buffer (its own layout) and db_buf, then
+ * dw_sum adds that buffer into the plain dw (a reorder with a sum
+ * post-op) and a loop adds db_buf into db */
 typedef struct {
     int prim;
     int src, diff_dst, diff_weights, diff_bias;
     int dw_sum, dw_sum_from, dw_sum_to; /* the summing reorder and its memory */
-    void *dw_buf;
-    size_t dw_bytes;    /* dw_buf's size */
     float *db_buf;      /* NULL without a bias */
     CpuConvert x_in;    /* x into the primitive's source layout */
     CpuConvert dy_in;   /* dy into the primitive's layout */
@@ -383,6 +400,11 @@ gboolean cpu_prim_create(TdmDevice *dev, CpuEntry *e, const_dnnl_primitive_desc_
  * entry is made, never in a steady step). An op may use it while it holds
  * the device lock; its contents do not last from one op to the next. */
 gboolean cpu_scratch_reserve(TdmDevice *dev, size_t bytes, GError **error);
+/* Grows the device's transient buffer `slot` (a CpuTransient) to at least
+ * `bytes` (when an entry is made); its content is not kept. */
+gboolean cpu_transient_reserve(TdmDevice *dev, int slot, size_t bytes, GError **error);
+/* The device's transient buffer `slot` as it is now. */
+void *cpu_transient(TdmDevice *dev, int slot);
 /* A memory object of desc md without data, owned by e: its index. */
 int cpu_entry_mem(TdmDevice *dev, CpuEntry *e, const dnnl_memory_desc_t *md);
 /* A zeroed, aligned buffer owned by e (NULL when out of memory). */
@@ -399,12 +421,13 @@ gboolean cpu_run(TdmDevice *dev, CpuEntry *e, int prim, int nargs, dnnl_exec_arg
 gboolean cpu_convert_init(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
                           const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                           GError **error);
-/* The same, taking the buffer of `spare` (NULL: none) when it is large
- * enough: for two conversions that never run in the same call (the two
- * oneDNN candidates of a convolution entry). */
-gboolean cpu_convert_init_sharing(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
-                                  const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                                  const CpuConvert *spare, GError **error);
+/* The same, converting into the device's transient buffer `slot` (a
+ * CpuTransient), grown here if needed: for inputs that only the call
+ * itself reads. */
+gboolean cpu_convert_init_transient(TdmDevice *dev, CpuEntry *e, CpuConvert *c,
+                                    const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                    int slot, GError **error);
+
 /* Returns the pointer the primitive should read (ptr or the buffer). */
 void *cpu_convert_run(TdmDevice *dev, CpuEntry *e, CpuConvert *c, void *ptr, GError **error);
 /* Reorder src (desc `from`) into dst (desc `to`) with dst += when sum. */

@@ -311,6 +311,32 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
  * direct one's spec, the output's layout in it fixed when out_md is not
  * NULL: the output must come out in that layout), or FALSE when oneDNN
  * has none for this shape. */
+/* The largest scratchpad an alternative kernel may use, in bytes:
+ * TDM_CPU_WORKSPACE_LIMIT in MiB, 32 by default. oneDNN's Winograd
+ * kernels keep transformed weights and tiles in theirs, 5 to 13 times the
+ * weights on resnet18's 256- and 512-channel layers (up to 120 MiB at
+ * batch 32); the scratchpad is shared by every op of the device, so one
+ * such candidate, even timed once and dropped, sets the process's peak
+ * memory. Like cudnn's workspace limit, the cap keeps a kernel out, not
+ * the op: the direct kernel is always there. */
+static size_t workspace_limit(void)
+{
+    static gsize limit = 0;
+    if (g_once_init_enter(&limit)) {
+        guint64 mib = 32;
+        const char *s = g_getenv("TDM_CPU_WORKSPACE_LIMIT");
+        if (s != NULL && *s != '\0' && !g_ascii_string_to_unsigned(s, 10, 0, 1 << 20, &mib, NULL)) {
+            g_warning("cpu backend: TDM_CPU_WORKSPACE_LIMIT=%s is not a size in MiB "
+                      "(0 to 1048576); using 32",
+                      s);
+            mib = 32;
+        }
+        /* stored plus one: g_once_init_leave refuses 0 */
+        g_once_init_leave(&limit, (gsize)(mib << 20) + 1);
+    }
+    return (size_t)(limit - 1);
+}
+
 gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
                                  dnnl_query_t out_query, const dnnl_memory_desc_t *out_md,
                                  dnnl_primitive_desc_t *pd)
@@ -323,6 +349,8 @@ gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
     }
     if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
         impl == NULL || strstr(impl, "wino") == NULL ||
+        dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md,
+                                                               0)) > workspace_limit() ||
         (out_md != NULL &&
          !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(*pd, out_query, 0), out_md))) {
         dnnl_primitive_desc_destroy(*pd);

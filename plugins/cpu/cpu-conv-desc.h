@@ -46,7 +46,8 @@ gboolean cpu_conv_pd_make(TdmDevice *dev, const void *spec, gboolean any, dnnl_p
                           GError **error);
 /* oneDNN's Winograd primitive descriptor for the pass of `direct`, its
  * output (out_query) in layout out_md when that is not NULL; FALSE when
- * oneDNN has none for the shape (or TDM_CPU_ONEDNN_WINO=0). */
+ * oneDNN has none for the shape, its scratchpad is over
+ * TDM_CPU_WORKSPACE_LIMIT, or TDM_CPU_ONEDNN_WINO=0). */
 gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
                                  dnnl_query_t out_query, const dnnl_memory_desc_t *out_md,
                                  dnnl_primitive_desc_t *pd);

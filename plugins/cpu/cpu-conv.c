@@ -48,17 +48,16 @@
 /* Sets forward primitive pd up as f: the reorders of x (layout xmd) and
  * of the plain weights into its layouts, its memory objects. */
 static gboolean fwd_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvFwdPrim *f,
-                               const CpuConvFwdPrim *spare, const_dnnl_primitive_desc_t pd,
+                               const_dnnl_primitive_desc_t pd,
                                const dnnl_memory_desc_t *xmd, const dnnl_memory_desc_t *wplain,
                                const dnnl_memory_desc_t *bmd, GError **error)
 {
     const dnnl_memory_desc_t *psrc = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    if (!cpu_convert_init_sharing(dev, e, &f->x_in, xmd, psrc, spare ? &spare->x_in : NULL,
-                                  error) ||
-        !cpu_convert_init_sharing(dev, e, &f->w_in, wplain, pwei, spare ? &spare->w_in : NULL,
-                                  error) ||
+    if (!cpu_convert_init_transient(dev, e, &f->x_in, xmd, psrc, CPU_TRANSIENT_SRC, error) ||
+        !cpu_convert_init_transient(dev, e, &f->w_in, wplain, pwei, CPU_TRANSIENT_WEIGHTS,
+                                    error) ||
         !cpu_prim_create(dev, e, pd, &f->prim, error)) {
         return FALSE;
     }
@@ -122,16 +121,11 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
                               "cannot allocate the stem convolution's work buffer", error);
         ok = own->stem != NULL;
     }
-    /* Winograd first: its buffers are the larger, and the direct
-     * primitive's conversions use them where it is there too */
-    const gboolean spare = (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO)) != 0;
-    if (ok && spare) {
-        ok = fwd_prim_setup(dev, e, &op->dnnl[1], NULL, wpd, &xmd, &wplain, bias ? &bmd : NULL,
-                            error);
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
+        ok = fwd_prim_setup(dev, e, &op->dnnl[1], wpd, &xmd, &wplain, bias ? &bmd : NULL, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
-        ok = fwd_prim_setup(dev, e, &op->dnnl[0], spare ? &op->dnnl[1] : NULL, pd, &xmd, &wplain,
-                            bias ? &bmd : NULL, error);
+        ok = fwd_prim_setup(dev, e, &op->dnnl[0], pd, &xmd, &wplain, bias ? &bmd : NULL, error);
     }
     if (wpd != NULL) {
         dnnl_primitive_desc_destroy(wpd);
@@ -219,17 +213,17 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
 /* Sets backward data primitive pd up as b: the reorders of dy (layout
  * dymd) and of the plain weights into its layouts, its memory objects. */
 static gboolean bwd_data_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdDataPrim *b,
-                                    const CpuConvBwdDataPrim *spare, const_dnnl_primitive_desc_t pd,
+                                    const_dnnl_primitive_desc_t pd,
                                     const dnnl_memory_desc_t *dymd,
                                     const dnnl_memory_desc_t *wplain, GError **error)
 {
     const dnnl_memory_desc_t *pdsrc = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
     const dnnl_memory_desc_t *pwei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-    if (!cpu_convert_init_sharing(dev, e, &b->dy_in, dymd, pddst, spare ? &spare->dy_in : NULL,
-                                  error) ||
-        !cpu_convert_init_sharing(dev, e, &b->w_in, wplain, pwei, spare ? &spare->w_in : NULL,
-                                  error) ||
+    if (!cpu_convert_init_transient(dev, e, &b->dy_in, dymd, pddst, CPU_TRANSIENT_DIFF_DST,
+                                    error) ||
+        !cpu_convert_init_transient(dev, e, &b->w_in, wplain, pwei, CPU_TRANSIENT_WEIGHTS,
+                                    error) ||
         !cpu_prim_create(dev, e, pd, &b->prim, error)) {
         return FALSE;
     }
@@ -281,14 +275,11 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
     if (want & CPU_CONV_BIT(CPU_CONV_WINO)) {
         ok = cpu_conv_wino_setup(dev, e, own, &wg, error);
     }
-    /* Winograd first (see the forward) */
-    const gboolean spare = (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO)) != 0;
-    if (ok && spare) {
-        ok = bwd_data_prim_setup(dev, e, &op->dnnl[1], NULL, wpd, &dymd, &wplain, error);
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
+        ok = bwd_data_prim_setup(dev, e, &op->dnnl[1], wpd, &dymd, &wplain, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN))) {
-        ok = bwd_data_prim_setup(dev, e, &op->dnnl[0], spare ? &op->dnnl[1] : NULL, pd, &dymd,
-                                 &wplain, error);
+        ok = bwd_data_prim_setup(dev, e, &op->dnnl[0], pd, &dymd, &wplain, error);
     }
     if (wpd != NULL) {
         dnnl_primitive_desc_destroy(wpd);
@@ -371,10 +362,10 @@ static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFil
     const dnnl_memory_desc_t *pdwei =
         dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
     const dnnl_memory_desc_t *pddst = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-    gboolean ok = cpu_convert_init_sharing(dev, e, &op->x_in, xmd, psrc,
-                                           spare ? &spare->x_in : NULL, error) &&
-                  cpu_convert_init_sharing(dev, e, &op->dy_in, dymd, pddst,
-                                           spare ? &spare->dy_in : NULL, error) &&
+    gboolean ok = cpu_convert_init_transient(dev, e, &op->x_in, xmd, psrc, CPU_TRANSIENT_SRC,
+                                             error) &&
+                  cpu_convert_init_transient(dev, e, &op->dy_in, dymd, pddst,
+                                             CPU_TRANSIENT_DIFF_DST, error) &&
                   cpu_prim_create(dev, e, pd, &op->prim, error) &&
                   cpu_reorder_prim(dev, e, pdwei, wplain, TRUE, &op->dw_sum, &op->dw_sum_from,
                                    &op->dw_sum_to, error);
@@ -383,16 +374,14 @@ static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFil
         op->diff_dst = cpu_entry_mem(dev, e, pddst);
         op->diff_weights = cpu_entry_mem(dev, e, pdwei);
         op->diff_bias = bmd != NULL ? cpu_entry_mem(dev, e, bmd) : -1;
-        /* the buffers of the other oneDNN candidate when it has them:
-         * the two never run in the same call */
-        op->dw_bytes = dnnl_memory_desc_get_size(pdwei);
-        op->dw_buf = spare != NULL && spare->dw_bytes >= op->dw_bytes
-                         ? spare->dw_buf
-                         : cpu_entry_buf(e, op->dw_bytes);
+        /* the bias gradient's buffer of the other oneDNN candidate when it
+         * has one: the two never run in the same call */
         op->db_buf = bmd == NULL     ? NULL
                      : spare != NULL ? spare->db_buf
                                      : cpu_entry_buf(e, sizeof(float) * (size_t)oc);
-        ok = op->dw_buf != NULL && (bmd == NULL || op->db_buf != NULL);
+        ok = cpu_transient_reserve(dev, CPU_TRANSIENT_WEIGHTS, dnnl_memory_desc_get_size(pdwei),
+                                   error) &&
+             (bmd == NULL || op->db_buf != NULL);
     }
     return ok;
 }
@@ -448,7 +437,9 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
         own->stem =
             cpu_conv_own_take(e, &sg, sizeof sg, cpu_stem_work_bytes(&sg, TRUE), &own->stem_work,
                               "cannot allocate the stem convolution's work buffer", error);
-        ok = own->stem != NULL && cpu_convert_init(dev, e, &op->stem_dy_in, &dymd, &stem_dy, error);
+        ok = own->stem != NULL && cpu_convert_init_transient(dev, e, &op->stem_dy_in, &dymd,
+                                                             &stem_dy, CPU_TRANSIENT_DIFF_DST,
+                                                             error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_WINO))) {
         ok = cpu_conv_wino_setup(dev, e, own, &wg, error);
@@ -476,8 +467,8 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     return cpu_entry_setup_end(cache, e, pd, ok);
 }
 
-/* The primitive into dw_buf and db_buf, then dw += dw_buf (the summing
- * reorder) and db += db_buf. */
+/* The primitive into the transient weights buffer and db_buf, then dw +=
+ * that buffer (the summing reorder) and db += db_buf. */
 static gboolean conv_backward_filter_onednn(TdmDevice *dev, CpuEntry *e, CpuConvBwdFilterPrim *op,
                                             TdmTensor *x, TdmTensor *dy, TdmTensor *dw,
                                             TdmTensor *db, GError **error)
@@ -491,7 +482,8 @@ static gboolean conv_backward_filter_onednn(TdmDevice *dev, CpuEntry *e, CpuConv
     int n = 0;
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, cpu_mem(e, op->src, xs)};
     args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, cpu_mem(e, op->diff_dst, dys)};
-    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, cpu_mem(e, op->diff_weights, op->dw_buf)};
+    void *dw_buf = cpu_transient(dev, CPU_TRANSIENT_WEIGHTS);
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, cpu_mem(e, op->diff_weights, dw_buf)};
     if (op->diff_bias >= 0) {
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, cpu_mem(e, op->diff_bias, op->db_buf)};
     }
@@ -499,7 +491,7 @@ static gboolean conv_backward_filter_onednn(TdmDevice *dev, CpuEntry *e, CpuConv
         return FALSE;
     }
     dnnl_exec_arg_t sum_args[3] = {
-        {DNNL_ARG_FROM, cpu_mem(e, op->dw_sum_from, op->dw_buf)},
+        {DNNL_ARG_FROM, cpu_mem(e, op->dw_sum_from, dw_buf)},
         {DNNL_ARG_TO, cpu_mem(e, op->dw_sum_to, tdm_tensor_data(dw))},
     };
     if (!cpu_run(dev, e, op->dw_sum, 2, sum_args, error)) {

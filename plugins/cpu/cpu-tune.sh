@@ -8,7 +8,8 @@
 # the times measured; TDM_CPU_TUNE_CACHE keeps the choices in a file that
 # a second run uses without timing again (an edited choice in the file is
 # obeyed), while a corrupt file or one from another machine is ignored with
-# a warning naming it, then replaced. Prints TAP.
+# a warning naming it, then replaced; TDM_CPU_WORKSPACE_LIMIT keeps a
+# kernel with a larger scratchpad out. Prints TAP.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 conf="$TDM_TOP_BUILDDIR/tests/test-conformance"
@@ -68,6 +69,25 @@ for run in native:onednn native:stem native:onednn_wino AVX2:onednn AVX2:stem AV
 $(grep -E '^  conv' "$tmp/conf.err" | head -20)"
     fi
 done
+
+# TDM_CPU_WORKSPACE_LIMIT keeps out a candidate whose scratchpad is larger:
+# with 0 MiB oneDNN's Winograd kernels (which all have one) never run, even
+# forced, and the results still pass
+name="TDM_CPU_WORKSPACE_LIMIT=0 keeps oneDNN's Winograd kernels out"
+if [ $avx512 = no ]; then
+    skip "$name" "no AVX-512 on this machine"
+elif TDM_CPU_WORKSPACE_LIMIT=0 TDM_CPU_PROFILE=1 TDM_CPU_TUNE=force:onednn_wino \
+        conv_conformance && ! grep -q '^not ok' "$tmp/conf.out"; then
+    if grep -q ': onednn_wino (' "$tmp/conf.err"; then
+        fail "$name" "$(grep ': onednn_wino (' "$tmp/conf.err" | head -5)"
+    elif grep -q ': onednn (' "$tmp/conf.err"; then
+        ok "$name"
+    else
+        fail "$name" "no profile: $(tail -5 "$tmp/conf.err")"
+    fi
+else
+    fail "$name" "$(conf_failures)"
+fi
 
 if TDM_CPU_PROFILE=1 conv_conformance && ! grep -q '^not ok' "$tmp/conf.out" &&
    grep -q 'kernel choices (TDM_CPU_TUNE=on)' "$tmp/conf.err"; then

@@ -6,9 +6,9 @@
  * keeps its primitives, the memory objects bound to them and any reorder
  * buffers in an op cache entry keyed by the op's shapes, layouts and
  * parameters (cpu-cache.h), so that a steady-state step creates and
- * allocates nothing. One engine, one stream and a single scratchpad (grown
- * while primitives are created) per device; ops on a device are serialised
- * by its lock. The ops are declared below by the file that holds them.
+ * allocates nothing. One engine, one stream, a single scratchpad and the
+ * transient buffers of CpuTransient (grown while primitives are created)
+ * per device; ops on a device are serialised by its lock. The ops are declared below by the file that holds them.
  * The core's op front ends (tdm_op_*, core/ops-*.c) check every argument
  * against the contract of tandem/backend.h before an op runs; an op here
  * reports only what this backend cannot do (a layout, a dimension count).
@@ -43,6 +43,8 @@ typedef struct {
     GPtrArray *layouts; /* CpuLayout * (owned) */
     void *scratch;      /* shared scratchpad, grown at primitive creation */
     size_t scratch_size;
+    void *transient[CPU_TRANSIENT_N]; /* see CpuTransient (cpu-cache.h) */
+    size_t transient_size[CPU_TRANSIENT_N];
     GMutex alloc_lock;
     GHashTable *free_blocks; /* rounded size -> GSList of cached blocks */
     size_t cached_bytes;
