@@ -7,7 +7,8 @@ Tandem's pipeline: Fashion-MNIST as torchvision's FashionMNIST hands it out
 image folder through torchvision.datasets.ImageFolder. Batch 64, shuffled,
 persistent workers; one untimed warm-up epoch (worker start-up), then the
 timed epochs. Prints one JSON line. It can also generate the image folder
-(--make-folder DIR N: N random 96x96 RGB JPEGs in 10 classes, with PIL).
+(--make-folder DIR N: N random RGB JPEGs with PIL, 96x96 in 10 classes
+unless --size and --classes say otherwise; bench/train-folder uses it too).
 """
 import argparse
 import gzip
@@ -20,15 +21,15 @@ import time
 import numpy as np
 
 
-def make_folder(root, n, seed=0):
+def make_folder(root, n, size=96, classes=10, seed=0):
     from PIL import Image
     rng = np.random.default_rng(seed)
     for i in range(n):
-        cls = os.path.join(root, "class%d" % (i % 10))
+        cls = os.path.join(root, "class%d" % (i % classes))
         os.makedirs(cls, exist_ok=True)
         # Smooth random content (JPEG of pure noise is unlike photos).
         base = rng.integers(0, 256, size=(12, 12, 3), dtype=np.uint8)
-        img = Image.fromarray(base).resize((96, 96), Image.BILINEAR)
+        img = Image.fromarray(base).resize((size, size), Image.BILINEAR)
         img.save(os.path.join(cls, "img%05d.jpg" % i), quality=90)
 
 
@@ -59,9 +60,11 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--make-folder", nargs=2, metavar=("DIR", "N"))
+    ap.add_argument("--size", type=int, default=96, help="--make-folder: image side, px")
+    ap.add_argument("--classes", type=int, default=10, help="--make-folder: class folders")
     a = ap.parse_args()
     if a.make_folder:
-        make_folder(a.make_folder[0], int(a.make_folder[1]))
+        make_folder(a.make_folder[0], int(a.make_folder[1]), a.size, a.classes)
         return
 
     import torch
