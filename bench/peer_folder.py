@@ -14,10 +14,11 @@ Best settings on 2 cores: torch.set_num_threads(THREADS) for the compute,
 OpenBLAS (torch's BLAS on Debian, only the classifier uses it) held to one
 thread so that its pool does not spin against OpenMP's (see
 bench/peer_train.py), and the workers forked before the model exists, so
-that they do not inherit its pages. channels_last: measured here on
-resnet18 and resnet50 at 64 and 128 px with torch 1.13, the default
-contiguous layout was as fast or faster (mkldnn reorders either way), so it
-is the default; --channels-last tries the other. bench/train-folder runs
+that they do not inherit its pages. channels_last (--channels-last) was
+not faster with Debian's torch 1.13 on the 2-core AVX-512 machine: on
+resnet18 at 128 px the two layouts took turns being ahead between runs
+(4.8/7.6 against 8.0/4.1 images/s on a loaded machine), on resnet50 at
+64 px it was slower (1.38 against 1.58), so the default layout is used. bench/train-folder runs
 this script with glibc's malloc tuned (its "tuned" figure).
 
 Peak memory: ru_maxrss of this process (self), and of its largest waited-for
