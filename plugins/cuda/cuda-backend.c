@@ -42,8 +42,10 @@ static gboolean env_flag(const char *name)
            g_ascii_strcasecmp(v, "off") != 0;
 }
 
-gboolean cuda_check_version(const char *lib, long compiled, long loaded, long major_div,
-                            const char *text_compiled, const char *text_loaded, char **reason)
+/* Compares a library's version as loaded with the one compiled in: FALSE
+ * (and the reason) on another major version, a message when older. */
+static gboolean check_version(const char *lib, long compiled, long loaded, long major_div,
+                              const char *text_compiled, const char *text_loaded, char **reason)
 {
     if (compiled / major_div != loaded / major_div) {
         *reason = g_strdup_printf("%s %s is loaded but the plugin was built against %s "
@@ -78,14 +80,14 @@ static gboolean check_library_versions(char **reason)
         return FALSE;
     }
     g_autofree char *rt_c = cudart_text(CUDART_VERSION), *rt_l = cudart_text(rt);
-    if (!cuda_check_version("the CUDA runtime", CUDART_VERSION, rt, 1000, rt_c, rt_l, reason)) {
+    if (!check_version("the CUDA runtime", CUDART_VERSION, rt, 1000, rt_c, rt_l, reason)) {
         return FALSE;
     }
     /* cuBLAS is not checked here: it is loaded (and its version checked)
      * when a device is opened (cuda-blas-lib.h). */
     long dnn = (long)cudnnGetVersion();
     g_autofree char *dnn_c = cudnn_text(CUDNN_VERSION), *dnn_l = cudnn_text(dnn);
-    return cuda_check_version("cuDNN", CUDNN_VERSION, dnn, 10000, dnn_c, dnn_l, reason);
+    return check_version("cuDNN", CUDNN_VERSION, dnn, 10000, dnn_c, dnn_l, reason);
 }
 
 static gpointer cuda_discover(gpointer unused)

@@ -1,7 +1,6 @@
 /* plugins/cuda/cuda-backend.h - what cuda-backend.c offers the other files
- * of the plugin besides the contracts of cuda.h: the current-device switch,
- * the streams by their core name and the version check of a loaded library;
- * and what it calls of cuda-vector.c.
+ * of the plugin besides the contracts of cuda.h: the current-device switch
+ * and the streams by their core name; and what it calls of cuda-vector.c.
  */
 #ifndef TDM_CUDA_BACKEND_H
 #define TDM_CUDA_BACKEND_H
@@ -13,13 +12,6 @@
  * cuda_op_begin it does not refuse a broken device (closing one must
  * still work). */
 gboolean cuda_set_current(TdmDevice *dev, const char *op, GError **error);
-
-/* Compares a library's version as loaded with the one compiled in
- * (`major_div` splits off the major version; the texts are the versions
- * as people write them): FALSE and the reason on another major version, a
- * message when the loaded one is older. */
-gboolean cuda_check_version(const char *lib, long compiled, long loaded, long major_div,
-                            const char *text_compiled, const char *text_loaded, char **reason);
 
 /* The CUDA stream behind a core stream of dev. */
 cudaStream_t cuda_stream_of(TdmDevice *dev, TdmStream stream);

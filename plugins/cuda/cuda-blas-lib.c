@@ -7,7 +7,8 @@
  * loader's usual search (LD_LIBRARY_PATH, the loader cache, the default
  * directories) finds them where linking against them would have. A failure
  * is kept and reported by every later device_open, each time naming the
- * file, the symbol and the search.
+ * file, the symbol and the search. The file needs neither a GPU nor the
+ * rest of the plugin: tests/test-cuda-blas-lib.c runs it on the CPU.
  */
 #define _GNU_SOURCE /* dlinfo: the path a library was loaded from */
 #include "config.h"
@@ -17,7 +18,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "cuda-backend.h"
+#include <tandem/types.h>
+
 #include "cuda-blas-lib.h"
 
 CudaBlasLib cuda_blas;
@@ -40,14 +42,8 @@ static const BlasSymbol blas_symbols[] = {CUDA_BLAS_FUNCTIONS(LT_SYMBOL, BLAS_SY
 
 static const char *const lib_what[LIB_COUNT] = {"cuBLASLt", "cuBLAS"};
 
-/* "libcublasLt.so.13": the soname of the headers' major version. */
-static char *lib_soname(int lib)
-{
-    return g_strdup_printf("lib%s.so.%d", lib == LIB_LT ? "cublasLt" : "cublas", CUBLAS_VER_MAJOR);
-}
-
 /* cuBLAS's versions: major * 10000 + minor * 100 + patch. */
-static char *blas_version_text(long v)
+static char *version_text(long v)
 {
     return g_strdup_printf("%ld.%ld.%ld", v / 10000, v / 100 % 100, v % 100);
 }
@@ -72,12 +68,32 @@ static const char *lib_path(void *handle)
     return "?";
 }
 
-/* NULL when every library and symbol loaded, else the message. */
-static gpointer blas_load(gpointer unused)
+/* cuBLAS and cuBLASLt ship and version together: cublasLtGetVersion
+ * speaks for both, in CUBLAS_VERSION's form. */
+static char *check_loaded_version(const CudaBlasLib *table, const char *soname, void *handle)
 {
+    long loaded = (long)table->cublasLtGetVersion();
+    g_autofree char *text_l = version_text(loaded);
+    g_autofree char *text_c = version_text(CUBLAS_VERSION);
+    if (loaded / 10000 != CUBLAS_VER_MAJOR) {
+        return g_strdup_printf("%s (loaded from %s) is cuBLASLt %s, but the cuda plugin was "
+                               "built against %s (another major version: rebuild it against "
+                               "this one, or put cuBLAS %s first on LD_LIBRARY_PATH)",
+                               soname, lib_path(handle), text_l, text_c, text_c);
+    }
+    if (loaded < CUBLAS_VERSION) {
+        g_message("cuda: cuBLASLt %s is loaded (%s), older than %s the plugin was built against",
+                  text_l, lib_path(handle), text_c);
+    }
+    return NULL;
+}
+
+char *cuda_blas_lib_open(const char *lt_soname, const char *blas_soname, CudaBlasLib *table)
+{
+    const char *sonames[LIB_COUNT] = {lt_soname, blas_soname};
     void *handles[LIB_COUNT] = {NULL, NULL};
-    char *sonames[LIB_COUNT] = {lib_soname(LIB_LT), lib_soname(LIB_BLAS)};
     char *message = NULL;
+    memset(table, 0, sizeof(*table));
     /* cuBLASLt first: libcublas needs it, and finds it loaded then. */
     for (int lib = 0; lib < LIB_COUNT && message == NULL; lib++) {
         handles[lib] = dlopen(sonames[lib], RTLD_NOW | RTLD_LOCAL);
@@ -89,46 +105,42 @@ static gpointer blas_load(gpointer unused)
                 sonames[lib], lib_what[lib], CUBLAS_VER_MAJOR, dlerror(), search);
         }
     }
-    CudaBlasLib table = {0};
     for (size_t i = 0; i < G_N_ELEMENTS(blas_symbols) && message == NULL; i++) {
         const BlasSymbol *s = &blas_symbols[i];
         void *fn = dlsym(handles[s->lib], s->symbol);
         if (fn == NULL) {
-            message = g_strdup_printf(
-                "%s (loaded from %s) has no symbol %s, which the cuda plugin built against "
-                "cuBLAS %d.%d.%d calls: an older cuBLAS?",
-                sonames[s->lib], lib_path(handles[s->lib]), s->symbol, CUBLAS_VER_MAJOR,
-                CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
+            g_autofree char *text_c = version_text(CUBLAS_VERSION);
+            message =
+                g_strdup_printf("%s (loaded from %s) has no symbol %s, which the cuda "
+                                "plugin built against cuBLAS %s calls: an older cuBLAS?",
+                                sonames[s->lib], lib_path(handles[s->lib]), s->symbol, text_c);
         }
-        memcpy((char *)&table + s->offset, &fn, sizeof(fn));
+        /* dlsym's void * into the typed pointer. */
+        memcpy((char *)table + s->offset, &fn, sizeof(fn));
     }
     if (message == NULL) {
-        /* cublasLtGetVersion: major * 10000 + minor * 100 + patch, as
-         * CUBLAS_VERSION (cuBLAS and cuBLASLt ship and version together). */
-        long loaded = (long)table.cublasLtGetVersion();
-        g_autofree char *text_c = blas_version_text(CUBLAS_VERSION);
-        g_autofree char *text_l = blas_version_text(loaded);
-        char *reason = NULL;
-        if (!cuda_check_version("cuBLASLt", CUBLAS_VERSION, loaded, 10000, text_c, text_l,
-                                &reason)) {
-            message = g_strdup_printf("%s (loaded from %s)", reason, lib_path(handles[LIB_LT]));
-            g_free(reason);
-        }
+        message = check_loaded_version(table, sonames[LIB_LT], handles[LIB_LT]);
     }
     if (message == NULL) {
-        cuda_blas = table;
         g_debug("cuda: loaded %s and %s", lib_path(handles[LIB_LT]), lib_path(handles[LIB_BLAS]));
-    } else {
-        /* Nothing of a half-loaded cuBLAS is used: let it go. */
-        for (int lib = LIB_COUNT - 1; lib >= 0; lib--) {
-            if (handles[lib] != NULL) {
-                dlclose(handles[lib]);
-            }
+        return NULL;
+    }
+    /* Nothing of a half-loaded cuBLAS is used: let it go. */
+    memset(table, 0, sizeof(*table));
+    for (int lib = LIB_COUNT - 1; lib >= 0; lib--) {
+        if (handles[lib] != NULL) {
+            dlclose(handles[lib]);
         }
     }
-    g_free(sonames[LIB_LT]);
-    g_free(sonames[LIB_BLAS]);
     return message;
+}
+
+/* NULL when every library and symbol loaded, else the message. */
+static gpointer blas_load(gpointer unused)
+{
+    g_autofree char *lt = g_strdup_printf("libcublasLt.so.%d", CUBLAS_VER_MAJOR);
+    g_autofree char *blas = g_strdup_printf("libcublas.so.%d", CUBLAS_VER_MAJOR);
+    return cuda_blas_lib_open(lt, blas, &cuda_blas);
 }
 
 gboolean cuda_blas_lib_load(GError **error)

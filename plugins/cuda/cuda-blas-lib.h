@@ -59,6 +59,14 @@ typedef struct {
 /* Filled by the first successful cuda_blas_lib_load(); all NULL before. */
 extern CudaBlasLib cuda_blas;
 
+/* Loads the library `lt_soname` (cuBLASLt), then `blas_soname` (cuBLAS),
+ * resolves every function of the table into *table and checks cuBLASLt's
+ * major version against the headers'. NULL on success (the libraries stay
+ * loaded); else the message (transfer full) naming the library, the
+ * symbol or the version, with the libraries closed again and *table
+ * zeroed. cuda_blas_lib_load's work; tests call it with other names. */
+char *cuda_blas_lib_open(const char *lt_soname, const char *blas_soname, CudaBlasLib *table);
+
 /* Loads libcublasLt.so.N and libcublas.so.N (N: CUBLAS_VER_MAJOR of the
  * headers) and resolves every function of the table, once per process
  * (the libraries stay loaded). FALSE with a TDM_ERROR_UNAVAILABLE error
