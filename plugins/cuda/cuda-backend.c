@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cuda-backend.h"
+#include "cuda-blas-lib.h"
 
 /* Above cpu's 50: a machine with a GPU trains on it by default. */
 #define CUDA_PRIORITY 80
@@ -65,11 +66,6 @@ static char *cudnn_text(long v)
     return g_strdup_printf("%ld.%ld.%ld", v / 10000, v / 100 % 100, v % 100);
 }
 
-static char *cublas_text(long v)
-{
-    return g_strdup_printf("%ld.%ld.%ld", v / 10000, v / 100 % 100, v % 100);
-}
-
 static char *cudart_text(long v)
 {
     return g_strdup_printf("%ld.%ld", v / 1000, v / 10 % 100);
@@ -87,16 +83,11 @@ static gboolean check_library_versions(char **reason)
     if (!check_version("the CUDA runtime", CUDART_VERSION, rt, 1000, rt_c, rt_l, reason)) {
         return FALSE;
     }
+    /* cuBLAS is not checked here: it is loaded (and its version checked)
+     * when a device is opened (cuda-blas-lib.h). */
     long dnn = (long)cudnnGetVersion();
     g_autofree char *dnn_c = cudnn_text(CUDNN_VERSION), *dnn_l = cudnn_text(dnn);
-    if (!check_version("cuDNN", CUDNN_VERSION, dnn, 10000, dnn_c, dnn_l, reason)) {
-        return FALSE;
-    }
-    /* cublasLtGetVersion: major * 10000 + minor * 100 + patch, as
-     * CUBLAS_VERSION (cuBLAS and cuBLASLt ship and version together). */
-    long blas = (long)cublasLtGetVersion();
-    g_autofree char *blas_c = cublas_text(CUBLAS_VERSION), *blas_l = cublas_text(blas);
-    return check_version("cuBLASLt", CUBLAS_VERSION, blas, 10000, blas_c, blas_l, reason);
+    return check_version("cuDNN", CUDNN_VERSION, dnn, 10000, dnn_c, dnn_l, reason);
 }
 
 static gpointer cuda_discover(gpointer unused)
@@ -244,7 +235,7 @@ gboolean cuda_check_cublas(TdmDevice *dev, cublasStatus_t rc, const char *op, co
         return TRUE;
     }
     g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND, "%s on %s: %s failed: %s (cuBLAS status %d)",
-                op, dev_name(dev), what, cublasGetStatusString(rc), (int)rc);
+                op, dev_name(dev), what, cuda_blas.cublasGetStatusString(rc), (int)rc);
     return FALSE;
 }
 
@@ -406,8 +397,8 @@ gboolean cuda_set_precision(TdmDevice *dev, TdmPrecision precision, GError **err
     cublasMath_t mode =
         precision == TDM_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
     g_mutex_lock(&d->lock);
-    gboolean ok = cuda_check_cublas(dev, cublasSetMathMode(d->cublas, mode), "set_precision",
-                                    "cublasSetMathMode", error);
+    gboolean ok = cuda_check_cublas(dev, cuda_blas.cublasSetMathMode(d->cublas, mode),
+                                    "set_precision", "cublasSetMathMode", error);
     if (ok) {
         d->precision = precision;
     }
@@ -506,10 +497,10 @@ static void cuda_device_close(TdmDevice *dev)
         cudnnDestroy(d->cudnn);
     }
     if (d->lt != NULL) {
-        cublasLtDestroy(d->lt);
+        cuda_blas.cublasLtDestroy(d->lt);
     }
     if (d->cublas != NULL) {
-        cublasDestroy(d->cublas);
+        cuda_blas.cublasDestroy(d->cublas);
     }
     cudaStream_t streams[] = {d->copy, d->compute};
     for (size_t i = 0; i < G_N_ELEMENTS(streams); i++) {
@@ -564,10 +555,16 @@ static gboolean cuda_device_open(TdmDevice *dev, GError **error)
                     "cudaStreamCreateWithFlags (compute)", error) &&
          cuda_check(dev, cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking), op,
                     "cudaStreamCreateWithFlags (copy)", error);
-    ok = ok && cuda_check_cublas(dev, cublasCreate(&d->cublas), op, "cublasCreate", error) &&
-         cuda_check_cublas(dev, cublasSetStream(d->cublas, d->compute), op, "cublasSetStream",
-                           error) &&
-         cuda_check_cublas(dev, cublasLtCreate(&d->lt), op, "cublasLtCreate", error) &&
+    /* cuBLAS is loaded now, not with the plugin (cuda-blas-lib.h). */
+    if (ok && !cuda_blas_lib_load(error)) {
+        g_prefix_error(error, "%s: ", d->name);
+        ok = FALSE;
+    }
+    ok = ok &&
+         cuda_check_cublas(dev, cuda_blas.cublasCreate(&d->cublas), op, "cublasCreate", error) &&
+         cuda_check_cublas(dev, cuda_blas.cublasSetStream(d->cublas, d->compute), op,
+                           "cublasSetStream", error) &&
+         cuda_check_cublas(dev, cuda_blas.cublasLtCreate(&d->lt), op, "cublasLtCreate", error) &&
          cuda_check_cudnn(dev, cudnnCreate(&d->cudnn), op, "cudnnCreate", error) &&
          cuda_check_cudnn(dev, cudnnSetStream(d->cudnn, d->compute), op, "cudnnSetStream", error);
     if (ok) {

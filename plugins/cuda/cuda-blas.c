@@ -38,6 +38,7 @@
 
 #include <string.h>
 
+#include "cuda-blas-lib.h"
 #include "cuda-blas-map.h"
 #include "cuda-cache.h"
 #include "cuda-kernels.h"
@@ -94,11 +95,11 @@ void cuda_gemm_plan_clear(CudaGemmPlan *p)
     cublasLtMatrixLayout_t layouts[] = {p->first, p->second, p->cd};
     for (size_t i = 0; i < G_N_ELEMENTS(layouts); i++) {
         if (layouts[i] != NULL) {
-            cublasLtMatrixLayoutDestroy(layouts[i]);
+            cuda_blas.cublasLtMatrixLayoutDestroy(layouts[i]);
         }
     }
     if (p->desc != NULL) {
-        cublasLtMatmulDescDestroy(p->desc);
+        cuda_blas.cublasLtMatmulDescDestroy(p->desc);
     }
     memset(p, 0, sizeof(*p));
 }
@@ -111,7 +112,7 @@ typedef struct {
 static gboolean pref_u32(const GemmCall *g, cublasLtMatmulPreference_t pref,
                          cublasLtMatmulPreferenceAttributes_t attr, uint32_t v, GError **error)
 {
-    return gemm_lt(g, cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)),
+    return gemm_lt(g, cuda_blas.cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)),
                    "cublasLtMatmulPreferenceSetAttribute", error);
 }
 
@@ -133,36 +134,37 @@ static CudaPlan *gemm_plan_make(const GemmCall *g, const CudaPlanKey *key, const
     const void *bias_stand_in = (const void *)(uintptr_t)al->bias;
     const char *set = "cublasLtMatmulDescSetAttribute";
     gboolean ok =
-        gemm_lt(g, cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F),
+        gemm_lt(g, cuda_blas.cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F),
                 "cublasLtMatmulDescCreate", error) &&
         gemm_lt(g,
-                cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                               sizeof(op_first)),
+                cuda_blas.cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                         &op_first, sizeof(op_first)),
                 set, error) &&
         gemm_lt(g,
-                cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                               sizeof(op_second)),
+                cuda_blas.cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                         &op_second, sizeof(op_second)),
                 set, error) &&
         (!g->bias ||
          (gemm_lt(g,
-                  cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                 sizeof(epilogue)),
+                  cuda_blas.cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                           &epilogue, sizeof(epilogue)),
                   set, error) &&
           gemm_lt(g,
-                  cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                 &bias_stand_in, sizeof(bias_stand_in)),
+                  cuda_blas.cublasLtMatmulDescSetAttribute(p->desc,
+                                                           CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                           &bias_stand_in, sizeof(bias_stand_in)),
                   set, error))) &&
         gemm_lt(g,
-                cublasLtMatrixLayoutCreate(&p->first, ab, (uint64_t)map->first.rows,
-                                           (uint64_t)map->first.cols, map->first.ld),
+                cuda_blas.cublasLtMatrixLayoutCreate(&p->first, ab, (uint64_t)map->first.rows,
+                                                     (uint64_t)map->first.cols, map->first.ld),
                 "cublasLtMatrixLayoutCreate (b)", error) &&
         gemm_lt(g,
-                cublasLtMatrixLayoutCreate(&p->second, ab, (uint64_t)map->second.rows,
-                                           (uint64_t)map->second.cols, map->second.ld),
+                cuda_blas.cublasLtMatrixLayoutCreate(&p->second, ab, (uint64_t)map->second.rows,
+                                                     (uint64_t)map->second.cols, map->second.ld),
                 "cublasLtMatrixLayoutCreate (a)", error) &&
         gemm_lt(g,
-                cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)map->m, (uint64_t)map->n,
-                                           map->ldc),
+                cuda_blas.cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)map->m,
+                                                     (uint64_t)map->n, map->ldc),
                 "cublasLtMatrixLayoutCreate (c)", error);
 
     cublasLtMatmulPreference_t pref = NULL;
@@ -171,10 +173,10 @@ static CudaPlan *gemm_plan_make(const GemmCall *g, const CudaPlanKey *key, const
     uint64_t max_ws = GEMM_WORKSPACE_MAX;
     memset(&result, 0, sizeof(result));
     ok = ok &&
-         gemm_lt(g, cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate",
-                 error) &&
+         gemm_lt(g, cuda_blas.cublasLtMatmulPreferenceCreate(&pref),
+                 "cublasLtMatmulPreferenceCreate", error) &&
          gemm_lt(g,
-                 cublasLtMatmulPreferenceSetAttribute(
+                 cuda_blas.cublasLtMatmulPreferenceSetAttribute(
                      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)),
                  "cublasLtMatmulPreferenceSetAttribute", error) &&
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al->first, error) &&
@@ -182,11 +184,11 @@ static CudaPlan *gemm_plan_make(const GemmCall *g, const CudaPlanKey *key, const
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al->c, error) &&
          pref_u32(g, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al->c, error) &&
          gemm_lt(g,
-                 cublasLtMatmulAlgoGetHeuristic(g->cd->lt, p->desc, p->first, p->second, p->cd,
-                                                p->cd, pref, 1, &result, &found),
+                 cuda_blas.cublasLtMatmulAlgoGetHeuristic(g->cd->lt, p->desc, p->first, p->second,
+                                                          p->cd, p->cd, pref, 1, &result, &found),
                  "cublasLtMatmulAlgoGetHeuristic", error);
     if (pref != NULL) {
-        cublasLtMatmulPreferenceDestroy(pref);
+        cuda_blas.cublasLtMatmulPreferenceDestroy(pref);
     }
     if (ok && (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)) {
         g_autofree char *what = gemm_what(g, "cublasLtMatmulAlgoGetHeuristic");
@@ -314,17 +316,17 @@ static gboolean gemm_locked(const GemmCall *g, TdmOpCache **cache, float alpha, 
     }
     if (ok && bias_ptr != NULL) {
         ok = gemm_lt(g,
-                     cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias_ptr, sizeof(bias_ptr)),
+                     cuda_blas.cublasLtMatmulDescSetAttribute(
+                         p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)),
                      "cublasLtMatmulDescSetAttribute (bias)", error);
     }
     if (ok) {
         /* C and D are the same matrix with the same layout: in place. */
         ok = gemm_lt(g,
-                     cublasLtMatmul(cd->lt, p->desc, &alpha, first, p->first, second, p->second,
-                                    &beta, C, p->cd, C, p->cd, &p->algo,
-                                    p->workspace > 0 ? base + off_ws : NULL, p->workspace,
-                                    cd->compute),
+                     cuda_blas.cublasLtMatmul(cd->lt, p->desc, &alpha, first, p->first, second,
+                                              p->second, &beta, C, p->cd, C, p->cd, &p->algo,
+                                              p->workspace > 0 ? base + off_ws : NULL, p->workspace,
+                                              cd->compute),
                      "cublasLtMatmul", error);
     }
     cuda_plan_release(cache, plan);

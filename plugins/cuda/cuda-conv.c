@@ -46,6 +46,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "cuda-blas-lib.h"
 #include "cuda-conv.h"
 #include "cuda-kernels.h"
 
@@ -281,7 +282,8 @@ static gboolean conv_finish(const ConvCall *c, CudaConvPlan *p, const ConvJob *j
                 c, cuda_k_bf16_to_f32(cd->compute, piece_ptr(job, P_OUT_BF, base), tmp, dw->n),
                 "cuda_k_bf16_to_f32 (dw)", error);
             if (ok) {
-                cublasStatus_t rc = cublasSaxpy(cd->cublas, (int)dw->n, &one, tmp, 1, dw->src, 1);
+                cublasStatus_t rc =
+                    cuda_blas.cublasSaxpy(cd->cublas, (int)dw->n, &one, tmp, 1, dw->src, 1);
                 if (rc != CUBLAS_STATUS_SUCCESS) {
                     g_autofree char *what =
                         cuda_conv_what(c, "cublasSaxpy (dw += bf16 gradient)", -1);

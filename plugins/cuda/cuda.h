@@ -26,7 +26,8 @@
  * cuda-transfer.c (memory, copies, read/write, streams and events, device
  * information), cuda-nvml.c (utilisation through NVML, loaded at run
  * time), cuda-alloc.c (the caching allocator), cuda-blas.c (gemm through
- * cuBLASLt), cuda-conv.c and cuda-conv-plan.c (cuDNN convolutions),
+ * cuBLASLt), cuda-blas-lib.c (cuBLAS and cuBLASLt, loaded when the first
+ * device opens: the plugin calls them only through its table), cuda-conv.c and cuda-conv-plan.c (cuDNN convolutions),
  * cuda-cache.c (what an op cache holds), cuda-vector.c and cuda-nn.c (the
  * C side of the hand-written kernels: argument checks and launches),
  * cuda-kernels.h and cuda-nn-kernels.h (the extern "C" launchers of the .cu
