@@ -376,5 +376,5 @@ TDM_PLUGIN_INIT_FEATURE(ddp_init, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
                         "backward runs",
                         ddp_params, NULL)
 
-TDM_PLUGIN_DEFINE(ddp, "ddp", "0.1", "MIT", "DistributedDataParallel training strategy", "tandem",
+TDM_PLUGIN_DEFINE(ddp, "MIT", "DistributedDataParallel training strategy", "tandem",
                   ddp_init)

@@ -380,4 +380,4 @@ TDM_PLUGIN_INIT_FEATURE(dp_init, TDM_FEATURE_STRATEGY, "dp", 50, &dp_class,
                         "threads, batch scattered, gradients summed on the first",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(dp, "dp", "0.1", "MIT", "DataParallel training strategy", "tandem", dp_init)
+TDM_PLUGIN_DEFINE(dp, "MIT", "DataParallel training strategy", "tandem", dp_init)

@@ -67,5 +67,5 @@ static const TdmStrategyClass single_class = SU_STRATEGY_CLASS(single);
 TDM_PLUGIN_INIT_FEATURE(single_init, TDM_FEATURE_STRATEGY, "single", 50, &single_class,
                         "one device: forward, loss, backward, optimizer step", NULL, NULL)
 
-TDM_PLUGIN_DEFINE(single, "single", "0.1", "MIT", "Single-device training strategy", "tandem",
+TDM_PLUGIN_DEFINE(single, "MIT", "Single-device training strategy", "tandem",
                   single_init)

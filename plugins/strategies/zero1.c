@@ -498,5 +498,5 @@ TDM_PLUGIN_INIT_FEATURE(zero1_init, TDM_FEATURE_STRATEGY, "zero1", 50, &zero1_cl
                         "update sharded across ranks, parameters all-gathered",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(zero1, "zero1", "0.1", "MIT", "ZeRO stage 1 training strategy", "tandem",
+TDM_PLUGIN_DEFINE(zero1, "MIT", "ZeRO stage 1 training strategy", "tandem",
                   zero1_init)
