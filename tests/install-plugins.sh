@@ -95,6 +95,25 @@ else
         "$(cat "$tmp/inspect-plugin.log")"
 fi
 
+# `tandem check-plugin` passes on each, run from the stage.
+for ex in localsgd invert rawimg; do
+    staged "$tandem" check-plugin "$tmp/plugins/libtdm-$ex.so" >"$tmp/check-$ex.log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -q '^FAIL' "$tmp/check-$ex.log"; then
+        ok "tandem check-plugin passes on the $ex example ($(tail -n 1 "$tmp/check-$ex.log" |
+            sed 's/.*: //'))"
+    else
+        fail "tandem check-plugin passes on the $ex example" "exit $rc: $(cat "$tmp/check-$ex.log")"
+    fi
+done
+if grep -q '^PASS strategy localsgd: alone it trains as single' "$tmp/check-localsgd.log" &&
+    grep -q '^PASS transform invert:' "$tmp/check-invert.log"; then
+    ok "check-plugin ran the strategy's and the transform's checks"
+else
+    fail "check-plugin ran the strategy's and the transform's checks" \
+        "$(cat "$tmp/check-localsgd.log" "$tmp/check-invert.log")"
+fi
+
 # ---- Local SGD on 2 ranks --------------------------------------------------
 strict="-std=gnu11 -Wall -Wextra -Werror -O1"
 # shellcheck disable=SC2046,SC2086 # word splitting of flags is intended
