@@ -151,6 +151,36 @@ static gboolean invalid(GError **error, const char *key, const char *value, cons
     return FALSE;
 }
 
+/* "strategy.KEY" = VALUE: "KEY=VALUE" into strategy.args, in place of an
+ * earlier KEY. The strategy's own specs check the value when it is set up
+ * (the strategy may be named later, by train.strategy). */
+static gboolean set_strategy_param(TdmTrainConfig *cfg, const char *key, const char *value,
+                                   GError **error)
+{
+    const char *name = key + strlen("strategy.");
+    if (name[0] == '\0' || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789-_") != strlen(name)) {
+        return invalid(error, key, value,
+                       "expected strategy.KEY with a parameter name of letters, digits, '-', '_'");
+    }
+    g_autofree char *v = g_strstrip(g_strdup(value));
+    if (v[0] == '\0' || strpbrk(v, " \t\n\"'=") != NULL) {
+        return invalid(error, key, value, "expected a value without spaces, quotes or '='");
+    }
+    g_autoptr(GString) args = g_string_new(NULL);
+    g_auto(GStrv) old = g_strsplit(cfg->strategy_args != NULL ? cfg->strategy_args : "", " ", -1);
+    g_autofree char *prefix = g_strdup_printf("%s=", name);
+    for (char **o = old; *o != NULL; o++) {
+        if ((*o)[0] != '\0' && !g_str_has_prefix(*o, prefix)) {
+            g_string_append_printf(args, "%s ", *o);
+        }
+    }
+    g_string_append_printf(args, "%s=%s", name, v);
+    g_free(cfg->strategy_args);
+    cfg->strategy_args = g_string_free(g_steal_pointer(&args), FALSE);
+    return TRUE;
+}
+
 gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *value,
                               GError **error)
 {
@@ -159,6 +189,9 @@ gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *
         value = "";
     }
     const KeySpec *spec = find_key(key);
+    if (spec == NULL && g_str_has_prefix(key, "strategy.")) {
+        return set_strategy_param(cfg, key, value, error);
+    }
     if (spec == NULL) {
         /* the same key name in another section is the likely meaning */
         const char *leaf = strrchr(key, '.');

@@ -382,6 +382,18 @@ static char *plugin_stem(const char *basename)
     return g_strndup(basename + pre, len - pre - suf);
 }
 
+/* Whether a descriptor's name is the file stem, where TDM_PLUGIN_DEFINE's
+ * identifier writes each '-' of the stem as '_'. */
+static gboolean plugin_name_matches(const char *name, const char *stem)
+{
+    for (; *name != '\0' && *stem != '\0'; name++, stem++) {
+        if (*name != *stem && !(*name == '_' && *stem == '-')) {
+            return FALSE;
+        }
+    }
+    return *name == *stem;
+}
+
 typedef const TdmPluginDesc *(*TdmGetDescFunc)(void);
 
 /* Opens and checks one file; returns the descriptor with *module set, or
@@ -408,7 +420,7 @@ static const TdmPluginDesc *open_plugin_file(const char *path, const char *basen
     } else if (desc->struct_size != sizeof(TdmPluginDesc)) {
         *reason = g_strdup_printf("descriptor size %u, expected %zu", desc->struct_size,
                                   sizeof(TdmPluginDesc));
-    } else if (desc->name == NULL || strcmp(desc->name, stem) != 0) {
+    } else if (desc->name == NULL || !plugin_name_matches(desc->name, stem)) {
         *reason = g_strdup_printf("name '%s' does not match file name '%s'",
                                   desc->name != NULL ? desc->name : "(null)", basename);
     } else if (desc->license == NULL || desc->license[0] == '\0') {
@@ -482,7 +494,7 @@ static TdmPlugin *load_file_locked(const char *filename, gboolean explicit, GErr
     const TdmPluginDesc *desc = open_plugin_file(path, basename, stem, &module, &reason);
     if (desc != NULL) {
         plugin = g_new0(TdmPlugin, 1);
-        plugin->name = g_strdup(desc->name);
+        plugin->name = g_strdup(stem); /* desc->name may have '_' for '-' */
         plugin->filename = g_strdup(path);
         plugin->module = module;
         plugin->desc = desc;

@@ -9,6 +9,11 @@
  * statistics, and for a strategy without read_stats (the 1.0 contract)
  * adds up the loss and correct count each step reports, so that
  * tdm_strategy_read_stats() answers alike for both kinds.
+ *
+ * The helpers a strategy plugin calls (since 1.3) live here too, because
+ * the default step keeps its loss state in the strategy's box: forward,
+ * loss and backward of one replica, the `single` step, the broadcast and
+ * average of the value arena and arena slices.
  */
 #include "config.h"
 
@@ -34,6 +39,11 @@ typedef struct {
      * from the device's figures. */
     TdmStepStats pending;
     int64_t unfolded_steps, unfolded_samples; /* added up on the device since its last read */
+    /* tdm_strategy_forward_backward's loss: the gradient w.r.t. the logits,
+     * the loss op's cache and the statistics it adds up on the device
+     * (f32 [TDM_XENT_STATS_LEN]); NULL until its first call. */
+    TdmTensor *dlogits, *loss_stats;
+    TdmOpCache *loss_cache;
 } StrategyBox;
 
 static StrategyBox *strategy_box(TdmStrategy *s)
@@ -49,9 +59,21 @@ static gboolean strategy_fold(StrategyBox *box, GError **error)
         return TRUE; /* the device's figures are zero: no need to wait for it */
     }
     TdmStepStats dev = {0};
-    if (!s->klass->read_stats(s, &dev, error)) {
+    if (s->klass->read_stats != NULL && !s->klass->read_stats(s, &dev, error)) {
         g_prefix_error(error, "%s: reading the loss statistics: ", s->name);
         return FALSE;
+    }
+    if (box->loss_stats != NULL) {
+        /* the count is a whole number in f32, exact below 2^24: folded
+         * every 2^16 samples */
+        float acc[TDM_XENT_STATS_LEN];
+        if (!tdm_tensor_read(box->loss_stats, acc, error) ||
+            !tdm_op_fill(box->loss_stats->device, box->loss_stats, 0.0f, error)) {
+            g_prefix_error(error, "%s: reading the loss statistics: ", s->name);
+            return FALSE;
+        }
+        dev.loss_sum += acc[TDM_XENT_STATS_LOSS_SUM];
+        dev.correct += (int64_t)acc[TDM_XENT_STATS_CORRECT];
     }
     box->pending.loss_sum += dev.loss_sum;
     box->pending.correct += dev.correct;
@@ -136,7 +158,9 @@ gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
     if (s->klass->read_stats == NULL) {
         box->pending.loss_sum += (double)r->loss * (double)r->count;
         box->pending.correct += r->correct;
-        return TRUE;
+        if (box->loss_stats == NULL) {
+            return TRUE; /* nothing on the device */
+        }
     }
     box->unfolded_steps++;
     box->unfolded_samples += r->count;
@@ -147,7 +171,7 @@ gboolean tdm_strategy_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **e
 {
     g_return_val_if_fail(s != NULL && stats != NULL, FALSE);
     StrategyBox *box = strategy_box(s);
-    if (s->klass->read_stats != NULL && !strategy_fold(box, error)) {
+    if ((s->klass->read_stats != NULL || box->loss_stats != NULL) && !strategy_fold(box, error)) {
         return FALSE;
     }
     *stats = box->pending;
@@ -205,7 +229,143 @@ void tdm_strategy_free(TdmStrategy *s)
     if (s->klass->teardown != NULL) {
         s->klass->teardown(s);
     }
+    StrategyBox *box = strategy_box(s);
+    if (box->dlogits != NULL) {
+        tdm_op_cache_clear(box->dlogits->device, &box->loss_cache);
+    }
+    g_clear_pointer(&box->dlogits, tdm_tensor_unref);
+    g_clear_pointer(&box->loss_stats, tdm_tensor_unref);
     tdm_params_unref(s->params);
     g_free(s->name);
     g_free(strategy_box(s));
+}
+
+gboolean tdm_strategy_end(TdmStrategy *s, TdmStrategyEnd what, int epoch, GError **error)
+{
+    g_return_val_if_fail(s != NULL, FALSE);
+    /* a class of 1.2 or older has a reserved slot where end is */
+    if (TDM_IFACE_VERSION_MINOR(s->klass->iface_version) < 3 || s->klass->end == NULL) {
+        return TRUE;
+    }
+    if (!s->klass->end(s, what, epoch, error)) {
+        g_prefix_error(error, "%s: at the end of %s: ", s->name,
+                       what == TDM_STRATEGY_END_EPOCH ? "an epoch" : "training");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- helpers for strategy plugins ---------------------------------------- */
+
+gboolean tdm_strategy_forward_backward(TdmStrategy *s, TdmBatch *batch, GError **error)
+{
+    g_return_val_if_fail(s != NULL && batch != NULL, FALSE);
+    StrategyBox *box = strategy_box(s);
+    TdmModel *model = s->model;
+    TdmDevice *dev = model->device;
+    if (box->loss_stats == NULL) {
+        int64_t shape[1] = {TDM_XENT_STATS_LEN};
+        TdmTensor *stats = tdm_tensor_new(dev, TDM_DTYPE_F32, 1, shape, error);
+        if (stats == NULL || !tdm_op_fill(dev, stats, 0.0f, error)) {
+            g_clear_pointer(&stats, tdm_tensor_unref);
+            return FALSE;
+        }
+        box->dlogits = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+        box->loss_stats = stats;
+    }
+    TdmTensor *logits = NULL;
+    const float scale = 1.0f / (float)s->opts.accumulate;
+    if (!tdm_model_forward(model, batch->images, &logits, error) ||
+        !tdm_op_softmax_xent_stats(dev, &box->loss_cache, logits, batch->labels,
+                                   s->opts.label_smoothing, box->dlogits, box->loss_stats,
+                                   error)) {
+        return FALSE;
+    }
+    if (scale != 1.0f && !tdm_op_scale(dev, box->dlogits, scale, error)) {
+        return FALSE;
+    }
+    return tdm_model_backward(model, box->dlogits, error);
+}
+
+gboolean tdm_strategy_default_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
+                                   TdmStepResult *result, GError **error)
+{
+    g_return_val_if_fail(s != NULL && batch != NULL && result != NULL, FALSE);
+    if (!tdm_strategy_forward_backward(s, batch, error)) {
+        return FALSE;
+    }
+    /* The gradients are zeroed right after the step, so the step may zero
+     * them as it reads them. */
+    if (do_update && !tdm_optimizer_step_zero_grad(s->optimizer, s->model, error)) {
+        return FALSE;
+    }
+    result->count = batch->size;
+    return TRUE;
+}
+
+TdmComm *tdm_strategy_get_comm(TdmStrategy *s, GError **error)
+{
+    g_return_val_if_fail(s != NULL, NULL);
+    if (s->opts.comm == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "%s needs a communicator (TdmStrategyOptions.comm): start the job with "
+                    "`tandem run`, mpirun or srun, or create one with tdm_comm_new()",
+                    s->name);
+    }
+    return s->opts.comm;
+}
+
+TdmTensor *tdm_arena_slice(TdmTensor *arena, size_t start, size_t count, GError **error)
+{
+    g_return_val_if_fail(arena != NULL, NULL);
+    int64_t shape[1] = {(int64_t)count};
+    return tdm_tensor_new_view(arena, start * sizeof(float), TDM_DTYPE_F32, 1, shape, error);
+}
+
+size_t tdm_model_first_buffer(const TdmModel *model)
+{
+    g_return_val_if_fail(model != NULL, 0);
+    for (guint i = 0; i < model->params->len; i++) {
+        const TdmParam *p = g_ptr_array_index(model->params, i);
+        if (p->is_buffer) {
+            return p->arena_offset / sizeof(float);
+        }
+    }
+    return model->n_values;
+}
+
+/* The whole value arena through one collective: `root` >= 0 broadcasts
+ * from it, -1 averages. */
+static gboolean strategy_values_collective(TdmStrategy *s, int root, GError **error)
+{
+    TdmComm *comm = s->opts.comm;
+    TdmModel *model = s->model;
+    if (comm == NULL || comm->world == 1 || model->n_values == 0) {
+        return TRUE;
+    }
+    TdmTensor *all = tdm_arena_slice(model->value_arena, 0, model->n_values, error);
+    gboolean ok = all != NULL && (root >= 0 ? tdm_comm_broadcast(comm, all, root, error)
+                                            : tdm_comm_allreduce(comm, all, TDM_REDUCE_AVG, error));
+    if (all != NULL) {
+        tdm_tensor_unref(all);
+    }
+    if (!ok && root >= 0) {
+        g_prefix_error(error, "%s: broadcasting the parameters from rank %d: ", s->name, root);
+    } else if (!ok) {
+        g_prefix_error(error, "%s: averaging the parameters over %d ranks: ", s->name,
+                       comm->world);
+    }
+    return ok;
+}
+
+gboolean tdm_strategy_broadcast_values(TdmStrategy *s, int root, GError **error)
+{
+    g_return_val_if_fail(s != NULL && root >= 0, FALSE);
+    return strategy_values_collective(s, root, error);
+}
+
+gboolean tdm_strategy_average_values(TdmStrategy *s, GError **error)
+{
+    g_return_val_if_fail(s != NULL, FALSE);
+    return strategy_values_collective(s, -1, error);
 }

@@ -386,7 +386,18 @@ gboolean tdm_train_setup_strategy(TrainRun *run, GError **error)
     so.accumulate = run->accumulate;
     so.devices = run->devices;
     so.comm = run->comm;
-    run->strategy = tdm_strategy_new(cfg->strategy, run->model, run->optimizer, &so, error);
+    so.steps_per_epoch = run->steps_per_epoch;
+    so.total_steps = run->steps_per_epoch * cfg->epochs;
+    if (cfg->max_steps > 0 && cfg->max_steps < so.total_steps) {
+        so.total_steps = cfg->max_steps;
+    }
+    /* strategy.args (--set strategy.KEY=VALUE, a config's [strategy]) join
+     * the parameters of train.strategy, through the same grammar: a key
+     * given in both is refused as given twice, naming it. */
+    g_autofree char *spec = cfg->strategy_args != NULL
+                                ? g_strdup_printf("%s %s", cfg->strategy, cfg->strategy_args)
+                                : g_strdup(cfg->strategy);
+    run->strategy = tdm_strategy_new(spec, run->model, run->optimizer, &so, error);
     return run->strategy != NULL;
 }
 

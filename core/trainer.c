@@ -98,6 +98,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     tdm_train_ckpt_counters(ckpt, &sum, &updates);
     gboolean first = TRUE; /* before the first step of this process */
     gboolean stop = cfg->max_steps > 0 && sum.steps >= cfg->max_steps; /* train.max_steps */
+    int last_epoch = tdm_train_ckpt_first_epoch(ckpt); /* the last epoch run */
 
     /* The loop: epochs x steps. */
     for (int epoch = tdm_train_ckpt_first_epoch(ckpt); epoch < cfg->epochs && !stop; epoch++) {
@@ -140,6 +141,7 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
                 break;
             }
         }
+        last_epoch = epoch;
         if (stop && es.step < run.steps_per_epoch) {
             /* stopped mid-epoch: its figures count, but there is no epoch
              * report or evaluation */
@@ -154,7 +156,10 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             g_propagate_error(error, load_error);
             goto out;
         }
-        if (!epoch_read_stats(&run, log, &es, error)) {
+        /* the strategy's end of epoch: before the evaluation and the
+         * epoch's checkpoint */
+        if (!tdm_strategy_end(run.strategy, TDM_STRATEGY_END_EPOCH, epoch, error) ||
+            !epoch_read_stats(&run, log, &es, error)) {
             goto out;
         }
         const double seconds = epoch_end(&es, &sum, world);
@@ -181,7 +186,9 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             break;
         }
     }
-    if (!tdm_train_ckpt_finish(ckpt, &run, error)) {
+    /* before the final checkpoint and --save: every rank's model is the same */
+    if (!tdm_strategy_end(run.strategy, TDM_STRATEGY_END_TRAINING, last_epoch, error) ||
+        !tdm_train_ckpt_finish(ckpt, &run, error)) {
         goto out;
     }
 

@@ -2,9 +2,24 @@
 # install-example.sh stages `make install` into a temporary DESTDIR, builds
 # examples/train-mlp.c and the out-of-tree plugin in examples/plugin/ against
 # it with pkg-config, and runs them; the examples are not built by this tree.
-TESTS += tests/install-example.sh
+# install-plugins.sh does the same for the plugin kit's examples in
+# examples/plugins/ (a strategy, a transform, a dataset reader) and trains
+# with them from the stage.
+TESTS += tests/install-example.sh tests/install-plugins.sh
 EXTRA_DIST += \
 	tests/install-example.sh \
+	tests/install-plugins.sh \
+	tests/strategy-ranks.c \
+	examples/plugins/README.md \
+	examples/plugins/localsgd/Makefile \
+	examples/plugins/localsgd/README.md \
+	examples/plugins/localsgd/localsgd.c \
+	examples/plugins/invert/Makefile \
+	examples/plugins/invert/README.md \
+	examples/plugins/invert/invert.c \
+	examples/plugins/rawimg/Makefile \
+	examples/plugins/rawimg/README.md \
+	examples/plugins/rawimg/rawimg.c \
 	examples/README.md \
 	examples/train-mlp.c \
 	examples/plugin/Makefile \
@@ -15,3 +30,6 @@ EXTRA_DIST += \
 # meanwhile finds none (seen as the oracle test's cpu cases skipped). The
 # install test therefore starts once every other test has finished.
 tests/install-example.log: $(TEST_LOGS:tests/install-example.log=)
+# The kit's test stages its own install, after install-example.sh's (two
+# `make install` at once would relink the same plugins).
+tests/install-plugins.log: tests/install-example.log

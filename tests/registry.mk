@@ -92,4 +92,8 @@ tests_fixtures_libtdm_fixture_oldstrategy_la_LIBADD = $(TDM_FIXTURE_LIBADD)
 
 check_PROGRAMS += tests/test-registry
 TESTS += tests/test-registry tests/inspect.sh
+# `tandem check-plugin` on the built plugins and on tests/fixtures/broken-kit.c,
+# which the test builds itself (it must not be on the fixtures' plugin path).
+TESTS += tests/check-plugin.sh
+EXTRA_DIST += tests/check-plugin.sh tests/fixtures/broken-kit.c
 EXTRA_DIST += tests/inspect.sh

@@ -6,6 +6,9 @@
  * (a TAP skip plan, exit status 0; 77 when the backend named is
  * unavailable, with the reason). `--backend ref` tests ref:1
  * against ref:0 when TDM_REF_DEVICES >= 2 (a check of the suite itself).
+ * TDM_CONFORMANCE_PLUGIN=FILE loads a plugin file first: built again as
+ * the installed tandem-conformance, this is how `tandem check-plugin`
+ * checks a backend (tools/check-plugin-backend.c).
  *
  * Each op runs on fresh random inputs (g_test's seed: rerun with --seed) of
  * several shapes, odd ones included, on ref and on the tested backend; the
@@ -764,6 +767,13 @@ int main(int argc, char **argv)
     GError *err = NULL;
     if (!tdm_registry_init(&err)) {
         g_printerr("test-conformance: registry: %s\n", err->message);
+        return 1;
+    }
+    /* tandem check-plugin: the plugin file under test */
+    const char *plugin_file = g_getenv("TDM_CONFORMANCE_PLUGIN");
+    if (plugin_file != NULL && plugin_file[0] != '\0' &&
+        tdm_registry_load_file(plugin_file, &err) == NULL) {
+        g_printerr("test-conformance: %s\n", err->message);
         return 1;
     }
     conf_ref = tdm_device_get("ref:0", &err);

@@ -534,6 +534,27 @@ static void test_config_set(void)
     g_assert_false(tdm_train_config_set(&cfg, "optim.learning_rate", "0.1", &error));
     g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
     g_assert_nonnull(strstr(error->message, "optim.learning_rate"));
+    g_clear_error(&error);
+
+    /* strategy.KEY: the strategy's parameters, gathered in strategy.args (a
+     * later value of a key replaces the earlier one); the strategy checks
+     * them against its specs when it is set up */
+    g_assert_null(cfg.strategy_args);
+    g_assert_true(tdm_train_config_set(&cfg, "strategy.sync-every", "8", &error));
+    g_assert_true(tdm_train_config_set(&cfg, "strategy.bucket_mb", " 25 ", &error));
+    g_assert_true(tdm_train_config_set(&cfg, "strategy.sync-every", "4", &error));
+    g_assert_no_error(error);
+    g_assert_cmpstr(cfg.strategy_args, ==, "bucket_mb=25 sync-every=4");
+    static const char *const bad_strategy[][2] = {
+        {"strategy.", "1"}, {"strategy.a b", "1"}, {"strategy.k", "two words"}, {"strategy.k", ""},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad_strategy); i++) {
+        g_assert_false(tdm_train_config_set(&cfg, bad_strategy[i][0], bad_strategy[i][1], &error));
+        g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+        g_assert_nonnull(strstr(error->message, bad_strategy[i][0]));
+        g_clear_error(&error);
+    }
+    g_assert_cmpstr(cfg.strategy_args, ==, "bucket_mb=25 sync-every=4");
 
     const char *const *keys = tdm_train_config_keys();
     guint n = 0;
@@ -564,6 +585,14 @@ static void test_config_load(Fixture *f, gconstpointer data)
     g_assert_cmpint(cfg.epochs, ==, 3);
     g_assert_false(cfg.eval);
     g_assert_cmpstr(cfg.precision, ==, "tf32");
+
+    /* a [strategy] section gives the strategy's parameters */
+    g_assert_true(g_file_set_contents(path, "[train]\nstrategy = ddp\n[strategy]\nbucket-mb = 5\n",
+                                      -1, NULL));
+    g_assert_true(tdm_train_config_load(&cfg, path, &error));
+    g_assert_no_error(error);
+    g_assert_cmpstr(cfg.strategy, ==, "ddp");
+    g_assert_cmpstr(cfg.strategy_args, ==, "bucket-mb=5");
 
     g_assert_true(g_file_set_contents(path, "[optim]\nlr = 0.1\nspeed = 3\n", -1, NULL));
     g_assert_false(tdm_train_config_load(&cfg, path, &error));

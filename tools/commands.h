@@ -29,4 +29,7 @@ int tdm_cmd_export(int argc, char **argv);
 /* cmd-plot.c: `tandem plot`, training curves from JSON-lines logs. */
 int tdm_cmd_plot(int argc, char **argv);
 
+/* cmd-check-plugin.c: `tandem check-plugin FILE`, a plugin's conformance. */
+int tdm_cmd_check_plugin(int argc, char **argv);
+
 #endif /* TDM_TOOLS_COMMANDS_H */

@@ -30,6 +30,8 @@ static const TandemCommand commands[] = {
     {"data", tdm_cmd_data, "look at a data set: preview augmented samples as a PNG grid"},
     {"export", tdm_cmd_export, "write a checkpoint's model weights as .pth or .safetensors"},
     {"plot", tdm_cmd_plot, "draw training curves from --log-file logs into a PNG"},
+    {"check-plugin", tdm_cmd_check_plugin, "check a plugin file's features: backend, collective, "
+                                           "strategy, transform"},
 };
 
 static void print_usage(FILE *out)

@@ -146,6 +146,6 @@ static gboolean example_init(TdmPlugin *plugin, GError **error)
                                   sign_sgd_params, NULL, error) != NULL;
 }
 
-TDM_PLUGIN_DEFINE(example, "example", "0.1.0", "MIT",
+TDM_PLUGIN_DEFINE(example, "MIT",
                   "Example out-of-tree plugin: the signSGD optimizer", "Tandem examples/plugin",
                   example_init)

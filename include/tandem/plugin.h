@@ -40,7 +40,7 @@ TDM_API int tdm_feature_kind_from_name(const char *name);
 typedef struct {
     guint32 abi_version;  /* TDM_PLUGIN_ABI_VERSION */
     guint32 struct_size;  /* sizeof(TdmPluginDesc) */
-    const char *name;     /* must equal the file stem: libtdm-<name>.so */
+    const char *name;     /* the file stem of libtdm-<name>.so ('_' may stand for '-') */
     const char *version;
     const char *license;  /* SPDX identifier, mandatory */
     const char *description;
@@ -49,20 +49,46 @@ typedef struct {
     gpointer reserved[8];
 } TdmPluginDesc;
 
-/* Declares the descriptor symbol for a plugin. `ident` is the name with
- * dashes as underscores, `name_str` the name itself. Use once per plugin:
- *   TDM_PLUGIN_DEFINE(ref, "ref", "0.1", "MIT", "Reference backend", "tandem", ref_init)
- * The file must be installed as libtdm-<name>.so.
- */
-#define TDM_PLUGIN_DEFINE(ident, name_str, ver, lic, desc, orig, initfn)            \
-    static const TdmPluginDesc tdm_plugin_desc_ = {                                 \
-        TDM_PLUGIN_ABI_VERSION, sizeof(TdmPluginDesc), name_str, ver, lic, desc, orig, \
-        initfn, {0}};                                                               \
-    TDM_PLUGIN_EXPORT const TdmPluginDesc *tdm_plugin_##ident##_get_desc(void);     \
-    TDM_PLUGIN_EXPORT const TdmPluginDesc *tdm_plugin_##ident##_get_desc(void)      \
+/* The version a plugin's descriptor declares: the build gives it, as
+ * -DTDM_PLUGIN_VERSION='"1.2"' on the compiler's command line, or through
+ * an Autoconf config.h (its PACKAGE_VERSION) included before this header.
+ * A plugin that has neither fails to compile at TDM_PLUGIN_DEFINE with
+ * "'TDM_PLUGIN_VERSION' undeclared", which says what to define. */
+#if !defined(TDM_PLUGIN_VERSION) && defined(PACKAGE_VERSION)
+#define TDM_PLUGIN_VERSION PACKAGE_VERSION
+#endif
+
+/* Declares the descriptor symbol for a plugin; use once per plugin:
+ *   TDM_PLUGIN_DEFINE(ref, "MIT", "Reference backend", "tandem", ref_init)
+ * `name` is the plugin's name written as a C identifier, once: the file
+ * must be installed as libtdm-<name>.so, where a dash in the file name
+ * stands for an underscore in `name` (TDM_PLUGIN_DEFINE(my_sgd, ...) is
+ * libtdm-my-sgd.so, whose plugin is then called "my-sgd"). The version
+ * is TDM_PLUGIN_VERSION (above); `lic` is an SPDX identifier (mandatory),
+ * `desc` one line, `orig` a URL or vendor, `initfn` the init (NULL: a
+ * plugin that registers nothing).
+ *
+ * The older form, which named the plugin twice and gave its version,
+ * TDM_PLUGIN_DEFINE(ident, "name", "version", lic, desc, orig, initfn), is
+ * still accepted, so that sources written for it keep building. */
+#define TDM_PLUGIN_DEFINE(...)                                                                    \
+    TDM_PLUGIN_DEFINE_PICK_(__VA_ARGS__, TDM_PLUGIN_DEFINE_OLD_, TDM_PLUGIN_DEFINE_BAD_,         \
+                            TDM_PLUGIN_DEFINE_NEW_, TDM_PLUGIN_DEFINE_BAD_,                       \
+                            TDM_PLUGIN_DEFINE_BAD_)(__VA_ARGS__)
+#define TDM_PLUGIN_DEFINE_PICK_(a1, a2, a3, a4, a5, a6, a7, which, ...) which
+#define TDM_PLUGIN_DEFINE_NEW_(name, lic, desc, orig, initfn)                                     \
+    TDM_PLUGIN_DEFINE_OLD_(name, #name, TDM_PLUGIN_VERSION, lic, desc, orig, initfn)
+#define TDM_PLUGIN_DEFINE_OLD_(ident, name_str, ver, lic, desc, orig, initfn)                     \
+    static const TdmPluginDesc tdm_plugin_desc_ = {                                               \
+        TDM_PLUGIN_ABI_VERSION, sizeof(TdmPluginDesc), name_str, ver, lic, desc, orig, initfn,   \
+        {0}};                                                                                     \
+    TDM_PLUGIN_EXPORT const TdmPluginDesc *tdm_plugin_##ident##_get_desc(void);                   \
+    TDM_PLUGIN_EXPORT const TdmPluginDesc *tdm_plugin_##ident##_get_desc(void)                    \
     {                                                                                             \
-        return &tdm_plugin_desc_;                                                   \
+        return &tdm_plugin_desc_;                                                                 \
     }
+#define TDM_PLUGIN_DEFINE_BAD_(...)                                                               \
+    _Static_assert(0, "TDM_PLUGIN_DEFINE takes (name, licence, description, origin, init)");
 
 /* ---- parameters ------------------------------------------------------- */
 
@@ -178,7 +204,7 @@ TDM_API TdmFeature *tdm_plugin_add_feature(TdmPlugin *plugin, TdmFeatureKind kin
  * tdm_plugin_add_feature with these arguments, for TDM_PLUGIN_DEFINE:
  *     TDM_PLUGIN_INIT_FEATURE(ddp_init, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
  *                             "data-parallel training", ddp_params, NULL)
- *     TDM_PLUGIN_DEFINE(ddp, "ddp", "0.1", "MIT", "...", "tandem", ddp_init) */
+ *     TDM_PLUGIN_DEFINE(ddp, "MIT", "...", "tandem", ddp_init) */
 #define TDM_PLUGIN_INIT_FEATURE(fn, kind, name, priority, klass, description, params, probe)      \
     static gboolean fn(TdmPlugin *plugin, GError **error)                                          \
     {                                                                                              \

@@ -28,6 +28,56 @@
  * an empty share. Such a strategy also keeps the trainer's learning-rate
  * groups: tdm_optimizer_share_lr_groups, and each slice it hands its own
  * optimizer lies in one group (tdm_optimizer_set_param_lr_group).
+ *
+ * THE RULES A STRATEGY FOLLOWS (docs/plugins/strategy.md explains them
+ * with a complete Local SGD strategy):
+ *
+ * - One train_step is one micro-batch. Its gradients are the gradient of
+ *   the batch's mean loss scaled by 1/opts.accumulate, added into the grad
+ *   arena, so that after `accumulate` steps the arena holds the mean over
+ *   all of them, as one large batch would. When do_update is TRUE the step
+ *   ends with the optimizer step and zeroed gradients; when FALSE it must
+ *   leave the gradients in place. tdm_strategy_forward_backward() and
+ *   tdm_strategy_default_step() do all of this for one device.
+ * - Across ranks the optimizer steps on gradients averaged (not summed)
+ *   over the ranks, or, as Local SGD does, each rank steps alone and the
+ *   strategy brings the ranks' parameters together itself; whatever it
+ *   does, every rank must hold the same parameters and buffers when the
+ *   core evaluates or saves (after the end hook, below).
+ * - Every strategy but `single` and `dp` is given a communicator
+ *   (opts.comm), also in a job of one process: the core opens one for any
+ *   other strategy name. Every rank calls setup, each train_step, end and
+ *   the exporters in the same order, so collectives match up; a strategy
+ *   must not skip a collective on some ranks (a rank without data for a
+ *   step still takes part).
+ * - Only rank 0 evaluates, logs and writes --save and checkpoints; the
+ *   other ranks wait at a barrier. A strategy writes no files and prints
+ *   nothing but g_debug/g_warning.
+ * - setup runs once, after the model's weights are loaded (from --init or
+ *   a checkpoint) and before the first step: broadcast rank 0's parameters
+ *   there (tdm_strategy_broadcast_values) so that all ranks start alike.
+ *   Read the strategy's parameters there (s->params, <tandem/params.h>):
+ *   they come from "--strategy 'name key=value'", `--set strategy.key=value`
+ *   or a config file's [strategy] section, already checked against the
+ *   specs the plugin registered. s->opts.total_steps and steps_per_epoch
+ *   say how long the run is (0 when the caller did not say).
+ * - end (since 1.3) is called on every rank after the last step of each
+ *   epoch (before the evaluation and the epoch's checkpoint) and once after
+ *   the last step of training (before the final checkpoint and --save).
+ *   It may run collectives and change the parameters and buffers; it must
+ *   not step the optimizer or touch the gradients. A strategy that
+ *   synchronises every K steps synchronises there. A checkpoint taken
+ *   every N steps (train.checkpoint_every) is rank 0's model as it stands.
+ * - Threading: the core calls a strategy from one thread, the one that
+ *   runs the training loop, never two calls at once. Data loader threads
+ *   never see it. A strategy may use async collectives
+ *   (tdm_comm_*_async) but must wait for each before the call that
+ *   started it returns control of the data it touches, and before end,
+ *   the exporters and teardown return.
+ * - teardown must free what setup made, also after a failed step; it may
+ *   not run collectives (another rank may have failed).
+ * - Errors: a GError naming the strategy and what failed ("localsgd:
+ *   averaging the parameters: ..."); the job then stops on every rank.
  */
 #ifndef TANDEM_STRATEGY_H
 #define TANDEM_STRATEGY_H
@@ -43,8 +93,13 @@ G_BEGIN_DECLS
  * TdmStrategyOptions (a strategy that reads it needs a core that fills
  * it) and read_stats in the class (see `since 1.1`). 1.2 gave two more
  * class slots one: export_optimizer and import_optimizer, for checkpoints
- * (see `since 1.2`); the core calls them only in a class of 1.2 or later. */
-#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 2)
+ * (see `since 1.2`); the core calls them only in a class of 1.2 or later.
+ * 1.3 gave the last reserved class slot a meaning: end, the hook at the
+ * end of an epoch and of training; and two reserved slots of
+ * TdmStrategyOptions: total_steps and steps_per_epoch. The core calls end
+ * only in a class of 1.3 or later, so strategies built against older
+ * headers keep loading and working. */
+#define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 3)
 
 typedef struct {
     float label_smoothing;
@@ -56,8 +111,21 @@ typedef struct {
     /* The strategy's parameters bound to its specs (transfer none; NULL:
      * tdm_strategy_new() binds those of its `name`). */
     TdmParams *params;
-    gpointer reserved[7];
+    /* since 1.3: total_steps, steps_per_epoch */
+    /* The train_step calls (micro-batches) of the whole run on this rank,
+     * from its first step (also when resumed from a checkpoint): epochs x
+     * steps_per_epoch, or train.max_steps when that is fewer; and those of
+     * one epoch. 0: unknown (a caller that does not run the trainer). */
+    int64_t total_steps;
+    int64_t steps_per_epoch;
+    gpointer reserved[5];
 } TdmStrategyOptions;
+
+/* Where tdm_strategy_end() is called (TdmStrategyClass.end). */
+typedef enum {
+    TDM_STRATEGY_END_EPOCH = 0, /* after an epoch's last step, before its evaluation */
+    TDM_STRATEGY_END_TRAINING,  /* after the run's last step, before --save */
+} TdmStrategyEnd;
 
 /* What a step reports at once. loss and correct are filled only by a
  * strategy without read_stats; one with it leaves them 0 (its figures stay
@@ -123,7 +191,17 @@ struct _TdmStrategyClass {
      * state table and step_count) */
     gboolean (*import_optimizer)(TdmStrategy *s, const TdmSafeTensors *in, const char *prefix,
                                  const char *path, int64_t step_count, GError **error);
-    gpointer reserved[1];
+    /* since 1.3: end */
+    /* The end of an epoch (`what` = TDM_STRATEGY_END_EPOCH, `epoch` its
+     * 0-based number) or of training (TDM_STRATEGY_END_TRAINING, `epoch`
+     * the last one run), on every rank, before the core evaluates, saves
+     * or checkpoints: bring the ranks' parameters and buffers together
+     * here if the steps do not (tdm_strategy_average_values). A collective;
+     * it may change the parameters and buffers, never the gradients or the
+     * optimizer. Training that stops mid-epoch (train.max_steps, early
+     * stop) gets only the TRAINING call. (optional: NULL means the ranks
+     * hold equal parameters after every step) */
+    gboolean (*end)(TdmStrategy *s, TdmStrategyEnd what, int epoch, GError **error);
 };
 
 struct _TdmStrategy {
@@ -172,7 +250,67 @@ TDM_API gboolean tdm_strategy_export_optimizer(TdmStrategy *s, TdmSafeTensors *o
 TDM_API gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTensors *in,
                                                const char *prefix, const char *path,
                                                int64_t step_count, GError **error);
+/* Calls the strategy's end hook (a class of 1.3 or later with one; else
+ * does nothing). Errors are prefixed with the strategy's name. The trainer
+ * calls it; a program that drives a strategy itself calls it at the end
+ * of each epoch and of training. */
+TDM_API gboolean tdm_strategy_end(TdmStrategy *s, TdmStrategyEnd what, int epoch,
+                                  GError **error);
 TDM_API void tdm_strategy_free(TdmStrategy *s);
+
+/* ---- helpers for strategy plugins (since 1.3) -------------------------
+ *
+ * What a strategy on one device per process needs, so that it writes only
+ * what is its own. With these a data-parallel strategy is a few lines:
+ *
+ *     static gboolean my_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
+ *                                   TdmStepResult *result, GError **error)
+ *     {
+ *         return tdm_strategy_default_step(s, batch, do_update, result, error)
+ *                && (!do_update || my_sync(s, error));
+ *     }
+ */
+
+/* Forward `batch` through s->model, softmax cross-entropy with
+ * opts.label_smoothing, backward with the loss gradient scaled by
+ * 1/opts.accumulate: the gradients are added into s->model's grad arena
+ * (and its grad-ready hook fires per parameter). The batch's loss sum and
+ * right predictions are added up on the device by the core, which hands
+ * them to tdm_strategy_read_stats: a strategy that uses this leaves its
+ * class's read_stats NULL and TdmStepResult's loss and correct 0. Nothing
+ * waits for the device. */
+TDM_API gboolean tdm_strategy_forward_backward(TdmStrategy *s, TdmBatch *batch, GError **error);
+/* What `single` does, as a train_step slot: tdm_strategy_forward_backward,
+ * then when `do_update` the optimizer step and zeroed gradients
+ * (tdm_optimizer_step_zero_grad), and result->count = batch->size. No
+ * communication: on several ranks, average the gradients before the
+ * update or the parameters after it yourself. */
+TDM_API gboolean tdm_strategy_default_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
+                                           TdmStepResult *result, GError **error);
+/* s->opts.comm, or NULL with a TDM_ERROR_INVALID_ARG error naming the
+ * strategy and how to get a communicator (transfer none). */
+TDM_API TdmComm *tdm_strategy_get_comm(TdmStrategy *s, GError **error);
+/* Every rank takes rank `root`'s parameters and buffers (the whole value
+ * arena), over s->opts.comm; nothing to do without a communicator or in a
+ * world of one. A collective; errors name the strategy. */
+TDM_API gboolean tdm_strategy_broadcast_values(TdmStrategy *s, int root, GError **error);
+/* Every rank's parameters and buffers become their mean over the ranks
+ * (an all-reduce of the whole value arena), over s->opts.comm; nothing to
+ * do without a communicator or in a world of one. A collective; errors
+ * name the strategy. */
+TDM_API gboolean tdm_strategy_average_values(TdmStrategy *s, GError **error);
+
+/* A flat f32 view of elements [start, start + count) of an arena
+ * (model->value_arena, model->grad_arena, or any f32 tensor laid out so):
+ * how a strategy addresses a range of parameters or gradients, a bucket
+ * or a shard, without copying. A parameter's elements start at
+ * param->arena_offset / sizeof(float). Transfer full; an error when the
+ * range is out of the arena. */
+TDM_API TdmTensor *tdm_arena_slice(TdmTensor *arena, size_t start, size_t count, GError **error);
+/* The first element of the value arena that is a buffer (batch-norm
+ * running statistics): parameters are [0, it), buffers [it, n_values).
+ * n_values when there are no buffers. */
+TDM_API size_t tdm_model_first_buffer(const TdmModel *model);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStrategy, tdm_strategy_free)
 

@@ -180,6 +180,10 @@ G_BEGIN_DECLS
     KEY(keep_best, BOOL, "train.keep_best", NULL, NULL,                                      \
         "keep-best", 0, NULL, TRAIN,                                                         \
         "Also keep the checkpoint of the best test accuracy, as DIR/best")                   \
+    KEY(strategy_args, STRING, "strategy.args", NULL, NULL,                                  \
+        NULL, 0, NULL, NONE,                                                                 \
+        "Parameters of train.strategy, \"key=value ...\"; --set strategy.KEY=VALUE and a "    \
+        "config's [strategy] KEY=VALUE add one each")                                        \
     ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */
@@ -200,13 +204,16 @@ G_BEGIN_DECLS
  * optimizer, model.name model). */
 typedef struct {
     TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
-    gpointer reserved[1];
+    /* strategy_args took the last reserved slot (the size is unchanged) */
 } TdmTrainConfig;
 
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);
 TDM_API void tdm_train_config_clear(TdmTrainConfig *cfg);
 /* Set one value by "section.key" (e.g. "optim.lr"). An unknown key or an
- * invalid value is TDM_ERROR_INVALID_ARG naming the key and the value. */
+ * invalid value is TDM_ERROR_INVALID_ARG naming the key and the value.
+ * "strategy.KEY" (other than strategy.args) is a parameter of the strategy:
+ * "KEY=VALUE" is added to strategy.args, replacing an earlier KEY, and is
+ * checked against the strategy's specs when the trainer sets it up. */
 TDM_API gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *value,
                                       GError **error);
 /* Read an INI file; errors name the file and the key. */

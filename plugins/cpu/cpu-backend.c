@@ -596,5 +596,5 @@ static gboolean cpu_plugin_init(TdmPlugin *plugin, GError **error)
                                   error) != NULL;
 }
 
-TDM_PLUGIN_DEFINE(cpu, "cpu", "0.1", "MIT", "oneDNN (libdnnl) cpu backend with OpenMP",
+TDM_PLUGIN_DEFINE(cpu, "MIT", "oneDNN (libdnnl) cpu backend with OpenMP",
                   "tandem", cpu_plugin_init)

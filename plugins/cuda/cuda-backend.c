@@ -676,5 +676,5 @@ static gboolean cuda_plugin_init(TdmPlugin *plugin, GError **error)
                                   NULL, cuda_probe, error) != NULL;
 }
 
-TDM_PLUGIN_DEFINE(cuda, "cuda", "0.1", "MIT", "CUDA backend (cuBLAS, cuDNN) for NVIDIA GPUs",
+TDM_PLUGIN_DEFINE(cuda, "MIT", "CUDA backend (cuBLAS, cuDNN) for NVIDIA GPUs",
                   "tandem", cuda_plugin_init)

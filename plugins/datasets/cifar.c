@@ -295,5 +295,5 @@ static gboolean cifar_init(TdmPlugin *plugin, GError **error)
                                   NULL, error) != NULL;
 }
 
-TDM_PLUGIN_DEFINE(cifar, "cifar", "0.1", "MIT", "CIFAR-10 and CIFAR-100 binary dataset reader",
+TDM_PLUGIN_DEFINE(cifar, "MIT", "CIFAR-10 and CIFAR-100 binary dataset reader",
                   "tandem", cifar_init)

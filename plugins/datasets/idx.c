@@ -434,5 +434,5 @@ static const TdmDatasetClass idx_class = {
 TDM_PLUGIN_INIT_FEATURE(idx_init, TDM_FEATURE_DATASET, "idx", 50, &idx_class,
                         "IDX files (MNIST, Fashion-MNIST), raw or gzipped", NULL, NULL)
 
-TDM_PLUGIN_DEFINE(idx, "idx", "0.1", "MIT", "IDX dataset reader (MNIST, Fashion-MNIST)", "tandem",
+TDM_PLUGIN_DEFINE(idx, "MIT", "IDX dataset reader (MNIST, Fashion-MNIST)", "tandem",
                   idx_init)

@@ -474,6 +474,6 @@ TDM_PLUGIN_INIT_FEATURE(folder_init, TDM_FEATURE_DATASET, "imagefolder", 50, &fo
                         "ImageFolder order)",
                         folder_params, NULL)
 
-TDM_PLUGIN_DEFINE(imagefolder, "imagefolder", "0.1", "MIT",
+TDM_PLUGIN_DEFINE(imagefolder, "MIT",
                   "Image-folder dataset reader (PNG via libpng, JPEG via libjpeg-turbo)", "tandem",
                   folder_init)

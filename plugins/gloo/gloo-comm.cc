@@ -636,7 +636,7 @@ TDM_PLUGIN_INIT_FEATURE(gloo_plugin_init, TDM_FEATURE_COLLECTIVE, "gloo", 40, &g
                         "(libgloo, BSD-3-Clause)",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(gloo, "gloo", "0.1", "MIT",
+TDM_PLUGIN_DEFINE(gloo, "MIT",
                   "Collectives over Gloo's TCP transport (uses libgloo, BSD-3-Clause)", "tandem",
                   gloo_plugin_init)
 

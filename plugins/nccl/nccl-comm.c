@@ -743,5 +743,5 @@ TDM_PLUGIN_INIT_FEATURE(nccl_plugin_init, TDM_FEATURE_COLLECTIVE, "nccl", 80, &n
                         "collectives over NCCL between GPUs (one GPU per rank; cuda tensors)", NULL,
                         nccl_probe)
 
-TDM_PLUGIN_DEFINE(nccl, "nccl", "0.1", "MIT", "NCCL collectives for tensors on cuda devices",
+TDM_PLUGIN_DEFINE(nccl, "MIT", "NCCL collectives for tensors on cuda devices",
                   "tandem", nccl_plugin_init)

@@ -393,5 +393,5 @@ TDM_PLUGIN_INIT_FEATURE(ref_plugin_init, TDM_FEATURE_BACKEND, "ref", 10, &ref_ba
                         "virtual devices)",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(ref, "ref", "0.1", "MIT", "Reference backend in plain C: the oracle", "tandem",
+TDM_PLUGIN_DEFINE(ref, "MIT", "Reference backend in plain C: the oracle", "tandem",
                   ref_plugin_init)

@@ -598,5 +598,5 @@ TDM_PLUGIN_INIT_FEATURE(shm_plugin_init, TDM_FEATURE_COLLECTIVE, "shm", 60, &shm
                         "(reduce-scatter + all-gather over a shared segment)",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(shm, "shm", "0.1", "MIT", "Same-host collectives over POSIX shared memory",
+TDM_PLUGIN_DEFINE(shm, "MIT", "Same-host collectives over POSIX shared memory",
                   "tandem", shm_plugin_init)

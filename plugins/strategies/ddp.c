@@ -54,7 +54,6 @@ typedef struct {
 
 typedef struct {
     TdmComm *comm;
-    SuLoss loss;          /* its statistics are this rank's */
     SuBuffers buffers;    /* BN running stats, following rank 0's */
     GPtrArray *trainable; /* TdmParam *, the ones reduced */
     GHashTable *index_of; /* TdmParam * -> its index in trainable + 1 */
@@ -149,7 +148,7 @@ static gboolean ddp_make_buckets(DdpPriv *priv, TdmModel *model, double cap, GEr
     }
     for (guint b = 0; b < priv->n_buckets; b++) {
         DdpBucket *bk = &priv->buckets[b];
-        bk->view = su_arena_slice(model->grad_arena, bk->start, bk->count, error);
+        bk->view = tdm_arena_slice(model->grad_arena, bk->start, bk->count, error);
         if (bk->view == NULL) {
             g_prefix_error(error, "ddp: gradient bucket %u: ", b);
             return FALSE;
@@ -182,14 +181,13 @@ static void ddp_teardown(TdmStrategy *s);
 static gboolean ddp_setup(TdmStrategy *s, GError **error)
 {
     TdmModel *model = s->model;
-    TdmComm *comm = su_comm(s, "ddp", error);
+    TdmComm *comm = tdm_strategy_get_comm(s, error);
     if (comm == NULL) {
         return FALSE;
     }
     DdpPriv *priv = g_new0(DdpPriv, 1);
     s->priv = priv;
     priv->comm = comm;
-    gboolean loss_ok = su_loss_init(&priv->loss, model->device, error);
     priv->trainable = g_ptr_array_new();
     priv->index_of = g_hash_table_new(g_direct_hash, g_direct_equal);
     for (guint i = 0; i < model->params->len; i++) {
@@ -200,8 +198,8 @@ static gboolean ddp_setup(TdmStrategy *s, GError **error)
         }
     }
     parse_skip_hook(priv);
-    if (!loss_ok || !ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
-        !su_broadcast_values(comm, model, "ddp", error) ||
+    if (!ddp_make_buckets(priv, model, bucket_cap_bytes(s), error) ||
+        !tdm_strategy_broadcast_values(s, 0, error) ||
         !su_buffers_init(&priv->buffers, comm, model, error)) {
         ddp_teardown(s);
         return FALSE;
@@ -276,7 +274,7 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
         }
         memset(priv->ready, 0, sizeof(gboolean) * priv->trainable->len);
     }
-    gboolean ok = su_forward_backward_batch(s, &priv->loss, batch, error);
+    gboolean ok = tdm_strategy_forward_backward(s, batch, error);
     priv->syncing = FALSE;
     if (!do_update) {
         if (!ok || !su_buffers_start(&priv->buffers, priv->comm, error)) {
@@ -326,13 +324,6 @@ static gboolean ddp_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_upda
     return TRUE;
 }
 
-/* This rank's figures; the trainer reports rank 0's, as before. */
-static gboolean ddp_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
-{
-    DdpPriv *priv = s->priv;
-    return su_stats_take(priv->loss.stats, stats, error);
-}
-
 static void ddp_teardown(TdmStrategy *s)
 {
     DdpPriv *priv = s->priv;
@@ -356,12 +347,14 @@ static void ddp_teardown(TdmStrategy *s)
     su_buffers_clear(&priv->buffers, priv->comm);
     g_clear_pointer(&priv->index_of, g_hash_table_unref);
     g_clear_pointer(&priv->trainable, g_ptr_array_unref);
-    su_loss_clear(&priv->loss);
     g_free(priv);
     s->priv = NULL;
 }
 
-static const TdmStrategyClass ddp_class = SU_STRATEGY_CLASS(ddp);
+static const TdmStrategyClass ddp_class = {
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
+    .setup = ddp_setup, .train_step = ddp_train_step, .teardown = ddp_teardown,
+};
 
 static const TdmParamSpec ddp_params[] = {
     {.name = "bucket-mb", .struct_size = sizeof(TdmParamSpec), .type = TDM_PARAM_FLOAT,
@@ -376,5 +369,5 @@ TDM_PLUGIN_INIT_FEATURE(ddp_init, TDM_FEATURE_STRATEGY, "ddp", 50, &ddp_class,
                         "backward runs",
                         ddp_params, NULL)
 
-TDM_PLUGIN_DEFINE(ddp, "ddp", "0.1", "MIT", "DistributedDataParallel training strategy", "tandem",
+TDM_PLUGIN_DEFINE(ddp, "MIT", "DistributedDataParallel training strategy", "tandem",
                   ddp_init)

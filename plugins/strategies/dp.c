@@ -194,7 +194,7 @@ static gboolean dp_setup(TdmStrategy *s, GError **error)
     g_cond_init(&priv->cond);
     priv->label_smoothing = s->opts.label_smoothing;
     priv->grad_scale = 1.0f / (float)s->opts.accumulate;
-    priv->has_buffers = su_first_buffer(model) < model->n_values;
+    priv->has_buffers = tdm_model_first_buffer(model) < model->n_values;
     priv->reps = g_new0(DpReplica, n);
     if (needs_host(model->device, devices)) {
         priv->host = g_new(float, MAX(MAX(model->n_values, model->n_grads), 1));
@@ -373,11 +373,15 @@ static void dp_teardown(TdmStrategy *s)
     s->priv = NULL;
 }
 
-static const TdmStrategyClass dp_class = SU_STRATEGY_CLASS(dp);
+static const TdmStrategyClass dp_class = {
+    TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),
+    .setup = dp_setup, .train_step = dp_train_step,
+    .teardown = dp_teardown, .read_stats = dp_read_stats,
+};
 
 TDM_PLUGIN_INIT_FEATURE(dp_init, TDM_FEATURE_STRATEGY, "dp", 50, &dp_class,
                         "one process, several devices (--devices): replicas on "
                         "threads, batch scattered, gradients summed on the first",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(dp, "dp", "0.1", "MIT", "DataParallel training strategy", "tandem", dp_init)
+TDM_PLUGIN_DEFINE(dp, "MIT", "DataParallel training strategy", "tandem", dp_init)

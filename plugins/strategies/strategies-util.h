@@ -1,8 +1,10 @@
-/* plugins/strategies/strategies-util.h - what the strategy plugins share:
- * one replica's forward + loss + backward, the loss statistics it adds up
- * on its device, slices of a model's arenas, the broadcast of the arenas
- * from rank 0, the report of the time a step spent waiting on
- * communication, and the class table made of a file's functions.
+/* plugins/strategies/strategies-util.h - what the built-in strategy
+ * plugins share beyond the core's helpers for strategies (the default
+ * step, arena slices, the broadcast and average of the value arena:
+ * <tandem/strategy.h>): one replica's forward + loss + backward with its
+ * own loss statistics (dp drives several replicas), the broadcast of the
+ * buffers overlapped with the next step (ddp, zero1), and the report of
+ * the time a step spent waiting on communication.
  *
  * Each strategy is its own plugin (libtdm-<name>.so), so these helpers are
  * static inline and compiled into each of them; nothing here is exported.
@@ -14,16 +16,6 @@
 #include <tandem/ops.h>
 #include <tandem/plugin.h>
 #include <tandem/strategy.h>
-
-/* The class of a strategy whose slots are its file's functions
- * <prefix>_setup, _train_step, _teardown and _read_stats:
- *     static const TdmStrategyClass ddp_class = SU_STRATEGY_CLASS(ddp); */
-#define SU_STRATEGY_CLASS(prefix)                                                                  \
-    {                                                                                              \
-        TDM_CLASS_HEADER(TDM_STRATEGY_IFACE_VERSION, TdmStrategyClass),                            \
-        .setup = prefix##_setup, .train_step = prefix##_train_step,                                \
-        .teardown = prefix##_teardown, .read_stats = prefix##_read_stats,                          \
-    }
 
 /* What a replica keeps across steps for its loss: the slot the gradient
  * of the loss w.r.t. the logits goes into, the loss op's cache, and the
@@ -90,16 +82,6 @@ static inline gboolean su_forward_backward(TdmModel *model, SuLoss *l, TdmTensor
     return tdm_model_backward(model, l->dlogits, error);
 }
 
-/* su_forward_backward for a strategy whose one replica is s->model: the
- * whole batch, its gradient scaled by 1/accumulate so that the accumulated
- * gradient is the mean over all micro-batches. */
-static inline gboolean su_forward_backward_batch(TdmStrategy *s, SuLoss *l, TdmBatch *batch,
-                                                 GError **error)
-{
-    return su_forward_backward(s->model, l, batch->images, batch->labels, s->opts.label_smoothing,
-                               1.0f / (float)s->opts.accumulate, error);
-}
-
 /* Adds `stats` to out->loss_sum and out->correct and zeroes it: the one
  * wait for the device of a read. The count is a whole number in f32, exact
  * while below 2^24 (the trainer reads long before). */
@@ -112,49 +94,6 @@ static inline gboolean su_stats_take(TdmTensor *stats, TdmStepStats *out, GError
     out->loss_sum += acc[TDM_XENT_STATS_LOSS_SUM];
     out->correct += (int64_t)acc[TDM_XENT_STATS_CORRECT];
     return TRUE;
-}
-
-/* A flat f32 view of elements [start, start + count) of an arena (transfer
- * full). */
-static inline TdmTensor *su_arena_slice(TdmTensor *arena, size_t start, size_t count,
-                                        GError **error)
-{
-    int64_t shape[1] = {(int64_t)count};
-    return tdm_tensor_new_view(arena, start * sizeof(float), TDM_DTYPE_F32, 1, shape, error);
-}
-
-/* Elements of the value arena that are buffers (BN running stats): they
- * follow the parameters, [first, n_values). */
-static inline size_t su_first_buffer(const TdmModel *model)
-{
-    for (guint i = 0; i < model->params->len; i++) {
-        const TdmParam *p = g_ptr_array_index(model->params, i);
-        if (p->is_buffer) {
-            return p->arena_offset / sizeof(float);
-        }
-    }
-    return model->n_values;
-}
-
-/* Every rank starts from rank 0's parameters and buffers: one broadcast of
- * the whole value arena. Ranks initialise alike from the seed, but a rank
- * that loaded other weights or used another seed would otherwise train a
- * different model without noticing. */
-static inline gboolean su_broadcast_values(TdmComm *comm, TdmModel *model, const char *who,
-                                           GError **error)
-{
-    if (comm == NULL || model->n_values == 0) {
-        return TRUE;
-    }
-    TdmTensor *all = su_arena_slice(model->value_arena, 0, model->n_values, error);
-    gboolean ok = all != NULL && tdm_comm_broadcast(comm, all, 0, error);
-    if (all != NULL) {
-        tdm_tensor_unref(all);
-    }
-    if (!ok) {
-        g_prefix_error(error, "%s: broadcasting the initial parameters from rank 0: ", who);
-    }
-    return ok;
 }
 
 /* Buffers (BN running statistics) follow rank 0's, as PyTorch's
@@ -171,13 +110,13 @@ typedef struct {
 
 static inline gboolean su_buffers_init(SuBuffers *b, TdmComm *comm, TdmModel *model, GError **error)
 {
-    size_t first = su_first_buffer(model);
+    size_t first = tdm_model_first_buffer(model);
     b->work = NULL;
     b->view = NULL;
     if (comm->world == 1 || first >= model->n_values) {
         return TRUE;
     }
-    b->view = su_arena_slice(model->value_arena, first, model->n_values - first, error);
+    b->view = tdm_arena_slice(model->value_arena, first, model->n_values - first, error);
     return b->view != NULL;
 }
 
@@ -228,20 +167,6 @@ static inline void su_buffers_clear(SuBuffers *b, TdmComm *comm)
 static inline void su_set_comm_wait(TdmStepResult *result, double seconds)
 {
     result->comm_wait_s = seconds > 0 ? seconds : 0.0;
-}
-
-/* The communicator of a distributed strategy, or an error saying how to get
- * one. */
-static inline TdmComm *su_comm(TdmStrategy *s, const char *who, GError **error)
-{
-    TdmComm *comm = s->opts.comm;
-    if (comm == NULL) {
-        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                    "%s needs a communicator (TdmStrategyOptions.comm): start the job with "
-                    "`tandem run`, mpirun or srun, or create one with tdm_comm_new()",
-                    who);
-    }
-    return comm;
 }
 
 #endif /* TDM_STRATEGIES_UTIL_H */

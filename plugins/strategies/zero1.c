@@ -36,7 +36,6 @@
 
 typedef struct {
     TdmComm *comm;
-    SuLoss loss;                      /* its statistics are this rank's */
     SuBuffers buffers;                /* BN running stats, following rank 0's */
     size_t n, shard;                  /* gradient elements; per-rank slice S */
     size_t lo, len;                   /* this rank's slice [lo, lo + len) of [0, n) */
@@ -74,8 +73,8 @@ static gboolean add_shard_param(Zero1Priv *priv, TdmModel *model, size_t a, size
     p->shape[0] = (int64_t)(b - a);
     p->requires_grad = TRUE;
     p->arena_offset = a * sizeof(float);
-    p->value = su_arena_slice(model->value_arena, a, b - a, error);
-    p->grad = p->value != NULL ? su_arena_slice(priv->gshard, a - priv->lo, b - a, error) : NULL;
+    p->value = tdm_arena_slice(model->value_arena, a, b - a, error);
+    p->grad = p->value != NULL ? tdm_arena_slice(priv->gshard, a - priv->lo, b - a, error) : NULL;
     g_ptr_array_add(priv->shard_params, p);
     g_array_append_val(priv->shard_groups, group);
     return p->grad != NULL;
@@ -159,7 +158,7 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
 {
     TdmModel *model = s->model;
     TdmDevice *dev = model->device;
-    TdmComm *comm = su_comm(s, "zero1", error);
+    TdmComm *comm = tdm_strategy_get_comm(s, error);
     if (comm == NULL) {
         return FALSE;
     }
@@ -175,24 +174,23 @@ static gboolean zero1_setup(TdmStrategy *s, GError **error)
     priv->len = MIN(priv->shard, priv->n - priv->lo);
     const gboolean padded = priv->shard * world != priv->n;
 
-    gboolean ok = su_loss_init(&priv->loss, dev, error) &&
-                  su_broadcast_values(comm, model, "zero1", error) &&
+    gboolean ok = tdm_strategy_broadcast_values(s, 0, error) &&
                   su_buffers_init(&priv->buffers, comm, model, error);
     if (ok && priv->n > 0) {
-        ok = (priv->grads_n = su_arena_slice(model->grad_arena, 0, priv->n, error)) != NULL &&
-             (priv->values_n = su_arena_slice(model->value_arena, 0, priv->n, error)) != NULL &&
+        ok = (priv->grads_n = tdm_arena_slice(model->grad_arena, 0, priv->n, error)) != NULL &&
+             (priv->values_n = tdm_arena_slice(model->value_arena, 0, priv->n, error)) != NULL &&
              (priv->gshard = flat_new(dev, priv->shard, error)) != NULL &&
              (priv->vshard = flat_new(dev, priv->shard, error)) != NULL;
         if (ok && padded) {
             ok = (priv->gpad = flat_new(dev, priv->shard * world, error)) != NULL &&
                  (priv->vpad = flat_new(dev, priv->shard * world, error)) != NULL &&
-                 (priv->gpad_head = su_arena_slice(priv->gpad, 0, priv->n, error)) != NULL &&
-                 (priv->vpad_head = su_arena_slice(priv->vpad, 0, priv->n, error)) != NULL;
+                 (priv->gpad_head = tdm_arena_slice(priv->gpad, 0, priv->n, error)) != NULL &&
+                 (priv->vpad_head = tdm_arena_slice(priv->vpad, 0, priv->n, error)) != NULL;
         }
         if (ok && priv->len > 0) {
             ok = (priv->my_values =
-                      su_arena_slice(model->value_arena, priv->lo, priv->len, error)) != NULL &&
-                 (priv->vshard_head = su_arena_slice(priv->vshard, 0, priv->len, error)) != NULL;
+                      tdm_arena_slice(model->value_arena, priv->lo, priv->len, error)) != NULL &&
+                 (priv->vshard_head = tdm_arena_slice(priv->vshard, 0, priv->len, error)) != NULL;
         }
         ok = ok && make_shard_params(priv, model, s->optimizer, error);
         if (ok) {
@@ -271,7 +269,7 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
         g_prefix_error(error, "zero1: ");
         return FALSE;
     }
-    if (!su_forward_backward_batch(s, &priv->loss, batch, error)) {
+    if (!tdm_strategy_forward_backward(s, batch, error)) {
         return FALSE;
     }
     if (do_update &&
@@ -285,12 +283,6 @@ static gboolean zero1_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_up
     result->count = batch->size;
     su_set_comm_wait(result, waited);
     return TRUE;
-}
-
-static gboolean zero1_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error)
-{
-    Zero1Priv *priv = s->priv;
-    return su_stats_take(priv->loss.stats, stats, error);
 }
 
 static void zero1_teardown(TdmStrategy *s)
@@ -309,7 +301,6 @@ static void zero1_teardown(TdmStrategy *s)
     for (size_t i = 0; i < G_N_ELEMENTS(tensors); i++) {
         g_clear_pointer(tensors[i], tdm_tensor_unref);
     }
-    su_loss_clear(&priv->loss);
     g_free(priv);
     s->priv = NULL;
 }
@@ -488,7 +479,6 @@ static const TdmStrategyClass zero1_class = {
     .setup = zero1_setup,
     .train_step = zero1_train_step,
     .teardown = zero1_teardown,
-    .read_stats = zero1_read_stats,
     .export_optimizer = zero1_export_optimizer,
     .import_optimizer = zero1_import_optimizer,
 };
@@ -498,5 +488,5 @@ TDM_PLUGIN_INIT_FEATURE(zero1_init, TDM_FEATURE_STRATEGY, "zero1", 50, &zero1_cl
                         "update sharded across ranks, parameters all-gathered",
                         NULL, NULL)
 
-TDM_PLUGIN_DEFINE(zero1, "zero1", "0.1", "MIT", "ZeRO stage 1 training strategy", "tandem",
+TDM_PLUGIN_DEFINE(zero1, "MIT", "ZeRO stage 1 training strategy", "tandem",
                   zero1_init)

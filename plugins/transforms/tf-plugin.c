@@ -26,6 +26,6 @@ static gboolean transforms_init(TdmPlugin *plugin, GError **error)
     return TRUE;
 }
 
-TDM_PLUGIN_DEFINE(transforms, "transforms", "0.1", "MIT",
+TDM_PLUGIN_DEFINE(transforms, "MIT",
                   "Augmentation transforms with torchvision's names and parameters", "tandem",
                   transforms_init)

@@ -1,0 +1,103 @@
+#!/bin/sh
+# tests/check-plugin.sh - `tandem check-plugin FILE`: it passes on the
+# built-in plugins of each kind it checks (a backend, two collectives,
+# every strategy, the transforms; a reader is listed as skipped), and
+# fails, with a FAIL line per broken feature and exit status 1, on
+# tests/fixtures/broken-kit.c, which this test builds against the tree's
+# headers and library (a strategy that ignores accumulation, a transform
+# that is not deterministic, one that makes a shape it does not declare).
+# A file that does not load and a usage error are reported too. The
+# examples of examples/plugins/ are checked by tests/install-plugins.sh,
+# from a staged install.
+. "$TDM_TOP_SRCDIR/tests/tap.sh"
+
+CC=${CC:-cc}
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+plugins=$TDM_TOP_BUILDDIR/plugins/.libs
+[ -x "$TANDEM" ] || skip_all "tandem is not built"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-check.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# passes NAME: check-plugin on the built plugin libtdm-NAME.so exits 0
+# with no FAIL line and at least one PASS for a feature.
+passes() {
+    "$TANDEM" check-plugin --timeout 60 "$plugins/libtdm-$1.so" >"$tmp/$1.log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && ! grep -q '^FAIL' "$tmp/$1.log" &&
+        grep -Eq "^PASS (backend|collective|strategy|transform) " "$tmp/$1.log"; then
+        ok "check-plugin passes on $1 ($(tail -n 1 "$tmp/$1.log" | sed 's/.*: //'))"
+    else
+        fail "check-plugin passes on $1" "exit $rc: $(cat "$tmp/$1.log")"
+    fi
+}
+passes ref
+passes shm
+[ -f "$plugins/libtdm-gloo.so" ] && passes gloo
+for s in single dp ddp zero1; do
+    passes "$s"
+done
+passes transforms
+if "$TANDEM" check-plugin "$plugins/libtdm-idx.so" >"$tmp/idx.log" 2>&1 &&
+    grep -q '^SKIP dataset idx: no conformance check' "$tmp/idx.log"; then
+    ok "a dataset reader is listed as skipped"
+else
+    fail "a dataset reader is listed as skipped" "$(cat "$tmp/idx.log")"
+fi
+
+# ---- a plugin that breaks the rules ------------------------------------------
+# shellcheck disable=SC2046 # word splitting of flags is intended
+if "$CC" -std=gnu11 -Wall -Werror -fPIC -shared -fvisibility=hidden \
+    -DTDM_PLUGIN_VERSION='"1.0"' -I"$TDM_TOP_SRCDIR/include" -I"$TDM_TOP_BUILDDIR" \
+    $("$PKG_CONFIG" --cflags glib-2.0) -o "$tmp/libtdm-broken-kit.so" \
+    "$TDM_TOP_SRCDIR/tests/fixtures/broken-kit.c" -L"$TDM_TOP_BUILDDIR/core/.libs" -ltandem-1 \
+    $("$PKG_CONFIG" --libs glib-2.0) >"$tmp/cc.log" 2>&1; then
+    ok "the broken plugin builds"
+else
+    fail "the broken plugin builds" "$(cat "$tmp/cc.log")"
+fi
+"$TANDEM" check-plugin "$tmp/libtdm-broken-kit.so" >"$tmp/broken.log" 2>&1
+rc=$?
+if [ "$rc" -eq 1 ]; then
+    ok "check-plugin on the broken plugin exits 1"
+else
+    fail "check-plugin on the broken plugin exits 1" "exit $rc: $(cat "$tmp/broken.log")"
+fi
+has_line() {
+    if grep -q "^$2" "$tmp/broken.log"; then
+        ok "$1"
+    else
+        fail "$1" "$(cat "$tmp/broken.log")"
+    fi
+}
+has_line "a strategy that ignores do_update fails: not as single alone" \
+    "FAIL strategy broken-step: alone it trains otherwise than single"
+has_line "a transform that draws from a global generator fails: not deterministic" \
+    "FAIL transform broken-random: .*two runs give different images"
+has_line "a transform that makes another shape than it declares fails" \
+    "FAIL transform broken-shape: .*made 3x40x24, but output_shape says 3x40x48"
+has_line "the summary counts the failures" "check-plugin .*: 1 passed, 3 failed, 0 skipped"
+
+# ---- files that do not load, usage ---------------------------------------------
+printf 'not a plugin' >"$tmp/libtdm-junk.so"
+out=$("$TANDEM" check-plugin "$tmp/libtdm-junk.so" 2>&1)
+rc=$?
+case $rc:$out in
+1:"FAIL load: "*"libtdm-junk.so: cannot open"*) ok "a file that does not load is a FAIL, exit 1" ;;
+*) fail "a file that does not load is a FAIL, exit 1" "exit $rc: $out" ;;
+esac
+# usage NAME ARGS...: check-plugin ARGS exits 2
+usage() {
+    name=$1; shift
+    "$TANDEM" check-plugin "$@" >/dev/null 2>&1
+    rc=$?
+    if [ "$rc" -eq 2 ]; then ok "$name"; else fail "$name" "exit $rc, expected 2"; fi
+}
+usage "check-plugin without FILE is a usage error"
+usage "check-plugin --max-world 9 is a usage error" --max-world 9 "$plugins/libtdm-shm.so"
+out=$("$TANDEM" check-plugin --help)
+case $out in
+*"Usage: tandem check-plugin"*"Exit status"*) ok "check-plugin --help shows the usage" ;;
+*) fail "check-plugin --help shows the usage" "$out" ;;
+esac
+
+done_testing
