@@ -1,8 +1,9 @@
 #!/bin/sh
 # The README's second command (and CI's): install dependencies, build, run the
 # whole test suite, then beside it the fuzz targets over their seed corpus
-# (make fuzz-run, when clang has libFuzzer) and make distcheck, and end with
-# a line "N passed, N failed" (each of those two steps counts as one).
+# (make fuzz-run, when clang has libFuzzer), the API reference (make doc,
+# with gtk-doc) and make distcheck, and end with a line "N passed, N
+# failed" (each of those steps counts as one).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/build-aux/install-deps.sh" --tests
@@ -40,6 +41,12 @@ if grep -q '^TDM_HAVE_FUZZ = yes' Makefile; then
     step "make fuzz-run" make fuzz-run
 else
     skip=$(( ${skip:-0} + 1 )); echo "SKIP: make fuzz-run ($(sed -n 's/^TDM_FUZZ_WHY = //p' Makefile))"
+fi
+# The API reference builds (gtk-doc; a few seconds).
+if grep -q '^TDM_HAVE_GTKDOC = yes' Makefile; then
+    step "make doc" make doc
+else
+    skip=$(( ${skip:-0} + 1 )); echo "SKIP: make doc ($(sed -n 's/^TDM_GTKDOC_WHY = //p' Makefile))"
 fi
 # The tarball: it must hold everything to build every plugin this tree
 # builds (each asked for with --with-..., so a missing file is an error,
