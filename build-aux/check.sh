@@ -1,6 +1,9 @@
 #!/bin/sh
 # The README's second command (and CI's): install dependencies, build, run the
-# whole test suite, and end with a line "N passed, N failed".
+# whole test suite, then beside it the fuzz targets over their seed corpus
+# (make fuzz-run, when clang has libFuzzer), the API reference (make doc,
+# with gtk-doc) and make distcheck, and end with a line "N passed, N
+# failed" (each of those steps counts as one).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/build-aux/install-deps.sh" --tests
@@ -21,6 +24,43 @@ count() { sed -n "s/^# $1: *//p" "$log" | head -n 1; }
 pass=$(count PASS); fail=$(count FAIL); err=$(count ERROR); xpass=$(count XPASS); skip=$(count SKIP)
 failed=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
 [ "$failed" -eq 0 ] || grep -E '^(FAIL|ERROR|XPASS):' "$log" || true
+pass=${pass:-0}
+
+# step NAME COMMAND...: one more pass or failure, with its time.
+step() {
+    name=$1; shift
+    start=$(date +%s)
+    if "$@"; then
+        pass=$((pass + 1)); echo "$name: ok ($(($(date +%s) - start)) s)"
+    else
+        failed=$((failed + 1)); status=1; echo "FAIL: $name ($(($(date +%s) - start)) s)"
+    fi
+}
+# The fuzz targets, each over its seeds for FUZZ_SECONDS (tests/fuzz.mk).
+if grep -q '^TDM_HAVE_FUZZ = yes' Makefile; then
+    step "make fuzz-run" make fuzz-run
+else
+    skip=$(( ${skip:-0} + 1 )); echo "SKIP: make fuzz-run ($(sed -n 's/^TDM_FUZZ_WHY = //p' Makefile))"
+fi
+# The API reference builds (gtk-doc; a few seconds).
+if grep -q '^TDM_HAVE_GTKDOC = yes' Makefile; then
+    step "make doc" make doc
+else
+    skip=$(( ${skip:-0} + 1 )); echo "SKIP: make doc ($(sed -n 's/^TDM_GTKDOC_WHY = //p' Makefile))"
+fi
+# The tarball: it must hold everything to build every plugin this tree
+# builds (each asked for with --with-..., so a missing file is an error,
+# not a plugin quietly left out), install, uninstall and clean. Its test
+# run is the tests that read files of the tarball (the suite itself has
+# just run on this tree).
+with=
+for p in cpu:onednn cuda:cuda nccl:nccl gloo:gloo imagefolder:images; do
+    [ -f "plugins/libtdm-${p%%:*}.la" ] && with="$with --with-${p#*:}"
+done
+grep -q '^#define HAVE_CAIRO 1' config.h && with="$with --with-cairo"
+step "make distcheck" make -j"$(nproc)" distcheck DISTCHECK_CONFIGURE_FLAGS="$with" \
+    TESTS="tests/install-example.sh tests/abi-lists.sh tests/test-abi-layout tests/inspect.sh tests/train-smoke.sh"
+
 echo "${skip:-0} skipped"
-echo "${pass:-0} passed, $failed failed"
+echo "$pass passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]

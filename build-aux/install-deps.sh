@@ -8,15 +8,17 @@
 #   install-deps.sh --tests  also what the tests and benchmarks use: PyTorch
 #                            and torchvision (the oracle and the peer, with
 #                            their ~200 dependencies), Open MPI, iproute2,
-#                            GNU time, the full Fashion-MNIST, OpenBLAS
-#                            (build-aux/check.sh)
+#                            GNU time, the full Fashion-MNIST, OpenBLAS,
+#                            clang with libFuzzer (make fuzz), gtk-doc
+#                            (make doc) (build-aux/check.sh)
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
 libglib2.0-dev libjson-glib-dev zlib1g-dev libdeflate-dev libdnnl-dev libpng-dev libjpeg62-turbo-dev libgloo-dev
 libzip-dev libcairo2-dev"
 TEST_PKGS="openmpi-bin libopenmpi-dev iproute2
 python3 python3-torch python3-torchvision
-dataset-fashion-mnist time libopenblas0-pthread"
+dataset-fashion-mnist time libopenblas0-pthread
+clang libclang-rt-dev gtk-doc-tools"
 case "${1:-}" in
 --tests) PKGS="$PKGS $TEST_PKGS" ;;
 "") ;;

@@ -45,41 +45,69 @@ bail() {
 run_logged "make install DESTDIR=<tmp>" install.log \
     make -C "$top_build" install DESTDIR="$stage" || bail "make install failed"
 
-# Where things go, as configure decided: read from the build's own .pc file.
-pcvar() { "$PKG_CONFIG" --variable="$1" "$top_build/tandem-1.pc"; }
+# Where things went: the staged tandem-1.pc alone says it. It is
+# relocatable (its prefix is ${pcfiledir}/..), so with PKG_CONFIG_PATH at
+# its directory every path it gives lies inside the stage.
+pcfile=$(find "$stage" -path '*/pkgconfig/tandem-1.pc' -type f | head -n 1)
+[ -n "$pcfile" ] || bail "no tandem-1.pc under the staged install"
+staged_pc_dir=${pcfile%/tandem-1.pc}
+PKG_CONFIG_PATH=$staged_pc_dir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export PKG_CONFIG_PATH
+# A directory without "." or ".." components, or nothing if it is missing.
+canon() { (cd "$1" 2>/dev/null && pwd -P); }
+pcvar() { canon "$("$PKG_CONFIG" --variable="$1" tandem-1)"; }
+stage_phys=$(canon "$stage")
 libdir=$(pcvar libdir)
 includedir=$(pcvar includedir)
 pluginsdir=$(pcvar pluginsdir)
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$top_build/config.h")
-[ -n "$libdir" ] && [ -n "$includedir" ] && [ -n "$version" ] && [ -n "$pluginsdir" ] ||
-    bail "cannot read libdir/includedir from $top_build/tandem-1.pc or the version from config.h"
+[ -n "$libdir" ] && [ -n "$includedir" ] && [ -n "$version" ] ||
+    bail "cannot read libdir/includedir from $pcfile or the version from config.h"
 
 # ---- 2. the installed layout ---------------------------------------------
-staged_pc_dir=$stage$libdir/pkgconfig
-if [ -f "$staged_pc_dir/tandem-1.pc" ]; then
+if [ "$staged_pc_dir" -ef "$libdir/pkgconfig" ]; then
     ok "tandem-1.pc installed in \$libdir/pkgconfig"
 else
-    fail "tandem-1.pc installed in \$libdir/pkgconfig" "missing: $staged_pc_dir/tandem-1.pc"
+    fail "tandem-1.pc installed in \$libdir/pkgconfig" "found: $pcfile, libdir: $libdir"
 fi
+# shellcheck disable=SC2016 # the literal ${pcfiledir} is what is checked
+if grep -q '^prefix=${pcfiledir}/' "$pcfile"; then
+    ok "tandem-1.pc is relocatable: prefix=\${pcfiledir}/..."
+else
+    fail "tandem-1.pc is relocatable: prefix=\${pcfiledir}/..." "$(cat "$pcfile")"
+fi
+inside_stage() {
+    case $1 in
+    "$stage_phys"/*) return 0 ;;
+    esac
+    return 1
+}
+for var in libdir includedir pluginsdir; do
+    eval "dir=\$$var"
+    if inside_stage "$dir"; then
+        ok "pkg-config --variable=$var tandem-1 lies in the stage"
+    else
+        fail "pkg-config --variable=$var tandem-1 lies in the stage" \
+            "got: $("$PKG_CONFIG" --variable=$var tandem-1 2>&1) -> '$dir', stage $stage_phys"
+    fi
+done
 
-# The staged file as a packager ships it: unrelocated paths.
-got=$(PKG_CONFIG_PATH=$staged_pc_dir "$PKG_CONFIG" --modversion tandem-1 2>&1)
+got=$("$PKG_CONFIG" --modversion tandem-1 2>&1)
 if [ "$got" = "$version" ]; then
     ok "pkg-config --modversion tandem-1 = $version"
 else
     fail "pkg-config --modversion tandem-1 = $version" "got: $got"
 fi
-got=$(PKG_CONFIG_PATH=$staged_pc_dir "$PKG_CONFIG" --variable=pluginsdir tandem-1 2>&1)
-if [ "$got" = "$libdir/tandem-1/plugins" ]; then
+if [ -n "$pluginsdir" ] && [ "$pluginsdir" = "$libdir/tandem-1/plugins" ]; then
     ok "pkg-config --variable=pluginsdir tandem-1 = \$libdir/tandem-1/plugins"
 else
     fail "pkg-config --variable=pluginsdir tandem-1 = \$libdir/tandem-1/plugins" \
-        "got: $got, expected $libdir/tandem-1/plugins"
+        "got: $pluginsdir, expected $libdir/tandem-1/plugins"
 fi
 
 missing=
 for h in "$top_src"/include/tandem/*.h; do
-    [ -f "$stage$includedir/tandem-1/tandem/$(basename "$h")" ] || missing="$missing $(basename "$h")"
+    [ -f "$includedir/tandem-1/tandem/$(basename "$h")" ] || missing="$missing $(basename "$h")"
 done
 if [ -z "$missing" ]; then
     ok "every public header under include/tandem-1/tandem/"
@@ -87,17 +115,17 @@ else
     fail "every public header under include/tandem-1/tandem/" "missing:$missing"
 fi
 
-if [ -f "$stage$libdir/libtandem-1.so.0" ] && [ -e "$stage$libdir/libtandem-1.so" ]; then
+if [ -f "$libdir/libtandem-1.so.0" ] && [ -e "$libdir/libtandem-1.so" ]; then
     ok "libtandem-1.so.0 and the libtandem-1.so link installed"
 else
     fail "libtandem-1.so.0 and the libtandem-1.so link installed" \
-        "$(ls -l "$stage$libdir" 2>&1)"
+        "$(ls -l "$libdir" 2>&1)"
 fi
 
-if [ -f "$stage$pluginsdir/libtdm-ref.so" ]; then
+if [ -f "$pluginsdir/libtdm-ref.so" ]; then
     ok "plugins installed in lib/tandem-1/plugins/"
 else
-    fail "plugins installed in lib/tandem-1/plugins/" "$(ls -l "$stage$pluginsdir" 2>&1)"
+    fail "plugins installed in lib/tandem-1/plugins/" "$(ls -l "$pluginsdir" 2>&1)"
 fi
 
 tandem=$(find "$stage" -path '*/bin/tandem' -type f | head -n 1)
@@ -127,7 +155,7 @@ rpath_dirs() {
 }
 if command -v readelf >/dev/null 2>&1; then
     leaks=
-    for f in "$stage$libdir"/libtandem-1.so.0 "$stage$pluginsdir"/*.so "$tandem"; do
+    for f in "$libdir"/libtandem-1.so.0 "$pluginsdir"/*.so "$tandem"; do
         [ -f "$f" ] || continue
         leaks="$leaks$(rpath_dirs "$f" | while IFS= read -r dir; do
             if in_build_tree "$dir"; then printf ' %s (%s)' "$f" "$dir"; fi
@@ -141,19 +169,15 @@ if command -v readelf >/dev/null 2>&1; then
 fi
 
 # ---- 3. build against the staged install ----------------------------------
-# A copy of tandem-1.pc whose absolute paths point into the stage. (Neither
-# PKG_CONFIG_SYSROOT_DIR nor --define-variable=prefix=... will do: both apply
-# to every package, so glib-2.0's own flags, pulled in by Requires, would be
-# moved into the stage too.)
-mkdir -p "$tmp/pc"
-sed -E "s#^(prefix|exec_prefix|libdir|includedir)=/#\1=$stage/#" \
-    "$staged_pc_dir/tandem-1.pc" >"$tmp/pc/tandem-1.pc"
-PKG_CONFIG_PATH=$tmp/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-export PKG_CONFIG_PATH
-case $("$PKG_CONFIG" --cflags tandem-1) in
-*"-I$stage$includedir/tandem-1"*) ok "relocated tandem-1.pc points into the stage" ;;
-*) fail "relocated tandem-1.pc points into the stage" "$("$PKG_CONFIG" --cflags tandem-1 2>&1)" ;;
-esac
+# PKG_CONFIG_PATH (set above) names the staged .pc file's directory and
+# nothing else is needed: glib-2.0's own flags, pulled in by Requires, stay
+# the system's.
+incflag=$("$PKG_CONFIG" --cflags-only-I tandem-1 | tr ' ' '\n' | sed -n 's/^-I//p' | head -n 1)
+if [ -n "$incflag" ] && [ "$(canon "$incflag")" = "$includedir/tandem-1" ]; then
+    ok "pkg-config --cflags tandem-1 points into the stage"
+else
+    fail "pkg-config --cflags tandem-1 points into the stage" "$("$PKG_CONFIG" --cflags tandem-1 2>&1)"
+fi
 
 strict="-std=gnu11 -Wall -Wextra -Werror -O1"
 # shellcheck disable=SC2046,SC2086 # word splitting of flags is intended
@@ -273,8 +297,8 @@ run_logged "a backend plugin with a NULL gemm builds against the staged install"
 # TDM_PLUGIN_SYSTEM_PATH replaces the compiled-in plugin directory (which is
 # the real, not the staged, one); LD_LIBRARY_PATH finds the staged library.
 staged() {
-    env LD_LIBRARY_PATH="$stage$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        TDM_PLUGIN_SYSTEM_PATH="$stage$pluginsdir" "$@"
+    env LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        TDM_PLUGIN_SYSTEM_PATH="$pluginsdir" "$@"
 }
 
 staged TDM_PLUGIN_PATH="$tmp/plugin" "$tandem" inspect >"$tmp/inspect.log" 2>&1
@@ -287,7 +311,7 @@ fi
 # TDM_PLUGIN_PATH, ref from the staged plugin directory, and every staged
 # plugin loads.
 shown_file() { grep 'file:' "$tmp/inspect.log" | grep -qF "$1"; }
-if shown_file "$tmp/plugin/libtdm-example.so" && shown_file "$stage$pluginsdir/libtdm-ref.so"; then
+if shown_file "$tmp/plugin/libtdm-example.so" && shown_file "$pluginsdir/libtdm-ref.so"; then
     ok "plugins load from TDM_PLUGIN_PATH and the staged plugin directory"
 else
     fail "plugins load from TDM_PLUGIN_PATH and the staged plugin directory" \
@@ -408,6 +432,21 @@ elif grep -q 'example-sign-sgd' "$tmp/noplugin.log"; then
 else
     fail "without the plugin, --optimizer example-sign-sgd is an error naming it" \
         "$(cat "$tmp/noplugin.log")"
+fi
+
+# ---- 5. a moved install -----------------------------------------------------
+# The whole tree moved elsewhere: tandem-1.pc follows it, with no edit.
+mv "$stage" "$tmp/moved"
+PKG_CONFIG_PATH=$tmp/moved${staged_pc_dir#"$stage"}
+moved_phys=$(canon "$tmp/moved")
+moved_plugins=$(pcvar pluginsdir)
+moved_lib=$(canon "$("$PKG_CONFIG" --libs-only-L tandem-1 | tr ' ' '\n' | sed -n 's/^-L//p' | head -n 1)")
+if [ "$moved_plugins" = "$moved_phys${pluginsdir#"$stage_phys"}" ] &&
+    [ "$moved_lib" = "$moved_phys${libdir#"$stage_phys"}" ]; then
+    ok "after moving the install, pluginsdir and -L follow it"
+else
+    fail "after moving the install, pluginsdir and -L follow it" \
+        "pluginsdir '$moved_plugins', -L '$moved_lib', moved to $moved_phys"
 fi
 
 done_testing

@@ -216,6 +216,25 @@ static void test_failures(void)
     g_assert_cmpint(tdm_feature_get_priority(f), ==, 50);
 }
 
+/* A plugin built against an older minor interface keeps loading: the
+ * 1.0 strategy of tests/fixtures/oldstrategy.c (no read_stats, no
+ * optimizer export) is registered beside this core's newer minor, while
+ * the other major (fixture-major) and the other descriptor ABI
+ * (fixture-abi) are refused naming both versions (test_failures,
+ * test_class_refusals). */
+static void test_older_minor_loads(void)
+{
+    g_assert_cmpuint(TDM_IFACE_VERSION_MINOR(TDM_STRATEGY_IFACE_VERSION), >, 0);
+    g_assert_null(find_failure("fixture-oldstrategy"));
+    g_assert_nonnull(find_plugin("fixture-oldstrategy"));
+    GError *error = NULL;
+    TdmFeature *f = tdm_registry_find(TDM_FEATURE_STRATEGY, "fixture-old-strategy", &error);
+    g_assert_no_error(error);
+    const TdmStrategyClass *klass = tdm_feature_get_class(f);
+    g_assert_cmpuint(klass->iface_version, ==, TDM_IFACE_VERSION(1, 0));
+    g_assert_cmpstr(tdm_plugin_get_name(tdm_feature_get_plugin(f)), ==, "fixture-oldstrategy");
+}
+
 static void test_iface_version_macros(void)
 {
     g_assert_cmpuint(TDM_IFACE_VERSION(3, 7), ==, 0x30007u);
@@ -631,6 +650,7 @@ int main(int argc, char **argv)
     g_test_add_func("/registry/failures", test_failures);
     g_test_add_func("/registry/iface-version", test_iface_version_macros);
     g_test_add_func("/registry/class-refusals", test_class_refusals);
+    g_test_add_func("/registry/older-minor-loads", test_older_minor_loads);
     g_test_add_func("/registry/refused-never-selected", test_refused_never_selected);
     g_test_add_func("/registry/load-file", test_load_file);
     g_test_add_func("/registry/select", test_select);

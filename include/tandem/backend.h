@@ -1,4 +1,10 @@
-/* tandem/backend.h - the compute backend class: memory and the op table.
+/**
+ * SECTION:backend
+ * @title: Backends
+ * @short_description: the op table a compute backend fills
+ * @include: tandem/tandem.h
+ *
+ * The compute backend class: memory and the op table.
  *
  * A backend plugin registers one TDM_FEATURE_BACKEND feature whose class is
  * a TdmBackendClass. The `ref` backend implements every op in plain C and is
@@ -450,7 +456,14 @@ struct _TdmBackendClass {
     gpointer reserved[5];
 };
 
-/* Free an op cache slot (no-op on NULL) and reset it to NULL. */
+/**
+ * tdm_op_cache_clear:
+ * @dev: the device the cache belongs to
+ * @cache: (inout) (nullable): an op's cache slot
+ *
+ * Frees an op cache slot (a no-op on NULL) through the backend and resets
+ * it to NULL.
+ */
 TDM_API void tdm_op_cache_clear(TdmDevice *dev, TdmOpCache **cache);
 
 G_END_DECLS

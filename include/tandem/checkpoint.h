@@ -1,4 +1,8 @@
-/* tandem/checkpoint.h - training checkpoints: one safetensors file each.
+/**
+ * SECTION:checkpoint
+ * @title: Checkpoints
+ * @short_description: training checkpoints: one safetensors file each
+ * @include: tandem/tandem.h
  *
  * A checkpoint is a safetensors file (<tandem/io.h>) holding the model's
  * parameters and buffers under the names tdm_model_save() gives them
@@ -37,50 +41,152 @@
 
 G_BEGIN_DECLS
 
+/**
+ * TDM_CHECKPOINT_FORMAT:
+ *
+ * The "format" metadata of a checkpoint; %TDM_CHECKPOINT_FORMAT_VERSION is
+ * its "format_version".
+ */
 #define TDM_CHECKPOINT_FORMAT "tandem-checkpoint"
 #define TDM_CHECKPOINT_FORMAT_VERSION "1"
-/* Tensors that are not the model's start with this. */
+/**
+ * TDM_CHECKPOINT_PREFIX:
+ *
+ * Tensors of a checkpoint that are not the model's start with this.
+ */
 #define TDM_CHECKPOINT_PREFIX "tandem."
-/* The optimizer's state: this prefix, the parameter, '.', the state. */
+/**
+ * TDM_CHECKPOINT_OPTIM_PREFIX:
+ *
+ * The optimizer's state: this prefix, the parameter, '.', the state.
+ */
 #define TDM_CHECKPOINT_OPTIM_PREFIX "tandem.optim."
 
-/* Sets the "checksums" metadata of `st` (a writer) from its tensors. */
+/**
+ * tdm_checkpoint_set_checksums:
+ * @st: a writer
+ *
+ * Sets the "checksums" metadata of @st from its tensors.
+ */
 TDM_API void tdm_checkpoint_set_checksums(TdmSafeTensors *st);
-/* Checks that every tensor of `st` (read from `path`) has the checksum its
- * "checksums" metadata gives: a tensor whose bytes differ, or one without
- * a checksum, is TDM_ERROR_CORRUPT naming it, its byte range and `path`. */
+/**
+ * tdm_checkpoint_verify:
+ * @st: tensors read from @path
+ * @path: the file, for errors
+ * @error: return location for a #GError, or NULL
+ *
+ * Checks that every tensor of @st has the checksum its "checksums" metadata
+ * gives.
+ *
+ * Returns: TRUE, or FALSE with %TDM_ERROR_CORRUPT naming the tensor whose
+ * bytes differ or that has no checksum, its byte range and @path
+ */
 TDM_API gboolean tdm_checkpoint_verify(const TdmSafeTensors *st, const char *path, GError **error);
-/* Reads a checkpoint: a safetensors file (malformed or truncated content is
- * TDM_ERROR_CORRUPT naming the file and byte offset) whose metadata says
- * format "tandem-checkpoint" version 1, with every checksum right.
- * Transfer full. */
+/**
+ * tdm_checkpoint_load:
+ * @path: a checkpoint file
+ * @error: return location for a #GError, or NULL
+ *
+ * Reads a checkpoint: a safetensors file whose metadata says format
+ * "tandem-checkpoint" version 1, with every checksum right.
+ *
+ * Returns: (transfer full): the tensors, or NULL with %TDM_ERROR_CORRUPT
+ * naming the file and byte offset (malformed or truncated content) or the
+ * tensor, or an error naming the format or version found
+ */
 TDM_API TdmSafeTensors *tdm_checkpoint_load(const char *path, GError **error);
 
-/* The newest complete checkpoint: `path` itself when it is a file, else the
+/**
+ * tdm_checkpoint_find:
+ * @path: a checkpoint file or directory
+ * @error: return location for a #GError, or NULL
+ *
+ * The newest complete checkpoint: @path itself when it is a file, else the
  * highest-numbered DIR/ckpt-*.safetensors (temporary files of a save that
- * did not finish are never taken). No checkpoint there is
- * TDM_ERROR_NOT_FOUND naming the directory. Transfer full. */
+ * did not finish are never taken).
+ *
+ * Returns: (transfer full): the file, or NULL with %TDM_ERROR_NOT_FOUND
+ * naming the directory
+ */
 TDM_API char *tdm_checkpoint_find(const char *path, GError **error);
-/* DIR/ckpt-<step>.safetensors (transfer full). */
+/**
+ * tdm_checkpoint_path:
+ * @dir: a checkpoint directory
+ * @step: the global step
+ *
+ * The name of a checkpoint file.
+ *
+ * Returns: (transfer full): DIR/ckpt-<step, 9 digits>.safetensors
+ */
 TDM_API char *tdm_checkpoint_path(const char *dir, int64_t step);
-/* Writes `st` (checksums set here) as DIR/ckpt-<step>.safetensors
- * atomically, creating DIR if needed, then points DIR/latest at it. */
+/**
+ * tdm_checkpoint_save:
+ * @st: a writer; its checksums are set here
+ * @dir: the directory, created if needed
+ * @step: the global step
+ * @error: return location for a #GError, or NULL
+ *
+ * Writes @st as DIR/ckpt-<step>.safetensors atomically, then points
+ * DIR/latest at it.
+ *
+ * Returns: TRUE, or FALSE with %TDM_ERROR_IO naming the file
+ */
 TDM_API gboolean tdm_checkpoint_save(TdmSafeTensors *st, const char *dir, int64_t step,
                                      GError **error);
-/* Points DIR/best at DIR/ckpt-<step>.safetensors (atomically). */
+/**
+ * tdm_checkpoint_set_best:
+ * @dir: a checkpoint directory
+ * @step: the step of the best checkpoint
+ * @error: return location for a #GError, or NULL
+ *
+ * Points DIR/best at DIR/ckpt-<step>.safetensors, atomically.
+ *
+ * Returns: TRUE, or FALSE with %TDM_ERROR_IO
+ */
 TDM_API gboolean tdm_checkpoint_set_best(const char *dir, int64_t step, GError **error);
-/* Deletes all but the `keep_last` newest checkpoints of DIR (0: none),
- * never the one DIR/best or DIR/latest points at, and the temporary files
- * of saves that were killed. One process at a time writes a directory. */
+/**
+ * tdm_checkpoint_prune:
+ * @dir: a checkpoint directory
+ * @keep_last: how many of the newest to keep; 0: all
+ * @error: return location for a #GError, or NULL
+ *
+ * Deletes all but the @keep_last newest checkpoints of @dir, never the one
+ * DIR/best or DIR/latest points at, and the temporary files of saves that
+ * were killed. One process at a time writes a directory.
+ *
+ * Returns: TRUE, or FALSE with %TDM_ERROR_IO
+ */
 TDM_API gboolean tdm_checkpoint_prune(const char *dir, int keep_last, GError **error);
 
-/* The optimizer's state into `st` as prefix + "<parameter>.<state>", plain
- * f32 shaped like each parameter (one with parameters of a model). */
+/**
+ * tdm_optimizer_export_state:
+ * @opt: an optimizer with the parameters of a model
+ * @st: a writer
+ * @prefix: the prefix of the names
+ * @error: return location for a #GError, or NULL
+ *
+ * Adds the optimizer's state to @st as @prefix + "<parameter>.<state>",
+ * plain f32 shaped like each parameter.
+ *
+ * Returns: TRUE, or FALSE with @error set (the device failed)
+ */
 TDM_API gboolean tdm_optimizer_export_state(TdmOptimizer *opt, TdmSafeTensors *st,
                                             const char *prefix, GError **error);
-/* The reverse, from a checkpoint read from `path`: every state tensor of the
+/**
+ * tdm_optimizer_import_state:
+ * @opt: an optimizer
+ * @st: a checkpoint read from @path
+ * @prefix: the prefix of the names
+ * @path: the file, for errors
+ * @error: return location for a #GError, or NULL
+ *
+ * The reverse of tdm_optimizer_export_state(): every state tensor of the
  * optimizer must be there with its shape, and no other tensor under
- * `prefix`; an error names the tensor, both shapes and the file. */
+ * @prefix.
+ *
+ * Returns: TRUE, or FALSE with an error naming the tensor, both shapes and
+ * the file
+ */
 TDM_API gboolean tdm_optimizer_import_state(TdmOptimizer *opt, const TdmSafeTensors *st,
                                             const char *prefix, const char *path, GError **error);
 

@@ -1,4 +1,8 @@
-/* tandem/comm.h - the job's processes and the collective interface.
+/**
+ * SECTION:comm
+ * @title: Collectives
+ * @short_description: the job's processes and the collective interface
+ * @include: tandem/tandem.h
  *
  * TdmDistEnv says who this process is in a distributed job, read from
  * Tandem's launcher (TDM_*), torchrun (RANK, WORLD_SIZE, ...), Open MPI
@@ -21,6 +25,25 @@
 G_BEGIN_DECLS
 
 /* ---- who am I ---- */
+
+/**
+ * TdmDistEnv:
+ * @rank: this process's rank, 0 .. @world_size - 1
+ * @world_size: the number of processes
+ * @local_rank: its rank on its node
+ * @local_world_size: the processes on its node
+ * @node_rank: its node, 0 .. @nnodes - 1
+ * @nnodes: the number of nodes
+ * @master_addr: the store's host
+ * @master_port: the store's port
+ * @token: the store's token (TDM_STORE_TOKEN)
+ * @source: "tandem", "torchrun", "openmpi", "slurm" or "none"
+ * @reserved: zero
+ *
+ * Who this process is in a distributed job, read by tdm_dist_env_read()
+ * from Tandem's launcher (TDM_*), torchrun (RANK, WORLD_SIZE, ...), Open
+ * MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_*).
+ */
 typedef struct {
     int rank, world_size;
     int local_rank, local_world_size;
@@ -32,22 +55,64 @@ typedef struct {
     gpointer reserved[4];
 } TdmDistEnv;
 
-/* Fill `env` from the environment; a process started alone is rank 0 of 1
- * (source "none"). Inconsistent values are an error naming the variable. */
+/**
+ * tdm_dist_env_read:
+ * @env: (out caller-allocates): filled in; free its strings with
+ *   tdm_dist_env_clear()
+ * @error: return location for a #GError, or NULL
+ *
+ * Fills @env from the environment; a process started alone is rank 0 of 1
+ * (source "none").
+ *
+ * Returns: TRUE, or FALSE with %TDM_ERROR_INVALID_ARG naming the variable
+ * whose value is inconsistent
+ */
 TDM_API gboolean tdm_dist_env_read(TdmDistEnv *env, GError **error);
+/**
+ * tdm_dist_env_clear:
+ * @env: a #TdmDistEnv that tdm_dist_env_read() filled
+ *
+ * Frees the strings of @env (not @env itself).
+ */
 TDM_API void tdm_dist_env_clear(TdmDistEnv *env);
 
-/* Connect to the job's store. Under `tandem run` the launcher serves it;
+/**
+ * tdm_store_open_for_job:
+ * @env: the job
+ * @server_out: (out) (transfer full) (nullable): the store server this
+ *   process serves, or NULL
+ * @error: return location for a #GError, or NULL
+ *
+ * Connects to the job's store. Under `tandem run` the launcher serves it;
  * under mpirun, srun or torchrun (or a process started alone) rank 0 serves
- * it first and *server_out gets the server (NULL on other ranks). The caller
- * frees the store first and the server only after a last barrier, since the
- * other ranks use it until then. Transfer full. */
+ * it first and *@server_out gets the server (NULL on other ranks). The
+ * caller frees the store first and the server only after a last barrier,
+ * since the other ranks use it until then.
+ *
+ * Returns: (transfer full): the store, or NULL with @error set (the address,
+ * and why it could not be reached within the timeout)
+ */
 TDM_API TdmStore *tdm_store_open_for_job(const TdmDistEnv *env, TdmStoreServer **server_out,
                                          GError **error);
 
 /* ---- collectives ---- */
+
+/**
+ * TDM_COMM_IFACE_VERSION:
+ *
+ * The interface version of #TdmCommClass this core's headers describe.
+ */
 #define TDM_COMM_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
+/**
+ * TdmReduceOp:
+ * @TDM_REDUCE_SUM: the sum over the ranks
+ * @TDM_REDUCE_AVG: the mean over the ranks
+ * @TDM_REDUCE_MAX: the greatest value
+ * @TDM_REDUCE_MIN: the least value
+ *
+ * How a reduction combines the ranks' values, element by element.
+ */
 typedef enum {
     TDM_REDUCE_SUM,
     TDM_REDUCE_AVG,
@@ -55,6 +120,16 @@ typedef enum {
     TDM_REDUCE_MIN,
 } TdmReduceOp;
 
+/**
+ * TdmCollOp:
+ * @TDM_COLL_ALLREDUCE: every rank gets the reduction of all
+ * @TDM_COLL_BROADCAST: every rank gets the root's tensor
+ * @TDM_COLL_ALLGATHER: every rank gets every rank's part
+ * @TDM_COLL_REDUCE_SCATTER: rank r gets the reduction of part r
+ * @TDM_COLL_BARRIER: every rank waits for all
+ *
+ * The collective operations, as errors and the debug check name them.
+ */
 typedef enum {
     TDM_COLL_ALLREDUCE,
     TDM_COLL_BROADCAST,
@@ -63,25 +138,67 @@ typedef enum {
     TDM_COLL_BARRIER,
 } TdmCollOp;
 
+/**
+ * tdm_coll_op_name:
+ * @op: an operation
+ *
+ * The operation's name, as errors write it.
+ *
+ * Returns: (transfer none): "allreduce", "broadcast", ...
+ */
 TDM_API const char *tdm_coll_op_name(TdmCollOp op);
+/**
+ * tdm_reduce_op_name:
+ * @op: a reduction
+ *
+ * The reduction's name, as errors write it.
+ *
+ * Returns: (transfer none): "sum", "avg", "max" or "min"
+ */
 TDM_API const char *tdm_reduce_op_name(TdmReduceOp op);
 
+/**
+ * TdmCommClass:
+ *
+ * A collective's slots. Every slot is required unless its comment says
+ * "(optional: NULL means ...)"; the registry refuses a collective with a
+ * NULL required slot. The comment of each slot in the header says what it
+ * must do.
+ */
 typedef struct _TdmCommClass TdmCommClass;
 
-/* TdmCommClass.flags. HOST_STAGING: the plugin moves host memory only, and
- * the core may run it for a device whose memory the host cannot reach
- * (cuda) by staging, as PyTorch's Gloo process group does for CUDA tensors:
- * each input is read into a pinned host buffer (after the work queued on
- * the device), the plugin runs on host views, and the result is written
- * back at the wait. The buffers are allocated once per size and reused.
- * Automatic selection still prefers a plugin of higher priority that
- * accepts the device itself (nccl for cuda). */
+/**
+ * TDM_COMM_FLAG_HOST_STAGING:
+ *
+ * A #TdmCommClass flag: the plugin moves host memory only, and the core may
+ * run it for a device whose memory the host cannot reach (cuda) by staging,
+ * as PyTorch's Gloo process group does for CUDA tensors: each input is read
+ * into a pinned host buffer (after the work queued on the device), the
+ * plugin runs on host views, and the result is written back at the wait.
+ * The buffers are allocated once per size and reused. Automatic selection
+ * still prefers a plugin of higher priority that accepts the device itself
+ * (nccl for cuda).
+ */
 #define TDM_COMM_FLAG_HOST_STAGING (1u << 0)
 typedef struct _TdmWork TdmWork; /* plugin-defined */
 
-/* Seconds a collective waits when the options give no timeout. */
+/**
+ * TDM_COMM_DEFAULT_TIMEOUT:
+ *
+ * Seconds a collective waits when the options give no timeout.
+ */
 #define TDM_COMM_DEFAULT_TIMEOUT 300.0
 
+/**
+ * TdmCommOptions:
+ * @timeout_s: every wait and the rendezvous; TDM_TIMEOUT overrides it
+ *   (default %TDM_COMM_DEFAULT_TIMEOUT)
+ * @debug: check (op, dtype, count) on all ranks first; TDM_DEBUG=collectives
+ * @reserved: zero
+ *
+ * How a communicator waits and checks; tdm_comm_options_init() sets the
+ * defaults.
+ */
 typedef struct {
     /* every wait and the rendezvous; TDM_TIMEOUT overrides
      * (TDM_COMM_DEFAULT_TIMEOUT) */
@@ -90,6 +207,13 @@ typedef struct {
     gpointer reserved[4];
 } TdmCommOptions;
 
+/**
+ * tdm_comm_options_init:
+ * @opts: (out caller-allocates): the options
+ *
+ * Sets the defaults: the timeout from TDM_TIMEOUT or
+ * %TDM_COMM_DEFAULT_TIMEOUT, debug from TDM_DEBUG.
+ */
 TDM_API void tdm_comm_options_init(TdmCommOptions *opts);
 
 /* Every slot is required unless its comment says "(optional: NULL means
@@ -139,6 +263,23 @@ struct _TdmCommClass {
     gpointer reserved[7];
 };
 
+/**
+ * TdmComm:
+ * @klass: its class
+ * @feature: the collective feature
+ * @store: the job's store (transfer none)
+ * @rank: this process's rank
+ * @world: the number of ranks
+ * @local_rank: its rank on its node
+ * @local_world: the ranks on its node
+ * @device: the device whose tensors it moves
+ * @opts: its options
+ * @seq: the calls issued so far
+ * @priv: the plugin's own state, set in init
+ * @reserved: zero
+ *
+ * A communicator: one collective plugin serving the ranks of a job.
+ */
 struct _TdmComm {
     const TdmCommClass *klass;
     TdmFeature *feature;
@@ -152,38 +293,196 @@ struct _TdmComm {
     gpointer reserved[4];
 };
 
-/* A work handle of the front end (transfer full, free with tdm_comm_work_free). */
+/**
+ * TdmCommWork:
+ *
+ * A pending operation of the front end, from a tdm_comm_*_async() call;
+ * tdm_comm_wait() frees it.
+ */
 typedef struct _TdmCommWork TdmCommWork;
 
-/* Create a communicator with the COLLECTIVE feature selected by `spec`
- * (NULL = automatic: highest priority whose supports_device and
- * supports_job accept; "gloo"; "^gloo"). Transfer full. */
+/**
+ * tdm_comm_new:
+ * @spec: (nullable): the collective: NULL for automatic (the highest
+ *   priority whose supports_device and supports_job accept), "gloo",
+ *   "^gloo"... (tdm_registry_select())
+ * @store: the job's store (transfer none: it outlives the communicator)
+ * @env: the job
+ * @dev: the device whose tensors it moves
+ * @opts: (nullable): its options; NULL: the defaults
+ * @error: return location for a #GError, or NULL
+ *
+ * Makes a communicator, with a rendezvous of every rank through @store.
+ *
+ * Returns: (transfer full): the communicator, free it with tdm_comm_free();
+ * or NULL with @error set: why each candidate was refused, or the plugin's
+ * init error
+ */
 TDM_API TdmComm *tdm_comm_new(const char *spec, TdmStore *store, const TdmDistEnv *env,
                               TdmDevice *dev, const TdmCommOptions *opts, GError **error);
+/**
+ * tdm_comm_free:
+ * @comm: (transfer full) (nullable): a communicator
+ *
+ * Finalizes the plugin's state and frees the communicator.
+ */
 TDM_API void tdm_comm_free(TdmComm *comm);
-/* Whether the communicator stages its tensors through host memory (its
- * plugin has TDM_COMM_FLAG_HOST_STAGING and refuses the device itself). */
+/**
+ * tdm_comm_is_staged:
+ * @comm: a communicator
+ *
+ * Whether the communicator stages its tensors through host memory (its
+ * plugin has %TDM_COMM_FLAG_HOST_STAGING and refuses the device itself).
+ *
+ * Returns: TRUE when it does
+ */
 TDM_API gboolean tdm_comm_is_staged(const TdmComm *comm);
 
+/**
+ * tdm_comm_allreduce_async:
+ * @comm: a communicator
+ * @t: a plain contiguous tensor on the communicator's device, reduced in
+ *   place
+ * @op: the reduction
+ * @error: return location for a #GError, or NULL
+ *
+ * Starts an all-reduce: every rank's @t becomes the reduction of all. Every
+ * rank must issue the same calls in the same order.
+ *
+ * Returns: (transfer full): the work, for tdm_comm_wait(); or NULL with
+ * @error set (%TDM_ERROR_UNSUPPORTED when the plugin does not offer it)
+ */
 TDM_API TdmCommWork *tdm_comm_allreduce_async(TdmComm *comm, TdmTensor *t, TdmReduceOp op,
                                               GError **error);
+/**
+ * tdm_comm_broadcast_async:
+ * @comm: a communicator
+ * @t: a plain contiguous tensor, sent from @root, written on the others
+ * @root: the rank whose @t is sent
+ * @error: return location for a #GError, or NULL
+ *
+ * Starts a broadcast from @root.
+ *
+ * Returns: (transfer full): the work, for tdm_comm_wait(); or NULL with
+ * @error set
+ */
 TDM_API TdmCommWork *tdm_comm_broadcast_async(TdmComm *comm, TdmTensor *t, int root,
                                               GError **error);
+/**
+ * tdm_comm_allgather_async:
+ * @comm: a communicator
+ * @in: this rank's part
+ * @out: world * numel(@in) elements; rank r's part lands at r * numel(@in)
+ * @error: return location for a #GError, or NULL
+ *
+ * Starts an all-gather.
+ *
+ * Returns: (transfer full): the work, for tdm_comm_wait(); or NULL with
+ * @error set (sizes that do not match, naming both)
+ */
 TDM_API TdmCommWork *tdm_comm_allgather_async(TdmComm *comm, TdmTensor *in, TdmTensor *out,
                                               GError **error);
+/**
+ * tdm_comm_reduce_scatter_async:
+ * @comm: a communicator
+ * @in: world * numel(@out) elements
+ * @out: this rank's part of the result
+ * @op: the reduction
+ * @error: return location for a #GError, or NULL
+ *
+ * Starts a reduce-scatter: rank r gets the reduction of part r of every
+ * rank's @in.
+ *
+ * Returns: (transfer full): the work, for tdm_comm_wait(); or NULL with
+ * @error set
+ */
 TDM_API TdmCommWork *tdm_comm_reduce_scatter_async(TdmComm *comm, TdmTensor *in, TdmTensor *out,
                                                    TdmReduceOp op, GError **error);
+/**
+ * tdm_comm_barrier_async:
+ * @comm: a communicator
+ * @error: return location for a #GError, or NULL
+ *
+ * Starts a barrier.
+ *
+ * Returns: (transfer full): the work, for tdm_comm_wait(); or NULL with
+ * @error set
+ */
 TDM_API TdmCommWork *tdm_comm_barrier_async(TdmComm *comm, GError **error);
-/* Wait with the communicator's timeout; frees the work either way. */
+/**
+ * tdm_comm_wait:
+ * @comm: a communicator
+ * @work: (transfer full): the work of one of its calls; freed either way
+ * @error: return location for a #GError, or NULL
+ *
+ * Waits for the work, at most the communicator's timeout.
+ *
+ * Returns: TRUE, or FALSE with @error set: on a timeout,
+ * %TDM_ERROR_TIMEOUT naming the op, the sequence number, the size and the
+ * ranks that never arrived
+ */
 TDM_API gboolean tdm_comm_wait(TdmComm *comm, TdmCommWork *work, GError **error);
 
-/* Blocking forms: start + wait. */
+/**
+ * tdm_comm_allreduce:
+ * @comm: a communicator
+ * @t: as for tdm_comm_allreduce_async()
+ * @op: the reduction
+ * @error: return location for a #GError, or NULL
+ *
+ * tdm_comm_allreduce_async() and tdm_comm_wait().
+ *
+ * Returns: TRUE, or FALSE with @error set
+ */
 TDM_API gboolean tdm_comm_allreduce(TdmComm *comm, TdmTensor *t, TdmReduceOp op, GError **error);
+/**
+ * tdm_comm_broadcast:
+ * @comm: a communicator
+ * @t: as for tdm_comm_broadcast_async()
+ * @root: the sending rank
+ * @error: return location for a #GError, or NULL
+ *
+ * tdm_comm_broadcast_async() and tdm_comm_wait().
+ *
+ * Returns: TRUE, or FALSE with @error set
+ */
 TDM_API gboolean tdm_comm_broadcast(TdmComm *comm, TdmTensor *t, int root, GError **error);
+/**
+ * tdm_comm_allgather:
+ * @comm: a communicator
+ * @in: this rank's part
+ * @out: as for tdm_comm_allgather_async()
+ * @error: return location for a #GError, or NULL
+ *
+ * tdm_comm_allgather_async() and tdm_comm_wait().
+ *
+ * Returns: TRUE, or FALSE with @error set
+ */
 TDM_API gboolean tdm_comm_allgather(TdmComm *comm, TdmTensor *in, TdmTensor *out,
                                     GError **error);
+/**
+ * tdm_comm_reduce_scatter:
+ * @comm: a communicator
+ * @in: as for tdm_comm_reduce_scatter_async()
+ * @out: this rank's part
+ * @op: the reduction
+ * @error: return location for a #GError, or NULL
+ *
+ * tdm_comm_reduce_scatter_async() and tdm_comm_wait().
+ *
+ * Returns: TRUE, or FALSE with @error set
+ */
 TDM_API gboolean tdm_comm_reduce_scatter(TdmComm *comm, TdmTensor *in, TdmTensor *out,
                                          TdmReduceOp op, GError **error);
+/**
+ * tdm_comm_barrier:
+ * @comm: a communicator
+ * @error: return location for a #GError, or NULL
+ *
+ * tdm_comm_barrier_async() and tdm_comm_wait().
+ *
+ * Returns: TRUE, or FALSE with @error set
+ */
 TDM_API gboolean tdm_comm_barrier(TdmComm *comm, GError **error);
 
 G_END_DECLS

@@ -1,4 +1,8 @@
-/* tandem/strategy.h - parallel strategies: who owns one training step.
+/**
+ * SECTION:strategy
+ * @title: Strategies
+ * @short_description: parallel strategies: who owns one training step
+ * @include: tandem/tandem.h
  *
  * A strategy is a feature of kind TDM_FEATURE_STRATEGY whose class is a
  * TdmStrategyClass. The trainer hands it the model, the optimizer and a batch;
@@ -101,6 +105,20 @@ G_BEGIN_DECLS
  * headers keep loading and working. */
 #define TDM_STRATEGY_IFACE_VERSION TDM_IFACE_VERSION(1, 3)
 
+/**
+ * TdmStrategyOptions:
+ * @label_smoothing: the cross-entropy's label smoothing
+ * @accumulate: micro-batches per optimizer step (1)
+ * @devices: (element-type TdmDevice) (nullable): the devices, for dp; NULL:
+ *   the model's device
+ * @comm: (nullable): the collective communicator (distributed strategies;
+ *   transfer none: it outlives the strategy)
+ * @params: (nullable): since 1.1: the strategy's parameters bound to its
+ *   specs (transfer none); NULL: tdm_strategy_new() binds those of its name
+ * @reserved: zero
+ *
+ * What the trainer gives a strategy besides the model and the optimizer.
+ */
 typedef struct {
     float label_smoothing;
     int accumulate;       /* micro-batches per optimizer step (1) */
@@ -127,9 +145,18 @@ typedef enum {
     TDM_STRATEGY_END_TRAINING,  /* after the run's last step, before --save */
 } TdmStrategyEnd;
 
-/* What a step reports at once. loss and correct are filled only by a
+/**
+ * TdmStepResult:
+ * @loss: the batch's mean loss (strategies without read_stats)
+ * @correct: right predictions in the batch (the same)
+ * @count: samples in the batch: always filled
+ * @comm_wait_s: time the step waited on communication
+ * @reserved: zero
+ *
+ * What a step reports at once. @loss and @correct are filled only by a
  * strategy without read_stats; one with it leaves them 0 (its figures stay
- * on the device until tdm_strategy_read_stats()). */
+ * on the device until tdm_strategy_read_stats()).
+ */
 typedef struct {
     float loss;           /* mean loss of the batch (strategies without read_stats) */
     int64_t correct;      /* right predictions in the batch (the same) */
@@ -138,8 +165,17 @@ typedef struct {
     gpointer reserved[1];
 } TdmStepResult;
 
-/* The loss statistics of the steps since the last read (this process's
- * share of each batch). */
+/**
+ * TdmStepStats:
+ * @loss_sum: the samples' losses added up: @loss_sum / @count is their mean
+ * @correct: samples whose first argmax is the label
+ * @count: samples (#TdmStepResult's count added up)
+ * @steps: train steps
+ * @reserved: zero
+ *
+ * The loss statistics of the steps since the last read (this process's
+ * share of each batch).
+ */
 typedef struct {
     double loss_sum;  /* the samples' losses added up: loss_sum / count is their mean */
     int64_t correct;  /* samples whose first argmax is the label */
@@ -148,8 +184,14 @@ typedef struct {
     gpointer reserved[2];
 } TdmStepStats;
 
-/* Every slot is required unless its comment says "(optional: NULL means
- * ...)"; the registry refuses a strategy with a NULL required slot. */
+/**
+ * TdmStrategyClass:
+ *
+ * A strategy's slots. Every slot is required unless its comment says
+ * "(optional: NULL means ...)"; the registry refuses a strategy with a NULL
+ * required slot. The comment of each slot in the header says when the core
+ * calls it and what it must do.
+ */
 struct _TdmStrategyClass {
     guint32 iface_version; /* TDM_STRATEGY_IFACE_VERSION */
     guint32 struct_size;   /* sizeof(TdmStrategyClass) */
@@ -204,6 +246,21 @@ struct _TdmStrategyClass {
     gboolean (*end)(TdmStrategy *s, TdmStrategyEnd what, int epoch, GError **error);
 };
 
+/**
+ * TdmStrategy:
+ * @klass: its class
+ * @name: its name
+ * @model: the model (transfer none)
+ * @optimizer: the optimizer (transfer none)
+ * @opts: its options
+ * @priv: the strategy's own state, set in setup
+ * @params: since 1.1: its parameters ("ddp bucket-mb=25": bucket-mb), read
+ *   in setup with the getters of <tandem/params.h> (owned by the strategy;
+ *   never NULL)
+ * @reserved: zero
+ *
+ * A strategy in use, made by tdm_strategy_new().
+ */
 struct _TdmStrategy {
     const TdmStrategyClass *klass;
     char *name;
@@ -218,35 +275,105 @@ struct _TdmStrategy {
     gpointer reserved[3];
 };
 
-/* Select a strategy and set it up. `name` is a strategy with its
- * parameters, "ddp bucket-mb=25" (<tandem/params.h>; NULL or "" =
- * "single"); opts->params, when given, replaces the ones in `name`. A bad
- * parameter is TDM_ERROR_INVALID_ARG naming the strategy, the key and what
- * it accepts. Transfer full. */
+/**
+ * tdm_strategy_new:
+ * @name: (nullable): a strategy with its parameters, "ddp bucket-mb=25"
+ *   (<tandem/params.h>); NULL or "": "single"
+ * @model: the model (transfer none: it outlives the strategy)
+ * @optimizer: the optimizer (transfer none: it outlives the strategy)
+ * @opts: the options; opts->params, when given, replaces the parameters in
+ *   @name
+ * @error: return location for a #GError, or NULL
+ *
+ * Selects a strategy and sets it up (its setup slot).
+ *
+ * Returns: (transfer full): the strategy, free it with tdm_strategy_free();
+ * or NULL with @error set: %TDM_ERROR_NOT_FOUND listing the strategies, a
+ * bad parameter as %TDM_ERROR_INVALID_ARG naming the strategy, the key and
+ * what it accepts, or the setup's error
+ */
 TDM_API TdmStrategy *tdm_strategy_new(const char *name, TdmModel *model, TdmOptimizer *optimizer,
                                       const TdmStrategyOptions *opts, GError **error);
+/**
+ * tdm_strategy_train_step:
+ * @s: a strategy
+ * @batch: the batch, on the model's device
+ * @do_update: whether this micro-batch ends an optimizer step
+ * @result: (out caller-allocates): what the step reports at once
+ * @error: return location for a #GError, or NULL
+ *
+ * Runs one training step through the strategy's train_step: forward, loss,
+ * backward, gradient communication and, when @do_update, the optimizer
+ * step and zeroing of gradients.
+ *
+ * Returns: TRUE, or FALSE with @error set (an op, a collective or the
+ * optimizer failed; the model is then in an undefined state)
+ */
 TDM_API gboolean tdm_strategy_train_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
                                          TdmStepResult *result, GError **error);
-/* The loss statistics of the steps since the last call (since the
- * strategy was made, the first time), then zero again: *stats is
- * overwritten. With the strategy's read_stats this waits for the device
- * once (and the core folds the device's f32 sums into its own every 2^16
- * samples, so they stay exact however rarely this is called); without it
- * the figures are the steps' TdmStepResult added up. A step that failed
- * may have added its figures or not. */
+/**
+ * tdm_strategy_read_stats:
+ * @s: a strategy
+ * @stats: (out caller-allocates): overwritten with the figures
+ * @error: return location for a #GError, or NULL
+ *
+ * The loss statistics of the steps since the last call (since the strategy
+ * was made, the first time), then zero again. With the strategy's
+ * read_stats this waits for the device once (and the core folds the
+ * device's f32 sums into its own every 2^16 samples, so they stay exact
+ * however rarely this is called); without it the figures are the steps'
+ * #TdmStepResult added up. A step that failed may have added its figures
+ * or not.
+ *
+ * Returns: TRUE, or FALSE with @error set (the device failed)
+ */
 TDM_API gboolean tdm_strategy_read_stats(TdmStrategy *s, TdmStepStats *stats, GError **error);
-/* Whether the strategy keeps the optimizer state itself (its class has
+/**
+ * tdm_strategy_owns_optimizer_state:
+ * @s: a strategy
+ *
+ * Whether the strategy keeps the optimizer state itself (its class has
  * export_optimizer and import_optimizer): then a checkpoint's optimizer
- * state goes through the two calls below, else through s->optimizer. */
+ * state goes through tdm_strategy_export_optimizer() and
+ * tdm_strategy_import_optimizer(), else through s->optimizer.
+ *
+ * Returns: TRUE when it does
+ */
 TDM_API gboolean tdm_strategy_owns_optimizer_state(const TdmStrategy *s);
-/* The optimizer's state as a checkpoint holds it (see export_optimizer):
- * through the strategy's slot, else from s->optimizer. A collective with a
- * strategy that owns the state. */
+/**
+ * tdm_strategy_export_optimizer:
+ * @s: a strategy
+ * @out: the checkpoint being written
+ * @prefix: the prefix of the tensors' names
+ * @step_count: (out): the optimizer steps done
+ * @error: return location for a #GError, or NULL
+ *
+ * Adds the optimizer's state to @out as a checkpoint holds it (see the
+ * class's export_optimizer): through the strategy's slot, else from
+ * s->optimizer. A collective with a strategy that owns the state: every
+ * rank calls it at the same point.
+ *
+ * Returns: TRUE, or FALSE with @error set
+ */
 TDM_API gboolean tdm_strategy_export_optimizer(TdmStrategy *s, TdmSafeTensors *out,
                                                const char *prefix, int64_t *step_count,
                                                GError **error);
-/* Through the strategy's import_optimizer; without one, s->optimizer's
- * state and step count are set here. */
+/**
+ * tdm_strategy_import_optimizer:
+ * @s: a strategy, set up
+ * @in: the checkpoint read
+ * @prefix: the prefix of the tensors' names
+ * @path: the checkpoint's file, for errors
+ * @step_count: the optimizer steps done
+ * @error: return location for a #GError, or NULL
+ *
+ * Restores the optimizer's state from @in: through the strategy's
+ * import_optimizer; without one, s->optimizer's state and step count are
+ * set here.
+ *
+ * Returns: TRUE, or FALSE with @error set: an absent or misshapen tensor,
+ * naming it and @path
+ */
 TDM_API gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTensors *in,
                                                const char *prefix, const char *path,
                                                int64_t step_count, GError **error);
@@ -256,6 +383,12 @@ TDM_API gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTens
  * of each epoch and of training. */
 TDM_API gboolean tdm_strategy_end(TdmStrategy *s, TdmStrategyEnd what, int epoch,
                                   GError **error);
+/**
+ * tdm_strategy_free:
+ * @s: (transfer full) (nullable): a strategy
+ *
+ * Tears the strategy down (its teardown slot) and frees it.
+ */
 TDM_API void tdm_strategy_free(TdmStrategy *s);
 
 /* ---- helpers for strategy plugins (since 1.3) -------------------------

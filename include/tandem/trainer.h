@@ -1,4 +1,10 @@
-/* tandem/trainer.h - training configuration and the training loop.
+/**
+ * SECTION:trainer
+ * @title: Training
+ * @short_description: training configuration and the training loop
+ * @include: tandem/tandem.h
+ *
+ * Training configuration and the training loop.
  *
  * TdmTrainConfig holds every knob of a run. It is filled from defaults, an
  * INI file (GKeyFile: [model] [data] [optim] [train] sections) and
@@ -199,28 +205,86 @@ G_BEGIN_DECLS
 #define TDM_TRAIN_CONFIG_FIELD_(field, type, ...) TDM_TRAIN_CONFIG_CTYPE_##type field;
 #define TDM_TRAIN_CONFIG_NO_FIELD_(...)
 
-/* One field per key, named as the first column of TDM_TRAIN_CONFIG_KEYS
- * says (model.init is init_path, train.save save_path, optim.name
- * optimizer, model.name model). */
+/**
+ * TdmTrainConfig:
+ *
+ * Every knob of a run: one field per key of TDM_TRAIN_CONFIG_KEYS, named as
+ * its first column says (model.init is init_path, train.save save_path,
+ * optim.name optimizer, model.name model). Fill it with
+ * tdm_train_config_init(), then tdm_train_config_load() and
+ * tdm_train_config_set(); free its strings with tdm_train_config_clear().
+ */
 typedef struct {
     TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
     /* strategy_args took the last reserved slot (the size is unchanged) */
 } TdmTrainConfig;
 
+/**
+ * tdm_train_config_init:
+ * @cfg: (out caller-allocates): the configuration
+ *
+ * Sets every key to its default.
+ */
 TDM_API void tdm_train_config_init(TdmTrainConfig *cfg);
+/**
+ * tdm_train_config_clear:
+ * @cfg: a configuration
+ *
+ * Frees its strings (not @cfg itself).
+ */
 TDM_API void tdm_train_config_clear(TdmTrainConfig *cfg);
-/* Set one value by "section.key" (e.g. "optim.lr"). An unknown key or an
- * invalid value is TDM_ERROR_INVALID_ARG naming the key and the value.
+/**
+ * tdm_train_config_set:
+ * @cfg: a configuration
+ * @key: "section.key", e.g. "optim.lr"
+ * @value: the value as text
+ * @error: return location for a #GError, or NULL
+ *
+ * Sets one value, checked against the key's type and range.
  * "strategy.KEY" (other than strategy.args) is a parameter of the strategy:
  * "KEY=VALUE" is added to strategy.args, replacing an earlier KEY, and is
- * checked against the strategy's specs when the trainer sets it up. */
+ * checked against the strategy's specs when the trainer sets it up.
+ *
+ * Returns: TRUE, or FALSE with %TDM_ERROR_INVALID_ARG naming the key and
+ * the value (an unknown key, an invalid value)
+ */
 TDM_API gboolean tdm_train_config_set(TdmTrainConfig *cfg, const char *key, const char *value,
                                       GError **error);
-/* Read an INI file; errors name the file and the key. */
+/**
+ * tdm_train_config_load:
+ * @cfg: a configuration
+ * @path: an INI file ([model] [data] [optim] [train] sections)
+ * @error: return location for a #GError, or NULL
+ *
+ * Reads an INI file through tdm_train_config_set().
+ *
+ * Returns: TRUE, or FALSE with an error naming the file and the key
+ */
 TDM_API gboolean tdm_train_config_load(TdmTrainConfig *cfg, const char *path, GError **error);
-/* All keys, NULL-terminated "section.key" (transfer none). */
+/**
+ * tdm_train_config_keys:
+ *
+ * Every key.
+ *
+ * Returns: (transfer none) (array zero-terminated=1): "section.key" names
+ */
 TDM_API const char *const *tdm_train_config_keys(void);
 
+/**
+ * TdmTrainSummary:
+ * @steps: the steps run
+ * @images: training images processed
+ * @train_seconds: time in the training loop (steps only)
+ * @images_per_s: @images / @train_seconds
+ * @first_step_s: from process start to the first step's start
+ * @final_loss: the mean loss of the last epoch
+ * @test_accuracy: -1 when not evaluated
+ * @test_loss: the mean test loss
+ * @peak_rss_bytes: the process's peak resident memory (getrusage)
+ * @reserved: zero
+ *
+ * What tdm_trainer_run() reports.
+ */
 typedef struct {
     int64_t steps;
     int64_t images;         /* training images processed */
@@ -234,23 +298,55 @@ typedef struct {
     gpointer reserved[3];
 } TdmTrainSummary;
 
-/* Train as configured, printing progress to stderr and a summary to stdout;
- * `summary` may be NULL. */
+/**
+ * tdm_trainer_run:
+ * @cfg: the configuration
+ * @summary: (out caller-allocates) (optional): what the run did
+ * @error: return location for a #GError, or NULL
+ *
+ * Trains as configured, printing progress to stderr and a summary to
+ * stdout.
+ *
+ * Returns: TRUE, or FALSE with the first error of the run (the dataset,
+ * the model, a plugin, a step, a checkpoint), naming what failed
+ */
 TDM_API gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary,
                                  GError **error);
 
-/* The loader tdm_trainer_run evaluates with, over `test_ds`: through
+/**
+ * tdm_trainer_open_test_loader:
+ * @cfg: the configuration
+ * @test_ds: the test split; it must outlive the loader
+ * @dev: the device
+ * @error: return location for a #GError, or NULL
+ *
+ * The loader tdm_trainer_run() evaluates with, over @test_ds: through
  * data.test_transforms when given; else, for test images not of the size
  * the model trains on, "resize | center-crop" to that size; normalised as
  * the training data is (by data.transforms' own normalize when it has one,
  * else by the training split's constants). The training split of
  * cfg->dataset is opened for its size and constants when it can be; the
  * test split stands in for it otherwise. The loader holds the pipelines it
- * runs. Transfer full; `test_ds` must outlive the loader. */
+ * runs.
+ *
+ * Returns: (transfer full): the loader, or NULL with @error set (a bad
+ * pipeline, naming its token)
+ */
 TDM_API TdmLoader *tdm_trainer_open_test_loader(const TdmTrainConfig *cfg, TdmDataset *test_ds,
                                                 TdmDevice *dev, GError **error);
 
-/* Evaluate `model` on the whole `loader`: accuracy in [0, 1] and mean loss. */
+/**
+ * tdm_model_evaluate:
+ * @model: a model
+ * @loader: the test loader
+ * @accuracy: (out): in [0, 1]
+ * @loss: (out): the mean loss
+ * @error: return location for a #GError, or NULL
+ *
+ * Evaluates @model on the whole of @loader.
+ *
+ * Returns: TRUE, or FALSE with the loader's or the device's error
+ */
 TDM_API gboolean tdm_model_evaluate(TdmModel *model, TdmLoader *loader, double *accuracy,
                                     double *loss, GError **error);
 

@@ -1,5 +1,9 @@
-/* tandem/transform.h - images, per-sample random streams and augmentation
- * transforms.
+/**
+ * SECTION:transform
+ * @title: Transforms
+ * @short_description: images, per-sample random streams and augmentation
+ * transforms
+ * @include: tandem/tandem.h
  *
  * A transform is a feature of kind TDM_FEATURE_TRANSFORM whose class is a
  * TdmTransformClass ("random-crop", "hflip", "rotate", "normalize", ...). A
@@ -22,22 +26,88 @@
 G_BEGIN_DECLS
 
 /* ---- per-sample random stream (counter based, cheap to create) ---- */
+
+/**
+ * TdmRng:
+ * @key: the stream's key, from (seed, epoch, index, stream)
+ * @counter: the next block
+ * @reserved: zero
+ *
+ * A per-sample random stream: counter based, cheap to create.
+ */
 typedef struct {
     guint64 key[2];
     guint64 counter;
     gpointer reserved[2];
 } TdmRng;
 
+/**
+ * tdm_rng_init:
+ * @rng: (out caller-allocates): the stream
+ * @seed: the run's seed
+ * @epoch: the epoch
+ * @index: the sample's index
+ * @stream: the stream number (a transform's position in its pipeline)
+ *
+ * Starts the stream of (@seed, @epoch, @index, @stream): the same four
+ * numbers always give the same numbers, whatever thread draws them.
+ */
 TDM_API void tdm_rng_init(TdmRng *rng, guint64 seed, guint64 epoch, guint64 index, guint64 stream);
+/**
+ * tdm_rng_next_u64:
+ * @rng: a stream
+ *
+ * The next 64 random bits.
+ *
+ * Returns: the bits
+ */
 TDM_API guint64 tdm_rng_next_u64(TdmRng *rng);
-/* Uniform in [0, 1). */
+/**
+ * tdm_rng_uniform:
+ * @rng: a stream
+ *
+ * A uniform draw.
+ *
+ * Returns: a number in [0, 1)
+ */
 TDM_API double tdm_rng_uniform(TdmRng *rng);
-/* Uniform in [lo, hi). */
+/**
+ * tdm_rng_range:
+ * @rng: a stream
+ * @lo: the least value
+ * @hi: the bound above
+ *
+ * A uniform draw in a range.
+ *
+ * Returns: a number in [@lo, @hi)
+ */
 TDM_API double tdm_rng_range(TdmRng *rng, double lo, double hi);
-/* Uniform integer in [0, n). */
+/**
+ * tdm_rng_below:
+ * @rng: a stream
+ * @n: the bound, > 0
+ *
+ * A uniform integer draw.
+ *
+ * Returns: an integer in [0, @n)
+ */
 TDM_API guint64 tdm_rng_below(TdmRng *rng, guint64 n);
 
 /* ---- images ---- */
+
+/**
+ * TdmImage:
+ * @c: channels
+ * @h: height
+ * @w: width
+ * @data: CHW, c * h * w floats
+ * @capacity: floats allocated
+ * @normalized: FALSE: values on the 0..255 scale
+ * @reserved: zero
+ *
+ * An image travelling through a pipeline; its buffer is reused
+ * (tdm_image_reserve()).
+ */
 typedef struct {
     int c, h, w;
     float *data;        /* CHW, c*h*w floats */
@@ -46,21 +116,78 @@ typedef struct {
     gpointer reserved[2];
 } TdmImage;
 
-/* Make room for c*h*w floats (keeps the buffer when large enough). */
+/**
+ * tdm_image_reserve:
+ * @img: an image
+ * @c: channels
+ * @h: height
+ * @w: width
+ *
+ * Makes room for c * h * w floats and sets the shape; keeps the buffer when
+ * it is large enough.
+ */
 TDM_API void tdm_image_reserve(TdmImage *img, int c, int h, int w);
+/**
+ * tdm_image_clear:
+ * @img: an image
+ *
+ * Frees the buffer (not @img itself).
+ */
 TDM_API void tdm_image_clear(TdmImage *img);
-/* Fill from u8 pixels in CHW order. */
+/**
+ * tdm_image_set_u8:
+ * @img: an image
+ * @chw: (array): c * h * w pixels, CHW
+ * @c: channels
+ * @h: height
+ * @w: width
+ *
+ * Fills @img from u8 pixels, on the 0..255 scale.
+ */
 TDM_API void tdm_image_set_u8(TdmImage *img, const guint8 *chw, int c, int h, int w);
 
 /* ---- transforms ---- */
-/* 1.1 gave TdmTransform a reserved slot, params: a transform that reads it
- * needs a core that fills it (see `since 1.1` in the struct). */
+/**
+ * TDM_TRANSFORM_IFACE_VERSION:
+ *
+ * The interface version of #TdmTransformClass this core's headers describe.
+ * 1.1 gave #TdmTransform a reserved slot, params: a transform that reads it
+ * needs a core that fills it.
+ */
 #define TDM_TRANSFORM_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
+/**
+ * TdmTransform:
+ * @klass: its class
+ * @name: its name
+ * @position: its index in its pipeline (the random stream number)
+ * @priv: the transform's own state, set in create
+ * @params: since 1.1: the arguments, already bound to the feature's specs
+ *   when create runs (<tandem/params.h>; transfer none); NULL when the
+ *   feature registered no specs, and create parses the args itself
+ * @reserved: zero
+ *
+ * One stage of a pipeline.
+ */
 typedef struct _TdmTransform TdmTransform;
+/**
+ * TdmTransformClass:
+ *
+ * A transform's slots. Every slot is required unless its comment says
+ * "(optional: NULL means ...)"; the registry refuses a transform with a
+ * NULL required slot. The comment of each slot in the header says what it
+ * must do.
+ */
 typedef struct _TdmTransformClass TdmTransformClass;
 
-/* One parsed argument: "key=value", or a positional value (key == NULL). */
+/**
+ * TdmTransformArg:
+ * @key: (nullable): the key of "key=value"; NULL for a positional value
+ * @value: the value
+ * @column: its 1-based position in the pipeline string
+ *
+ * One parsed argument of a pipeline stage.
+ */
 typedef struct {
     const char *key;
     const char *value;
@@ -108,38 +235,114 @@ struct _TdmTransform {
     gpointer reserved[1];
 };
 
-/* A pipeline is reference counted. Once parsed (and its normalisation set)
- * it does not change, so one pipeline may be shared: a loader takes a
- * reference to the one in its options and runs it on its worker threads. */
+/**
+ * TdmTransformPipeline:
+ *
+ * A parsed pipeline, reference counted. Once parsed (and its normalisation
+ * set) it does not change, so one pipeline may be shared: a loader takes a
+ * reference to the one in its options and runs it on its worker threads.
+ */
 typedef struct _TdmTransformPipeline TdmTransformPipeline;
 
-/* Parse "name arg k=v | name ...". An empty string is an empty pipeline.
- * Unknown names and bad arguments are TDM_ERROR_INVALID_ARG pointing at the
- * token and its column. Transfer full: one reference, for the caller. */
+/**
+ * tdm_transform_pipeline_parse:
+ * @spec: "name arg k=v | name ..."; "" is an empty pipeline
+ * @error: return location for a #GError, or NULL
+ *
+ * Parses a pipeline and creates its transforms.
+ *
+ * Returns: (transfer full): the pipeline, one reference for the caller; or
+ * NULL with %TDM_ERROR_INVALID_ARG pointing at the token and its column
+ * (an unknown name, a bad argument)
+ */
 TDM_API TdmTransformPipeline *tdm_transform_pipeline_parse(const char *spec, GError **error);
-/* Returns `p`, with one more reference. */
+/**
+ * tdm_transform_pipeline_ref:
+ * @p: a pipeline
+ *
+ * Takes a reference.
+ *
+ * Returns: (transfer full): @p
+ */
 TDM_API TdmTransformPipeline *tdm_transform_pipeline_ref(TdmTransformPipeline *p);
-/* Drops a reference (NULL is ignored); the last one frees the pipeline. */
+/**
+ * tdm_transform_pipeline_unref:
+ * @p: (transfer full) (nullable): a pipeline
+ *
+ * Drops a reference; the last one frees the pipeline.
+ */
 TDM_API void tdm_transform_pipeline_unref(TdmTransformPipeline *p);
+/**
+ * tdm_transform_pipeline_length:
+ * @p: a pipeline
+ *
+ * The number of stages.
+ *
+ * Returns: the count
+ */
 TDM_API int tdm_transform_pipeline_length(const TdmTransformPipeline *p);
-/* The pipeline's output shape for inputs of (c, h, w); an error when it
- * would vary. */
+/**
+ * tdm_transform_pipeline_output_shape:
+ * @p: a pipeline
+ * @c: input channels
+ * @h: input height
+ * @w: input width
+ * @oc: (out): output channels
+ * @oh: (out): output height
+ * @ow: (out): output width
+ * @error: return location for a #GError, or NULL
+ *
+ * The pipeline's output shape for inputs of (@c, @h, @w).
+ *
+ * Returns: TRUE, or FALSE with an error naming the stage when the shape
+ * would vary or a stage refuses the input
+ */
 TDM_API gboolean tdm_transform_pipeline_output_shape(TdmTransformPipeline *p, int c, int h, int w,
                                                      int *oc, int *oh, int *ow, GError **error);
-/* Defaults for a `normalize` given without mean= / std= (the dataset's
- * constants, n <= TDM_MAX_CHANNELS); set them before
- * tdm_transform_pipeline_output_shape(). This changes `p`, so only its one
- * owner may call it, before sharing it (`p` must hold a single reference). A
+/**
+ * tdm_transform_pipeline_set_normalization:
+ * @p: a pipeline with a single reference
+ * @n: entries in @mean and @std, <= %TDM_MAX_CHANNELS
+ * @mean: (array length=n): per channel
+ * @std: (array length=n): per channel
+ *
+ * Defaults for a `normalize` given without mean= / std= (the dataset's
+ * constants); set them before tdm_transform_pipeline_output_shape(). This
+ * changes @p, so only its one owner may call it, before sharing it. A
  * loader given a pipeline whose normalize lacks them fills in its own
- * options' constants in a copy and leaves `p` as it is. */
+ * options' constants in a copy and leaves @p as it is.
+ */
 TDM_API void tdm_transform_pipeline_set_normalization(TdmTransformPipeline *p, int n,
                                                       const float *mean, const float *std);
-/* The mean / std the pipeline's last normalize uses; FALSE when it has none. */
+/**
+ * tdm_transform_pipeline_get_normalization:
+ * @p: a pipeline
+ * @n: (out): the entries
+ * @mean: (out caller-allocates): %TDM_MAX_CHANNELS entries
+ * @std: (out caller-allocates): %TDM_MAX_CHANNELS entries
+ *
+ * The mean and std the pipeline's last normalize uses.
+ *
+ * Returns: FALSE when it has none
+ */
 TDM_API gboolean tdm_transform_pipeline_get_normalization(const TdmTransformPipeline *p, int *n,
                                                           float *mean, float *std);
-/* Run the pipeline on `img` (in place: `scratch` is a second buffer the
- * caller keeps per thread) with the streams of (seed, epoch, index); ends
- * normalised (x / 255 when no normalize transform ran). */
+/**
+ * tdm_transform_pipeline_apply:
+ * @p: a pipeline
+ * @img: the image, transformed in place
+ * @scratch: a second buffer the caller keeps per thread
+ * @seed: the run's seed
+ * @epoch: the epoch
+ * @index: the sample's index
+ * @error: return location for a #GError, or NULL
+ *
+ * Runs the pipeline on @img with the random streams of (@seed, @epoch,
+ * @index); the result ends normalised (x / 255 when no normalize transform
+ * ran).
+ *
+ * Returns: TRUE, or FALSE with the failing stage's error
+ */
 TDM_API gboolean tdm_transform_pipeline_apply(TdmTransformPipeline *p, TdmImage *img,
                                               TdmImage *scratch, guint64 seed, guint64 epoch,
                                               guint64 index, GError **error);

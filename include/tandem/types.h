@@ -1,4 +1,8 @@
-/* tandem/types.h - basic types, forward declarations and the error domain.
+/**
+ * SECTION:types
+ * @title: Basic types and errors
+ * @short_description: basic types, forward declarations and the error domain
+ * @include: tandem/tandem.h
  *
  * Every public header includes this one. Objects are either reference
  * counted (`tdm_x_ref` / `tdm_x_unref`) or owned by exactly one parent; the
@@ -21,7 +25,12 @@ G_BEGIN_DECLS
 #define TDM_API
 #endif
 
-/* Plugins export their one descriptor symbol with this. */
+/**
+ * TDM_PLUGIN_EXPORT:
+ *
+ * Marks a plugin's one exported symbol, its descriptor function (plugins
+ * are built with -fvisibility=hidden); TDM_PLUGIN_DEFINE() uses it.
+ */
 #if defined(__GNUC__)
 #define TDM_PLUGIN_EXPORT __attribute__((visibility("default")))
 #else
@@ -35,29 +44,43 @@ G_BEGIN_DECLS
  * tdm_dataset_get_normalization, tdm_transform_pipeline_set_normalization). */
 #define TDM_MAX_CHANNELS 4
 
-/* The interface version of a class struct a plugin fills (TdmBackendClass,
- * TdmCommClass, TdmStrategyClass, TdmOptimizerClass, TdmDatasetClass,
- * TdmTransformClass, TdmModuleClass): the major in the high 16 bits, the
+/**
+ * TDM_IFACE_VERSION:
+ * @major: the major version: another major is refused
+ * @minor: the minor version: an older minor keeps working
+ *
+ * The interface version of a class struct a plugin fills (#TdmBackendClass,
+ * #TdmCommClass, #TdmStrategyClass, #TdmOptimizerClass, #TdmDatasetClass,
+ * #TdmTransformClass, #TdmModuleClass): the major in the high 16 bits, the
  * minor in the low 16. Each such struct starts with
- *     guint32 iface_version;  the kind's TDM_*_IFACE_VERSION
- *     guint32 struct_size;    sizeof the struct
- * and the registry refuses a class of another major, of a newer minor than
- * the core's, or of another size (tdm_plugin_add_feature). A minor version
- * only gives reserved slots a meaning, so a struct never changes size and a
- * plugin built for an older minor keeps working: new slots are optional,
- * and a comment line in the struct, `since 1.1: slot_a, slot_b`, says
- * which minor brought them. */
+ * `guint32 iface_version` (the kind's TDM_*_IFACE_VERSION) and
+ * `guint32 struct_size` (sizeof the struct), and the registry refuses a
+ * class of another major, of a newer minor than the core's, or of another
+ * size (tdm_plugin_add_feature()). A minor version only gives reserved
+ * slots a meaning, so a struct never changes size and a plugin built for an
+ * older minor keeps working: new slots are optional, and a comment line in
+ * the struct, `since 1.1: slot_a, slot_b`, says which minor brought them.
+ * TDM_IFACE_VERSION_MAJOR() and TDM_IFACE_VERSION_MINOR() take a version
+ * apart.
+ */
 #define TDM_IFACE_VERSION(major, minor) ((major) << 16 | (minor))
 #define TDM_IFACE_VERSION_MAJOR(version) (((guint32)(version) >> 16) & 0xffffu)
 #define TDM_IFACE_VERSION_MINOR(version) ((guint32)(version) & 0xffffu)
 
-/* Those two fields in a class table's designated initializer:
+/**
+ * TDM_CLASS_HEADER:
+ * @version: the kind's TDM_*_IFACE_VERSION
+ * @ClassType: the struct's type name
+ *
+ * The two first fields in a class table's designated initializer, so that
+ * struct_size is the struct's size as this plugin was built:
+ * |[<!-- language="C" -->
  *     static const TdmOptimizerClass my_class = {
  *         TDM_CLASS_HEADER(TDM_OPTIMIZER_IFACE_VERSION, TdmOptimizerClass),
  *         .step = my_step,
  *     };
- * ClassType is the struct's type name, so that struct_size is its size as
- * this plugin was built. */
+ * ]|
+ */
 #define TDM_CLASS_HEADER(version, ClassType)                                                       \
     .iface_version = (version), .struct_size = sizeof(ClassType)
 
@@ -84,10 +107,38 @@ typedef struct _TdmStrategy TdmStrategy;
 typedef struct _TdmStrategyClass TdmStrategyClass;
 typedef struct _TdmComm TdmComm;
 
-/* Error domain of every Tandem GError. */
+/**
+ * TDM_ERROR:
+ *
+ * The error domain of every Tandem #GError; the codes are #TdmErrorCode.
+ */
 #define TDM_ERROR (tdm_error_quark())
+/**
+ * tdm_error_quark:
+ *
+ * The quark of %TDM_ERROR.
+ *
+ * Returns: the quark
+ */
 TDM_API GQuark tdm_error_quark(void);
 
+/**
+ * TdmErrorCode:
+ * @TDM_ERROR_FAILED: anything not listed below
+ * @TDM_ERROR_IO: a file could not be read or written
+ * @TDM_ERROR_CORRUPT: a file's content is malformed (the message names the
+ *   file and the offset)
+ * @TDM_ERROR_INVALID_ARG: a parameter, option or config value is invalid
+ * @TDM_ERROR_SHAPE: tensor shapes do not match (the message names both)
+ * @TDM_ERROR_NOT_FOUND: an unknown name: model, plugin, feature, parameter
+ * @TDM_ERROR_PLUGIN: a plugin failed to load or initialise
+ * @TDM_ERROR_UNAVAILABLE: a feature present but not usable here (no GPU...)
+ * @TDM_ERROR_UNSUPPORTED: an operation this backend or layout does not offer
+ * @TDM_ERROR_BACKEND: a backend library call failed
+ * @TDM_ERROR_TIMEOUT: a wait ran past its deadline
+ *
+ * The codes of %TDM_ERROR.
+ */
 typedef enum {
     TDM_ERROR_FAILED,        /* anything not listed below */
     TDM_ERROR_IO,            /* a file could not be read or written */
@@ -102,6 +153,17 @@ typedef enum {
     TDM_ERROR_TIMEOUT,       /* a wait ran past its deadline */
 } TdmErrorCode;
 
+/**
+ * TdmDType:
+ * @TDM_DTYPE_F32: 32-bit float
+ * @TDM_DTYPE_I32: 32-bit signed integer (labels)
+ * @TDM_DTYPE_I64: 64-bit signed integer
+ * @TDM_DTYPE_U8: unsigned byte (images)
+ * @TDM_DTYPE_BF16: bfloat16
+ * @TDM_DTYPE_F16: IEEE half float
+ *
+ * A tensor's element type.
+ */
 typedef enum {
     TDM_DTYPE_F32 = 0,
     TDM_DTYPE_I32,
@@ -111,12 +173,32 @@ typedef enum {
     TDM_DTYPE_F16,
 } TdmDType;
 
-/* Size in bytes of one element. */
+/**
+ * tdm_dtype_size:
+ * @dtype: an element type
+ *
+ * The size of one element.
+ *
+ * Returns: the size in bytes
+ */
 TDM_API size_t tdm_dtype_size(TdmDType dtype);
-/* "f32", "i32", ... (transfer none) */
+/**
+ * tdm_dtype_name:
+ * @dtype: an element type
+ *
+ * The type's name, as messages and safetensors write it.
+ *
+ * Returns: (transfer none): "f32", "i32", ...
+ */
 TDM_API const char *tdm_dtype_name(TdmDType dtype);
 
-/* Monotonic time in seconds (for progress and benchmarks). */
+/**
+ * tdm_time_now:
+ *
+ * Monotonic time, for progress and benchmarks.
+ *
+ * Returns: seconds since an arbitrary point
+ */
 TDM_API double tdm_time_now(void);
 
 G_END_DECLS
