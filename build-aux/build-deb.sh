@@ -78,7 +78,7 @@ if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     (cd "$top" && git ls-files -z --cached --others --exclude-standard) |
         (cd "$top" && xargs -0 tar -cf - --no-recursion --ignore-failed-read) | tar -xf - -C "$src"
 else
-    # A tarball's tree: everything but build output.
+    # A tree without git (an export): everything but build output.
     (cd "$top" && tar -cf - --exclude=./build --exclude=./debian/tmp .) | tar -xf - -C "$src"
 fi
 
