@@ -96,6 +96,7 @@ BEGIN {
     in_pre = 0        # inside .nf
     need_para = 0     # a blank line was read: a new paragraph
     opened = 0        # a section is open for running text
+    in_commands = 0   # under "Commands:" or "Subcommands:"
 }
 
 {
@@ -147,6 +148,7 @@ line == "" {
 
 line ~ /^[A-Z][A-Za-z ]*:$/ {
     name = substr(line, 1, length(line) - 1)
+    in_commands = (name ~ /[Cc]ommands$/)
     if (name == "Application Options") {
         name = "Options"
     }
@@ -163,13 +165,14 @@ in_item && !need_para && indent_of(line) >= item_indent && line !~ /[^ ]  +[^ ]/
     next
 }
 
-# "  TERM  text": a tagged paragraph.
-line ~ /^ +[^ ].*[^ ]  +[^ ]/ {
+# "  TERM  text": a tagged paragraph; under "Commands:" a name longer than
+# its column is followed by one space only.
+line ~ /^ +[^ ].*[^ ]  +[^ ]/ || (in_commands && line ~ /^ +[a-z][a-z-]* +[^ ]/) {
     ensure_section()
     end_pre()
     s = line
     sub(/^ +/, "", s)
-    match(s, /  +/)
+    match(s, in_commands ? " +" : "  +")
     item_term = substr(s, 1, RSTART - 1)
     item_text = substr(s, RSTART + RLENGTH)
     item_indent = indent_of(line) + RSTART - 1 + RLENGTH
