@@ -301,6 +301,7 @@ static int data_preview(int argc, char **argv)
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "PNG file to write", "FILE"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
+    g_set_prgname("tandem data preview"); /* --help's "Usage: tandem data preview [OPTION...]" */
     g_autoptr(GOptionContext) ctx =
         g_option_context_new("- write a PNG grid of augmented samples with their labels");
     g_option_context_add_main_entries(ctx, entries, NULL);

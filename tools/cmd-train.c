@@ -154,6 +154,9 @@ static int parse_command_line(const char *command, gboolean is_eval, int argc, c
         g_array_append_val(entries, e);
     }
 
+    /* --help's "Usage: tandem train [OPTION...]", which the man pages show */
+    g_autofree char *prgname = g_strdup_printf("tandem %s", command);
+    g_set_prgname(prgname);
     g_autoptr(GOptionContext) ctx =
         g_option_context_new(is_eval ? "- evaluate saved weights on the test split"
                                      : "- train a model");
