@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/allreduce.c - allreduce bandwidth of one Tandem collective plugin.
  *
  * `allreduce-tdm COLLECTIVE [NPROC] [MIN_BYTES] [MAX_BYTES]` serves a store,

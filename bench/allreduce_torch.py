@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench/allreduce_torch.py - PyTorch's torch.distributed.all_reduce (gloo
 backend, f32 sum) timed the way bench/allreduce.c times Tandem's collectives:
 for each size (powers of 4 from MIN_BYTES to MAX_BYTES) a warm-up, then the

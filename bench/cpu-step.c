@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/cpu-step.c - time one full training step of a zoo model on a device.
  *
  * Usage: cpu-step [MODEL [BATCH [STEPS [DEVICE]]]]   (mlp 64 50 cpu)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/fma-peak.c - the single-precision FMA peak of this machine, measured.
  *
  * Usage: fma-peak [--threads N] [--seconds S] [--isa auto|avx512|avx2]

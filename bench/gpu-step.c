@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/gpu-step.c - training-step throughput of a zoo model on one device.
  *
  * Usage: gpu-step [--device SPEC] [--model NAME] [--batch N] [--channels C]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/loader-driver.c - Tandem's side of bench/loader.
  *
  * Two measurements through the public API only. `loader` mode: open a

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """PyTorch's side of bench/ddp-throughput: one epoch of DistributedDataParallel.
 
 Started by torch.distributed.run (one process per rank; under Python 3.11

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """bench/peer_folder.py - PyTorch's side of bench/train-folder.
 
 Fine-tunes torchvision's resnet18 or resnet50 (num_classes=K, fresh

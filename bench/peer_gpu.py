@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """bench/peer_gpu.py - PyTorch eager's side of the GPU step benchmark.
 
 Usage: peer_gpu.py [--device cuda|cpu] [--warmup N] [--steps N] ROW...

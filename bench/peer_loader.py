@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """bench/peer_loader.py - PyTorch's side of bench/loader.
 
 Times torch.utils.data.DataLoader with torchvision transforms equal to

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """PyTorch's side of bench/train-throughput: one epoch of Fashion-MNIST.
 
 Same models as Tandem's zoo (the definitions live in

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # build-aux/build-deb.sh - builds Tandem's Debian packages (debian/) and
 # checks them with lintian, on Debian 12 as root:
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Configure and build Tandem out of tree in ./build (the source tree stays clean).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,9 +1,11 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The README's second command (and CI's): install dependencies, build, run the
 # whole test suite, then beside it the fuzz targets over their seed corpus
 # (make fuzz-run, when clang has libFuzzer), the API reference (make doc,
-# with gtk-doc) and make distcheck, and end with a line "N passed, N
-# failed" (each of those steps counts as one).
+# with gtk-doc), the SPDX lines (build-aux/spdx.sh) and make distcheck,
+# and end with a line "N passed, N failed" (each of those steps counts as
+# one).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/build-aux/install-deps.sh" --tests
@@ -36,6 +38,8 @@ step() {
         failed=$((failed + 1)); status=1; echo "FAIL: $name ($(($(date +%s) - start)) s)"
     fi
 }
+# Every source file carries its SPDX-License-Identifier line.
+step "SPDX lines" sh "$top/build-aux/spdx.sh" --check "$top"
 # The fuzz targets, each over its seeds for FUZZ_SECONDS (tests/fuzz.mk).
 if grep -q '^TDM_HAVE_FUZZ = yes' Makefile; then
     step "make fuzz-run" make fuzz-run

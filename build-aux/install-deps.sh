@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install what Tandem needs on Debian 12 (run as root; skips apt-get when
 # every package is already installed).
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The README's first command: install dependencies, build, and train the
 # default model (mlp) on the default data (Fashion-MNIST: the Debian package
 # when installed, else the subset embedded under data/), then report the test

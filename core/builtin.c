@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/builtin.c - the built-in "core" plugin: the layers, containers and
  * optimizers that ship inside libtandem-1.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/checkpoint.c - checkpoint files and directories (<tandem/checkpoint.h>).
  *
  * A checkpoint is a safetensors file with a "tandem-checkpoint" metadata

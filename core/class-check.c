@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/class-check.c - the one check of every class struct a plugin fills,
  * run by tdm_plugin_add_feature before a feature is registered.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/comm-debug.c - the collective front end's checks across ranks, kept
  * apart from the issue and wait path of comm.c: in debug mode
  * (TDM_DEBUG=collectives) every rank posts to the store what it is about to

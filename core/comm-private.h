@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/comm-private.h - the collective front end's own types, shared by
  * comm.c (selection, issue, wait) and comm-debug.c (the debug check and
  * the search for the ranks that never arrived). */

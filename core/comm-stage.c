@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/comm-stage.c - host staging of collectives for device tensors whose
  * memory the host cannot reach, as PyTorch's Gloo process group does for
  * CUDA tensors.

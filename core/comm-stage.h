@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/comm-stage.h - the host staging buffers of a communicator whose
  * plugin moves host memory only (comm-stage.c), for comm.c. */
 #ifndef TDM_CORE_COMM_STAGE_H

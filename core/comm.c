@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/comm.c - the collective front end: picks a COLLECTIVE plugin for the
  * job, numbers every call, and turns plugin failures into messages a user can
  * act on.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/common.c - small things every part of the core uses: the error
  * domain, dtype names and sizes, the clock, and the library version. The
  * clock starts in a library constructor so that "time to first step" counts

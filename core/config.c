@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/config.c - the training configuration: defaults, "section.key=value"
  * settings and INI files.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/dataset.c - opening datasets: which reader, which path, which
  * parameters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/device.c - devices: a backend feature plus an index ("ref:1").
  *
  * A device spec names the backend feature before the colon and the index

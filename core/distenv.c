@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/distenv.c - who this process is in a distributed job, and where the
  * job's store is.
  *

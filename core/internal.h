@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/internal.h - declarations shared by the core's files, not installed.
  *
  * Everything here is hidden (-fvisibility=hidden): plugins and tools see only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/loader.c - turns dataset samples into batches on a device, in parallel.
  *
  * Batch k of an epoch is the slice [k*B, (k+1)*B) of this rank's sampler

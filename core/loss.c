@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/loss.c - the training loss: mean softmax cross-entropy of logits
  * against integer labels, the backend's fused softmax_xent (one pass gives
  * the loss, the gradient and the number of correct predictions) through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/model.c - a TdmModel binds a module tree to a device. Placing it
  * walks the tree once: it assigns torchvision-style full names (dot-joined,
  * "" children transparent), lists parameters then buffers in definition

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/module.c - the generic module object: reference counting, children,
  * parameter declarations, forward/backward dispatch through the class
  * vtable, and the grad-ready notification that the model forwards to its

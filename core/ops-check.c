@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/ops-check.c - the argument checks of the op front ends.
  *
  * Every front end (ops-nn.c, ops-pool.c, ops-vector.c) checks its tensors

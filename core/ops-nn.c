@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/ops-nn.c - the op front ends of the layers: gemm and bias gradient,
  * convolution, batch norm, ReLU and add, with their fused forms.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/ops-pool.c - the op front ends of pooling: max, average and global
  * average pooling, forward and backward.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/ops-private.h - what the op front-end files of the core share: the
  * argument checks (ops-check.c) and the TDM_PROFILE timer (ops-profile.c).
  * Not installed; hidden by the core's -fvisibility=hidden.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/ops-profile.c - TDM_PROFILE: the time spent in each op front end.
  *
  * With TDM_PROFILE set (to anything but "" or "0") when the library loads,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/ops-vector.c - the op front ends that treat tensors as vectors or
  * rows: the softmax cross-entropy loss, dropout, the vector ops (fill,
  * copy, scale, axpy, sum of squares, cast) and the optimizer updates, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/optim-clip.c - gradient clipping by total norm, as PyTorch's
  * torch.nn.utils.clip_grad_norm_: the 2-norm of all trainable gradients
  * taken together, and when max_norm / (norm + 1e-6) is below 1 every

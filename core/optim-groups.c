@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/optim-groups.c - learning-rate groups: PyTorch's parameter groups
  * for the one setting fine-tuning varies, the learning rate.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/optim-private.h - what the optimizer's files share: the core's own
  * state of a TdmOptimizer (opt->core), which holds the learning-rate
  * groups (core/optim-groups.c) and what gradient clipping needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/optim.c - optimizers: the generic TdmOptimizer object (class lookup
  * through the registry, hyperparameters bound to the optimizer's specs,
  * per-parameter state keyed "<param>.<state>") and the built-in SGD and

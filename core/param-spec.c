@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/param-spec.c - parameter specs: reading a plugin's array in either
  * layout, checking it, parsing a value against one spec, and saying in
  * words what a spec accepts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/params-private.h - what core/param-spec.c and core/params.c share
  * with the rest of the core (the registry keeps checked copies of spec
  * arrays; the transform pipeline reads arguments with the same tokenizer);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/params.c - the one parser for feature parameters: "name key=value
  * value ..." bound to a feature's specs, read back with typed getters.
  *

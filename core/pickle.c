@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/pickle.c - a strict, non-executing reader of the pickles torch.save
  * writes for a state dict.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/pickle.h - a strict reader of the pickles torch.save writes for a
  * state dict (core/pickle.c), for the .pth reader (core/pth-read.c).
  *

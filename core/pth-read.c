@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/pth-read.c - reading PyTorch's zip checkpoint format (torch.save of
  * a state dict, as torchvision's pretrained files are), and picking a
  * weights file's format by its content.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/pth-write.c - writing tensors as a PyTorch .pth file: the zip
  * format torch.save writes for a state dict, read back by
  * torch.load(f, weights_only=True).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/registry-private.h - the plugin registry's state, shared between
  * core/registry.c (loading, features, lookup), core/select.c (priority
  * overrides, ordering and selection) and core/class-check.c (each kind's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/registry.c - the plugin registry: loading plugins, their features
  * and lookup by name (priority overrides and selection are in
  * core/select.c, the shared state in core/registry-private.h).

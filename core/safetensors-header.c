@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/safetensors-header.c - reading a safetensors file's JSON header
  * through json-glib, strictly, with the byte offset of every value.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/safetensors-header.h - the JSON header of a safetensors file, read
  * through json-glib with the byte offset of every value (private to the
  * core; core/safetensors-header.c says how).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/safetensors.c - reading and writing safetensors files, and saving and
  * loading a model's weights through them.
  *

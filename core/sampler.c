@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/sampler.c - the order in which a loader visits a dataset.
  *
  * Every epoch has ONE global order: a permutation of the n samples (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/schedule.c - learning-rate schedules: constant, step decay (per
  * epoch, as PyTorch's StepLR) and cosine annealing to min_lr, each with an
  * optional linear warmup over the first warmup_steps steps (lr * (step+1) /

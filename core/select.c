@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/select.c - the registry's priority overrides and feature selection.
  * Overrides (TDM_PLUGIN_PRIORITY, tdm_registry_set_priority) are kept apart
  * from the registered values and applied on every read, so they take effect

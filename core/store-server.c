@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/store-server.c - the rendezvous key-value store's server: a TCP
  * server run on a background thread (one poll loop, non-blocking sockets,
  * no lock because only that thread touches the table).

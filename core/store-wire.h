@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/store-wire.h - the rendezvous store's wire format, shared by the
  * server (core/store-server.c) and the client (core/store.c); private to
  * the core.

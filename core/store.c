@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/store.c - the rendezvous key-value store's client: a blocking
  * connection with deadlines, one request at a time. The server side is in
  * core/store-server.c and the frame format in core/store-wire.h.

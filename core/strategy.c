@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/strategy.c - the front end of parallel strategies.
  *
  * A strategy (single, dp, ddp, zero1) owns one training step and is a

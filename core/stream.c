@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/stream.c - events and the compute and copy streams of a device.
  *
  * A TdmEvent is the core's handle over a backend event (stream_ops). The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/tensor.c - storages and tensors.
  *
  * A storage is a reference-counted block of device memory obtained from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-checkpoint.c - the training run's checkpoints, made so that
  * a run resumes from one exactly.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-checkpoint.h - what tdm_trainer_run (core/trainer.c) calls to
  * write checkpoints and to resume from one (core/trainer-checkpoint.c says
  * what a checkpoint holds and how a resume continues exactly). Private to

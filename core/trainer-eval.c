@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-eval.c - evaluating a model on the test split.
  *
  * tdm_model_evaluate runs a model over a whole loader in eval mode and reports

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-log.c - what a training run reports, and where.
  *
  * Rank 0 reports; the other ranks stay silent. The JSON log

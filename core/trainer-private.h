@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-private.h - what tdm_trainer_run (core/trainer.c) shares with
  * the files it calls: the run it sets up (core/trainer-setup.c), the
  * figures of an epoch and the reports made of them (core/trainer-log.c),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-resume.c - resuming a training run from a checkpoint.
  *
  * The checkpoint to resume from is train.resume (a file, or the newest of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-setup.c - setting up a training run, before its first step.
  *
  * tdm_trainer_run (core/trainer.c) calls these in order, each filling its

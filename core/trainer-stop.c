@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer-stop.c - early stopping (train.early_stop_patience): the
  * run ends when the test accuracy has not improved for N evaluations in a
  * row, as the early-stopping callbacks of Keras and PyTorch Lightning do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/trainer.c - the training loop.
  *
  * tdm_trainer_run() reads top to bottom as one run, as llm.c's training

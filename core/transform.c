@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/transform.c - per-sample random streams, images and transform pipelines.
  *
  * The random stream of a sample is counter based: its key is a hash of

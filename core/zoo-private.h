@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/zoo-private.h - how core/zoo.c, which holds the zoo's list of names
  * and its ResNets, reaches the families built in other files of the zoo
  * (core/zoo-vgg.c). Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/zoo-vgg.c - the zoo's plain convolutional classifiers, exactly as
  * torchvision 0.14 defines them: vgg11 (configuration "A"), vgg16 ("D"),
  * vgg16_bn ("D" with a BatchNorm2d after every convolution) and alexnet.

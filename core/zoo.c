@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/zoo.c - the built-in model zoo: mlp, lenet, the CIFAR-style resnet8 /
  * resnet20 and torchvision's resnet18 / resnet34 (BasicBlock) and resnet50
  * (Bottleneck), built from the core's layers with exactly the PyTorch

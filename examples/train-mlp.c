@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/train-mlp.c - train a small MLP on Fashion-MNIST with the C API.
  *
  * This is the loop a C programmer writes when `tandem train` (and the

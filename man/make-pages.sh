@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # man/make-pages.sh - writes the man pages of `tandem` and of each of its
 # commands from their --help texts, so that the pages cannot drift from the
 # program: tandem.1 from `tandem --help`, and tandem-CMD.1 for every command

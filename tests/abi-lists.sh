@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/abi-lists.sh - libtandem-1.so exports exactly the symbols of
 # tests/abi/symbols.txt, each declared in a public header, and
 # tests/abi/layout.txt records every field of every public struct (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: ABI (see tests/Makefile.inc and docs/abi.md).
 #
 # tests/abi/symbols.txt lists every symbol libtandem-1.so exports and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: backend (see tests/Makefile.inc)
 # test-ref-ops checks the ref oracle on hand-computed cases; test-conformance
 # checks every other available backend op by op against ref (it skips when

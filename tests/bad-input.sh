@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/bad-input.sh - `tandem train` / `tandem eval` on bad input: each case
 # must fail with a non-zero status (not a crash) and one clear error line
 # naming the file, key or parameter involved.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/bench-tools.sh - the measuring parts of bench/train-folder, which is
 # itself run by hand: bench/fma-peak reports an FMA rate that a real CPU can
 # have (above 1 GFLOP/s per thread, below 2 FMA ports x 16 lanes x 2 flops

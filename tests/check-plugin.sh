@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/check-plugin.sh - `tandem check-plugin FILE`: it passes on the
 # built-in plugins of each kind it checks (a backend, two collectives,
 # every strategy, the transforms; a reader is listed as skipped), and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/checkpoint-crash.sh - crashes never cost more than the work since
 # the last checkpoint, and never a checkpoint.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/checkpoint-keep.sh - which checkpoints a directory keeps: with
 # --keep-last N the N newest (the default 3; 0 keeps all), DIR/latest a
 # relative link to the newest; with --keep-best also the one of the best

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/checkpoint-resume.sh - a run stopped at step k (--max-steps, which
 # writes the last checkpoint) and resumed with --resume ends with exactly
 # the parameters of a run that was never stopped: bit for bit (tolerance

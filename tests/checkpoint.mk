@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: checkpoints (see tests/Makefile.inc)
 #   test-checkpoint        the file format: checksums, truncation, the
 #                          directory (latest, best, keep-last), a checkpoint

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/collectives-jobs.c - how tests/test-collectives.c starts its jobs:
  * through the launcher (`$TANDEM run`), as a user would, or by itself (a
  * store served in this process and N forked ranks given the launcher's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/collectives-jobs.h - start a job of N ranks of a test program and
  * collect its exit status and output (tests/collectives-jobs.c). */
 #ifndef TDM_TEST_COLLECTIVES_JOBS_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: comm (see tests/Makefile.inc) - every collective on 2, 3 and 4
 # real processes, and the failure messages (mismatch, skipped call, timeout,
 # dead rank), for every collective plugin built (TDM_TEST_COLLECTIVES=shm,gloo

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """tests/compare-weights.py - compare two safetensors files tensor by tensor.
 
 Usage: compare-weights.py A B [TOL]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/conformance-chain.c - conformance of chains of ops and of the
  * layout boundary (reorder, read, write).
  *

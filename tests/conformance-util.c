@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/conformance-util.c - tensors on two devices and their comparison,
  * for the backend conformance suite (see conformance-util.h). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/conformance-util.h - helpers of the backend conformance suite.
  *
  * The suite runs every op on the `ref` oracle and on the backend under test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/conformance-vector.c - conformance of the loss, dropout, vector ops,
  * casts and optimizer updates (see test-conformance.c for how the suite runs).
  * The loss is compared as a number and its gradient as a tensor; the correct

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/core-test-util.h - small helpers shared by the core's module, model
  * and optimizer tests: the ref device, host <-> tensor transfers and
  * deterministic random data. Static functions only (each test is one

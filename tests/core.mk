@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: core (see tests/Makefile.inc) - op front ends, modules, model, zoo,
 # loss, optimizers and schedules, on the ref backend (test-ops also
 # compares cpu's fused and unfused ops when cpu is built).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: the cuda plugin's caching allocator (see tests/Makefile.inc). The
 # allocator's core knows nothing of CUDA, so the test compiles
 # plugins/cuda/cuda-alloc.c into itself over a fake raw allocator and runs

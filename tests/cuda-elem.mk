@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: cuda-elem (see tests/Makefile.inc)
 # test-cuda-elem applies the cuda kernels' per-element arithmetic
 # (plugins/cuda/cuda-elem.h, which the .cu kernels call per thread) over

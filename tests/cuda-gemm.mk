@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: the cuda backend's gemm argument mapping (see tests/Makefile.inc).
 # test-cuda-gemm-map drives a plain column-major gemm through
 # plugins/cuda/cuda-blas-map.h (row-major Tandem gemm -> cuBLASLt's

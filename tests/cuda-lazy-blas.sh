@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/cuda-lazy-blas.sh - the cuda plugin does not link cuBLAS: no
 # DT_NEEDED entry for libcublas or libcublasLt, and no undefined cublas*
 # symbol for the dynamic loader to bind at plugin load. Loading libcublasLt

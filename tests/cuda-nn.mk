@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: cuda-nn (see tests/Makefile.inc) - the GPU-free arithmetic of the
 # cuda backend's batch norm, pooling and bias_grad kernels
 # (plugins/cuda/cuda-nn-elem.h) against ref. Plain C: it is built and run on

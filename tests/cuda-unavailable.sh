@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/cuda-unavailable.sh - the cuda backend on a machine without a usable
 # GPU: `tandem inspect` lists it as unavailable with the reason, `--device
 # cuda` fails naming that reason, `tandem inspect devices` and the other

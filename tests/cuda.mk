@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: cuda (see tests/Makefile.inc). On a machine without an NVIDIA
 # driver or GPU (CI, the build machine) the cuda plugin must load, say why
 # it is unavailable, and leave every other backend working; the script

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/data-preview.sh - `tandem data preview`: it writes a PNG grid of the
 # samples asked for, with their labels (checked against the label file), the
 # same bytes for the same seed and epoch and other bytes for another epoch

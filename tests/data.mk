@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: data (see tests/Makefile.inc) - the cifar and imagefolder dataset
 # readers, on fixtures that tests/make-fixtures.py makes at test time, and
 # `tandem train` on them (tests/datasets-cli.sh); `tandem data preview`

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/datasets-cli.sh - `tandem train` on CIFAR and image-folder data made
 # by tests/make-fixtures.py: training runs on good data, named either way
 # ("cifar10:DIR" or "cifar10 path=DIR key=value"), and each kind of bad

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/deb-install.sh - installs the Debian packages that
 # build-aux/build-deb.sh built into the real system, checks what a user of
 # them would (the plugins found in the system path, a training run from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: dist (see tests/Makefile.inc) - the rendezvous store, the
 # distributed environment and the launcher `tandem run`, with real
 # processes on loopback. The store's fuzz target (tests/fuzz/fuzz-store.c)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/dp-copies.sh - dp moves its data between devices with
 # tdm_tensor_copy_across, peer to peer where the backend offers copy_peer
 # and through host memory otherwise, and trains the same model either way.

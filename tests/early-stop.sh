@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/early-stop.sh - --early-stop-patience N ends a run whose test
 # accuracy has not improved for N evaluations: at learning rate 0 the
 # accuracy never changes, so with patience 2 a 10-epoch run stops after

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/equivalence.sh - the distributed strategies train the same model as
 # one process does.
 #

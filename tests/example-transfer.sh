@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/example-transfer.sh - examples/transfer-learning/run.sh works as its
 # README says, at a small size (2 epochs of 32 px images): pretraining and
 # its .pth, the head, the interrupted and resumed fine-tuning, the plot,

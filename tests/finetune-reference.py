@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """tests/finetune-reference.py - PyTorch's side of tests/finetune-torch.sh.
 
   finetune-reference.py init MODEL OUT.safetensors

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/finetune-torch.sh - the fine-tuning tools against PyTorch: frozen
 # layers (a frozen batch norm in eval mode), learning-rate groups with
 # their schedule, and gradient clipping, for one process, dp on two

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: fuzz (see tests/Makefile.inc and docs/testing.md).
 #
 # `make fuzz` builds the libFuzzer targets of tests/fuzz/ with $(FUZZ_CC)

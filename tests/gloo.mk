@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: gloo (see tests/Makefile.inc). tests/test-collectives runs every op
 # and the timeouts for every collective plugin built, gloo included; this
 # adds the failures gloo names by itself, without the debug check.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/gpu-dry-run.sh - the GPU check script's dry run passes here.
 # tests/gpu/run runs once on a GPU machine, with no time to debug it there;
 # its --dry-run runs the same stages against the cpu backend (ref where cpu

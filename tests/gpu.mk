@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: the GPU check (see tests/Makefile.inc).
 #   tests/gpu/run       the GPU check script (stages 0-6, 480 s on a GPU machine)
 #   tests/gpu/bundle    builds the bundle of Tandem that the script runs there

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/inspect-rss.sh - the peak resident memory of `tandem inspect`,
 # which loads every built plugin, stays under 100 MiB.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/inspect.sh - `tandem inspect` and the global --plugin option, with
 # the fixture plugins (tests/fixtures/) added to the plugin path.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"

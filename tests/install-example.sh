@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/install-example.sh - proves that an installed Tandem is usable by a C
 # programmer and a plugin author: stage `make install` into a temporary
 # DESTDIR, check the layout that tandem-1.pc promises, build examples/train-mlp.c

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/install-plugins.sh - the third-party plugin kit, as its author uses
 # it: stage `make install` into a temporary DESTDIR, build the three
 # examples of examples/plugins/ (a strategy, a transform, a dataset reader)

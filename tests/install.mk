@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: install + examples (see tests/Makefile.inc).
 # install-example.sh stages `make install` into a temporary DESTDIR, builds
 # examples/train-mlp.c and the out-of-tree plugin in examples/plugin/ against

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/launcher-env.sh - `tandem run` gives each worker the right
 # environment, prefixes its output lines with the rank, and rejects bad
 # usage with a clear message.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/launcher-failure.sh - a worker that fails ends the whole job
 # within 10 s, with a message naming the rank and its status, even when the
 # other workers ignore SIGTERM; nothing is left running.

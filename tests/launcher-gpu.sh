@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/launcher-gpu.sh - `tandem run --nproc-per-node gpu|auto`, with real
 # processes.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/launcher-kill.sh - `kill -9` of one worker mid-run ends the job with
 # a message naming the rank within 10 s, and killing the launcher (SIGTERM
 # or SIGKILL) takes its workers with it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/launcher-lib.sh - helpers for the `tandem run` tests (source it
 # after tests/tap.sh). Every test works in its own temporary directory,
 # removed at exit together with any process a failed test left behind.

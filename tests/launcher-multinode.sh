@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/launcher-multinode.sh - two launchers on loopback, as two nodes of
 # one job: they rendezvous through node 0's store and number the ranks
 # 0..3; a failure on one node ends the other node's workers too.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/launcher-restart.sh - `--max-restarts N` restarts every worker after
 # a failure, with TDM_RESTART_COUNT counting the attempts, and gives up
 # after N restarts.

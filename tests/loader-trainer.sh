@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/loader-trainer.sh - the trainer's data-wait reporting: every step's
 # JSON log line carries data_wait_s and every epoch line data_wait_frac; when
 # the loader cannot keep up (made slow here with the test hook

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: loader (see tests/Makefile.inc) - the parallel loader and its
 # samplers: identical batches for any worker count, ordered delivery under
 # jittered workers, exact resumption (another worker count, another world

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """tests/make-fixtures.py - small CIFAR and image-folder data sets for the
 dataset reader tests, made at test time (no binary file is committed).
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/man-pages.sh - the man pages that the build writes from --help
 # (man/make-pages.sh): one for `tandem` and one for each command that
 # `tandem --help` lists, each rendering without a warning, each naming every

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/nccl-unavailable.sh - the nccl collectives on a machine without a
 # usable GPU: `tandem inspect` lists nccl as unavailable with the reason
 # (the missing driver where libcuda.so.1 is absent), and `--collective

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: nccl (see tests/Makefile.inc). test-nccl-rdzv runs the plugin's
 # rendezvous (plugins/nccl/nccl-rdzv.c, free of CUDA and NCCL) between real
 # processes over a real store on every machine, whether or not the plugin

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/netns-two-hosts.sh - a DDP job over two "hosts": two network
 # namespaces joined by a veth pair, each running its own `tandem run
 # --nnodes 2` launcher. Node 0 serves the store on its veth address; the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/ops-profile.sh - TDM_PROFILE=1 times every op front end: a short
 # `tandem train` on the ref backend prints, when it exits, a per-op table
 # (calls, total ms, mean us, share) whose rows are the ops an mlp runs, one

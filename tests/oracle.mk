@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: oracle - whole models (forward, backward, 3 SGD steps) against PyTorch.
 # run.sh computes the reference with $(TORCH_PYTHON) (skips without torch) and
 # runs test-oracle on it. The torchvision-*.sh tests do the same for the

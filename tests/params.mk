@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: the parameter grammar (<tandem/params.h>) - types, ranges,
 # positional values, unknown keys and both TdmParamSpec layouts. Each kind's
 # use through the command line is in bad-input.sh, datasets-cli.sh and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/plot-pixels.c - reads a PNG back for tests/plot.sh.
  *
  *   plot-pixels FILE.png                          prints "WIDTH HEIGHT"

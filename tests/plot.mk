@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: plot (see tests/Makefile.inc) - `tandem plot`. test-plot-axis
 # checks the ticks, labels and smoothing (tools/plot-axis.c, built in; no
 # cairo needed); tests/plot.sh plots the logs of short real training runs

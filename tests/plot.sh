@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/plot.sh - `tandem plot` on the logs of short real training runs
 # (tandem train --log-file, with evaluation after each epoch, one run
 # without): the PNG is a PNG of the size asked for, and read back

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/pth-check.py - checks, in PyTorch, the files tests/pth-torch.sh
 made with Tandem from the ones tests/pth-make.py made with torch.save.
 

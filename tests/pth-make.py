@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/pth-make.py - .pth files made by torch.save, good and hostile,
 for tests/pth-torch.sh.
 

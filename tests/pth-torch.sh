@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/pth-torch.sh - PyTorch .pth files in and out of Tandem, checked
 # against torch itself.
 # tests/pth-make.py makes files with torch.save (a random torchvision

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: pth (see tests/Makefile.inc)
 #
 # PyTorch .pth files: tests/test-pth.c reads and writes them in C (round

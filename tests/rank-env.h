@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/rank-env.h - the variables a single-host job gives each of its
  * ranks (rank, world, the store's address, port and token), as `tdm run`
  * sets them: shared by the collective tests' job runner

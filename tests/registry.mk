@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: registry (see tests/Makefile.inc)
 #
 # Fixture plugins: one good plugin and one per way a plugin can fail to

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/staged-ddp.sh - ddp through host-staged collectives equals ddp on
 # host memory and one process with the global batch.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/strategies-faults.sh - distributed training fails fast and says who:
 # a rank killed with SIGKILL in the middle of ddp training ends the whole
 # job within 10 s with a message naming the rank; a rank that skips a

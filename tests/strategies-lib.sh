@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/strategies-lib.sh - helpers for the strategy tests (source it after
 # tests/tap.sh). Every test works in its own temporary directory, removed at
 # exit with any training process a failed test left behind.

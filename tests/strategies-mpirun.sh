@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/strategies-mpirun.sh - `mpirun -np 2 tandem train --strategy ddp`
 # trains without Tandem's launcher: the ranks come from Open MPI's
 # OMPI_COMM_WORLD_* variables, rank 0 serves the store, and the result equals

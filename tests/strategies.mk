@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: strategies (see tests/Makefile.inc) - dp, ddp and zero1.
 #   test-ddp               unused / frozen parameters, a world of one (g_test)
 #   equivalence.sh         ddp, zero1 (shm, gloo) and dp train the same model

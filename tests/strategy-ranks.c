@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/strategy-ranks.c - one process of a job that trains with a strategy
  * and saves every rank's weights, which `tandem train --save` cannot (only
  * rank 0 saves). Run under `tandem run --nproc-per-node N`:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/tap.sh - tiny TAP helpers for shell tests (source it).
 #   plan N; ok "name"; fail "name" "why"; skip "name" "why"; check "name" cmd args...;
 #   skip_all "why"; have_test_hooks (configure --enable-test-hooks; TDM_TEST_HOOKS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-abi-layout.c - the public structs keep the layout recorded in
  * tests/abi/layout.txt: sizeof of each and offsetof of each of its fields,
  * compiled here (tests/abi-layout.inc is that file turned into macro calls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-checkpoint.c - checkpoint files and directories
  * (<tandem/checkpoint.h>) and the trainer's refusal of a checkpoint it
  * cannot continue.

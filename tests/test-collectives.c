@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-collectives.c - collectives across real processes, with TAP.
  *
  * Run without arguments it is the driver: for each case it starts a job of

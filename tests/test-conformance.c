@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-conformance.c - every backend op checked against the ref oracle.
  *
  * Usage: test-conformance [--backend NAME] [g_test options]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-cuda-alloc.c - the cuda plugin's caching allocator, on the CPU.
  *
  * The allocator (plugins/cuda/cuda-alloc.c, compiled into this program)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-cuda-blas-lib.c - the cuda plugin's run-time loading of cuBLAS
  * and cuBLASLt (plugins/cuda/cuda-blas-lib.c, compiled into this program),
  * on the CPU.

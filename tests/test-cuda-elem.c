@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-cuda-elem.c - the cuda kernels' per-element arithmetic
  * against the ref backend, on the CPU.
  *

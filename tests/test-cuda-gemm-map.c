@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-cuda-gemm-map.c - the cuda backend's row-major to
  * column-major gemm mapping (plugins/cuda/cuda-blas-map.h), checked on the
  * CPU.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-cuda-nn-elem.c - the GPU-free arithmetic of the cuda backend's
  * batch norm, pooling and bias-gradient kernels, checked against ref.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-data.c - samplers, the idx dataset reader and the loader.
  *
  * The sampler must visit every index once per epoch, change order between

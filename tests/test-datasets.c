@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-datasets.c - the cifar and imagefolder dataset readers.
  *
  * Fixtures are made at test time by tests/make-fixtures.py into a temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-ddp.c - the ddp and zero1 strategies' checks that need a hand-made model,
  * in one process (a world of one, over the shm collective and a private
  * store):

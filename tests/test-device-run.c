@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-device-run.c - what a training run asks of its devices, on
  * ref (two virtual devices) and cpu (skipped when it is not built):
  *  - precision: the names and their parsing; fp32 is accepted everywhere,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-device.c - what a device says about itself and how work on it
  * is ordered, on ref (two virtual devices) and cpu (skipped when it is not
  * built):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-gradcheck.c - every layer's backward (input and parameter
  * gradients) against central finite differences on the ref backend.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/test-hooks.sh - the test hooks are compiled in exactly when configure
 # ran with --enable-test-hooks: configure offers the switch, config.h and the
 # test environment agree, and the library and the plugins that read a hook's

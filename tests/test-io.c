@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-io.c - safetensors files, model save/load and the training
  * configuration.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-loader.c - the parallel loader and exact resumption.
  *
  * Most cases run on a synthetic dataset made here (its pixels are a hash of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-modules.c - the model object and the zoo on the ref backend:
  * parameter counts (PyTorch's numbers), arena layout, initialisation,
  * the grad-ready hook's order, freezing, zero_grad, gradient accumulation,

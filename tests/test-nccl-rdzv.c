@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-nccl-rdzv.c - the nccl plugin's rendezvous (plugins/nccl/
  * nccl-rdzv.c) between real processes over a real store, with the
  * GPU-facing calls (unique id, PCI bus id, host name) filled by plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-ops.c - the op front ends (tdm_op_*, include/tandem/ops.h).
  *
  * Bad arguments through each family of front ends (dense, convolution,

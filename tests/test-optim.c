@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-optim.c - SGD (momentum, dampening, nesterov, weight decay)
  * and AdamW steps against PyTorch's update formulas computed here in
  * double, through both the fused whole-arena path (the optimizer covers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-params.c - the parameter grammar (<tandem/params.h>): every
  * type with its range, defaults, positional values, aliases, quotes,
  * unknown keys and their messages; spec arrays in the 1.0 layout (four

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-plot-axis.c - the axes and the smoothing of `tandem plot`.
  *
  * tools/plot-axis.c is built into this program directly (it draws

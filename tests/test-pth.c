@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-pth.c - PyTorch .pth files read and written in C, without
  * PyTorch (tests/pth-torch.sh checks against torch itself).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-ref-ops.c - the ref backend checked on small hand-computed cases.
  *
  * The ref backend is the oracle of the conformance suite, so it is checked

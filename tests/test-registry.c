@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-registry.c - the plugin registry and devices, through the
  * public API.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-steady-alloc.c - a training step in its steady state allocates
  * no memory: after the first steps have created every primitive, buffer,
  * layout and optimizer state, further steps (forward, loss, backward, SGD

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-store.c - the rendezvous store (core/store.c) and the
  * distributed environment (core/distenv.c): every operation, timeouts,
  * concurrent clients, and hostile input (wrong token, oversized and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-transforms.c - the transform pipeline: random streams, the
  * parser's errors, output shapes, determinism and the random choices.
  *

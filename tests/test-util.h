@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test-util.h - checks and helpers that test programs of different
  * parts share.
  * Static functions only (each test is one program); a program includes it

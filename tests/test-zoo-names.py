@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """tests/test-zoo-names.py - the zoo's parameter and buffer names, shapes and
 order against PyTorch: torchvision's resnet18 / resnet34 / resnet50, vgg11,
 vgg16, vgg16_bn and alexnet (so their state dicts load strictly), and the reference

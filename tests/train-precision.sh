@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/train-precision.sh - train.precision (--precision): fp32 trains on
 # every backend and the log's start event records it; tf32 and bf16 are
 # refused before training on backends that do not offer them (ref refuses

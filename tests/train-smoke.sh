@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/train-smoke.sh - `tandem train` end to end on the embedded
 # Fashion-MNIST subset: mlp reaches 80% test accuracy after one epoch on
 # 10,000 images with the default settings; the same seed gives the same loss

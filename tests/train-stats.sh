@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/train-stats.sh - the loss and right predictions stay on the device
 # between reports: `tandem train` reads them once per report (a step event
 # every train.log_every steps, a progress line, the epoch's end), not per

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/train-torch.sh - weights saved by `tandem train` load into PyTorch.
 # Trains resnet8 for a few steps (so BN running statistics are not at their
 # initial values), saves it, loads the file into the PyTorch definition of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=sh
 # tests/train-zoo-lib.sh - sourced by tests/train-zoo*.sh: a few training
 # steps of a zoo model on the embedded Fashion-MNIST subset, resized so the

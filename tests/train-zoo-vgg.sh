@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/train-zoo-vgg.sh - vgg11, vgg16 and vgg16_bn train a few steps on
 # 32 px images (AdaptiveAvgPool2d upsamples their 1x1 feature maps to 7x7).
 . "$TDM_TOP_SRCDIR/tests/train-zoo-lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/train-zoo.sh - the zoo's torchvision models from the command line:
 # `tandem train --help` and `tandem inspect` list them, resnet50 and alexnet
 # train a few steps, and a VGG or AlexNet given images its max pools would

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: train (see tests/Makefile.inc)
 #
 # Unit tests of data, I/O and config (GLib g_test), and end-to-end tests of

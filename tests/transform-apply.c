@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/transform-apply.c - run a transform pipeline on one raw image.
  *
  * The oracle test (transforms-oracle.py) writes an image as raw u8 CHW,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """tests/transforms-oracle.py - every transform against torchvision.
 
 Each case runs a Tandem pipeline (through tests/transform-apply) and the

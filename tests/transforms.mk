@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests: transforms - the pipeline parser, shapes, determinism (test-transforms),
 # and every transform against torchvision (transforms-oracle.py, which runs
 # transform-apply on real Fashion-MNIST images and a random RGB image).

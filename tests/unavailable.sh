@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/unavailable.sh - sourced by the scripts that check a GPU plugin on
 # a machine without a usable GPU (cuda-unavailable.sh, nccl-unavailable.sh),
 # after tests/tap.sh.

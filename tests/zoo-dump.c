@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/zoo-dump.c - prints a zoo model's parameters then buffers, one per
  * line as "param|buffer NAME D0xD1x..", for tests/test-zoo-names.py to
  * compare with PyTorch. Usage: zoo-dump NAME [IN_CHANNELS NUM_CLASSES

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/check-plugin-backend.c - `tandem check-plugin` on a backend: the
  * op-by-op conformance suite against the ref oracle.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/check-plugin-collective.c - `tandem check-plugin` on a collective:
  * every op on 2 and 3 local processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/check-plugin-train.c - `tandem check-plugin` on a strategy and on
  * a transform.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/check-plugin.h - the parts of `tandem check-plugin` (tools/cmd-
  * check-plugin.c drives; one file per kind of check). Each check prints
  * its own "PASS ..."/"FAIL ..."/"SKIP ..." lines and returns which. */

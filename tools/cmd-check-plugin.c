@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-check-plugin.c - `tandem check-plugin FILE`: the conformance
  * checks of a plugin file, for its author and for a packager.
  *

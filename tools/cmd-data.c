@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-data.c - `tandem data preview`: look at augmented samples.
  *
  * Reads N samples of a dataset, runs them through a transform pipeline with

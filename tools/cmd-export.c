@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-export.c - `tandem export SRC DST`: a model's weights back to
  * PyTorch.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-inspect-devices.c - `tandem inspect devices`: every device of
  * every available backend, with what tdm_device_info() knows of it, then
  * the backends that are not available and why. Same "key: value" layout as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-inspect.c - `tandem inspect`: what the registry holds.
  *
  * Without an argument it lists every plugin with its features, then every

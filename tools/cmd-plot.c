@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-plot.c - `tandem plot`: training curves from JSON-lines logs.
  *
  * Reads every log named on the command line (`tandem train --log-file`),

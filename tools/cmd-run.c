@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-run.c - `tandem run`: start the workers of a distributed job,
  * torchrun style, and end them all when one fails.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/cmd-train.c - `tandem train` and `tandem eval`.
  *
  * Both commands build a TdmTrainConfig in three layers: the defaults, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/commands.h - the subcommands of the `tandem` program.
  *
  * Each command is `int tdm_cmd_<name>(int argc, char **argv)` with argv[0]

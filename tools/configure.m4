@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl tools: `tandem plot` draws its curves with cairo (Debian: libcairo2-dev).
 dnl Optional: without it the command is still there and says it was built
 dnl without cairo, so a script that calls it gets a clear message.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/plot-axis.c - axis ticks, tick labels and smoothing for `tandem plot`.
  *
  * Ticks take "nice" values, 1, 2 or 5 times a power of ten (Heckbert's

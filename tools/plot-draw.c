@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/plot-draw.c - draws the curves of training logs into one PNG.
  *
  * The image is a grid of PLOT_COLUMNS x PLOT_ROWS equal cells: five panels

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/plot-log.c - reads a training log into the curves `tandem plot` draws.
  *
  * The log is what core/trainer-log.c writes: one JSON object per line, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/plot.h - what `tandem plot` reads from a training log and draws.
  *
  * plot-log.c turns one JSON-lines log (`tandem train --log-file`) into a

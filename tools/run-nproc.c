@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/run-nproc.c - `tandem run --nproc-per-node gpu|auto`: how many
  * workers this node starts, and which GPU each drives.
  *

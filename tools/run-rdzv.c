@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/run-rdzv.c - the multi-node rendezvous of `tandem run`: every
  * launcher (node 0's included) connects to node 0's store, registers its
  * node for the current attempt ("rdzv/<attempt>/node/<r>" = "<nproc>

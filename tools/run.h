@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/run.h - what `tandem run`'s launcher (tools/cmd-run.c) shares with
  * its multi-node rendezvous (tools/run-rdzv.c): the parsed options, the job
  * being run, and the flag the signal handlers set.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tools/tandem.c - the `tandem` command's entry point.
  *
  * Global options come before the command name (`tandem --plugin X.so

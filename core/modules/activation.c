@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/activation.c - parameter-free elementwise layers: ReLU and
  * Dropout. Dropout's mask is derived by the backend from a seed and the
  * element index only; the seed of a forward mixes the module's own seed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/batchnorm2d.c - BatchNorm2d, as PyTorch's nn.BatchNorm2d with
  * affine weights and tracked running statistics: parameters `weight`,
  * `bias`, buffers `running_mean`, `running_var` (torchvision's names). In

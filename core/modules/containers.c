@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/containers.c - modules that route tensors rather than
  * compute: Sequential (children in order), Residual (body + shortcut,
  * summed, optionally followed by ReLU: torchvision's BasicBlock) and Flatten.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/conv2d.c - Conv2d layer, as PyTorch's nn.Conv2d with square
  * kernel, stride and padding, no dilation, one group (weight [O, C, K, K],
  * optional bias [O]). The three passes are the conv2d op front ends; when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/linear.c - Linear (fully connected) layer: y = x W^T + b,
  * as PyTorch's nn.Linear (weight [out, in], bias [out]). Forward and
  * backward are GEMMs (tdm_op_gemm); the bias is fused into the

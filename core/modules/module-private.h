@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/module-private.h - helpers shared by the module and model
  * files of the core (layers, containers, model placement), not installed.
  *

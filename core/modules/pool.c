@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core/modules/pool.c - pooling layers: MaxPool2d, AvgPool2d (PyTorch's
  * defaults: stride = kernel when 0, floor mode, padding counted in the
  * average) and AdaptiveAvgPool2d with torchvision's bins (output cell i of

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl docs/reference: `make doc` builds the API reference from the gtk-doc
 dnl comments of include/tandem/ (Debian: gtk-doc-tools). Optional: without
 dnl it `make doc` says what to install.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # docs/reference: the API reference, built by `make doc` with gtk-doc from
 # the comments of the public headers (docs/reference/README.md). Not part
 # of `make all`: gtk-doc is optional (docs/reference/configure.m4). Out of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/plugin/sign-sgd.c - an out-of-tree Tandem plugin: signSGD.
  *
  * A third party builds this file against the installed headers only

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Write a small image folder (torchvision's ImageFolder layout) for the
 transfer-learning example: DIR/train/<class>/*.png and DIR/val/<class>/*.png.
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # examples/transfer-learning/run.sh - the articles' fine-tuning flow end to
 # end, on image folders this script generates (no download, no PyTorch):
 #

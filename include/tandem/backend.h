@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * SECTION:backend
  * @title: Backends

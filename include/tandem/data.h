@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * SECTION:data
  * @title: Datasets and the loader

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * SECTION:module
  * @title: Modules and models

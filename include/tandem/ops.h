@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tandem/ops.h - the op front ends: the one way the core, strategies and
  * tools run a backend op.
  *

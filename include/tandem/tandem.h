@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tandem/tandem.h - the whole public API of libtandem-1. */
 #ifndef TANDEM_H
 #define TANDEM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * SECTION:types
  * @title: Basic types and errors

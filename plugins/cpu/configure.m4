@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl cpu backend: oneDNN (libdnnl) + OpenMP.
 AC_ARG_WITH([onednn],
   [AS_HELP_STRING([--with-onednn], [build the oneDNN cpu backend (default: if found)])],

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-backend.c - the oneDNN cpu backend: plugin, devices,
  * memory and the backend class table.
  *

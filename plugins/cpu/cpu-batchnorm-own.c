@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-batchnorm-own.c - batch norm's own loops on nChw8c / nChw16c.
  *
  * Batch norm is memory-bound: it reads the activation a few times and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-batchnorm.c - batch norm forward and backward, and
  * their forms with ReLU fused (oneDNN's fuse_norm_relu, with a bit-mask
  * workspace the backward reads).

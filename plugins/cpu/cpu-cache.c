@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-cache.c - memory descs, layout handles and op caches.
  *
  * A layout handle is the address of a dnnl_memory_desc_t interned in the

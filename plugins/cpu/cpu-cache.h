@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-cache.h - the op cache, and what each op keeps in it.
  *
  * An op looks its entry up by a key made of the op kind, its parameters and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-cast.c - dtype conversions of plain contiguous tensors.
  *
  * u8 to f32 (image batches, optionally scaled to [0, 1]) is a vectorised

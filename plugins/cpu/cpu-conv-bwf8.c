@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-bwf8.c - the cpu backend's own backward-weights
  * loops for convolutions whose input and output gradient are both in the
  * nChw8c layout (what oneDNN picks on AVX2 machines).

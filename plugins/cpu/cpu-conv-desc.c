@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-desc.c - what the convolution passes (cpu-conv.c)
  * are made from: the geometry and cache key of a convolution, the memory
  * descs of its tensors, oneDNN's primitive descriptors (direct, and

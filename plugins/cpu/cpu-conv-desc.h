@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-desc.h - what the convolution passes (cpu-conv.c)
  * are made from (cpu-conv-desc.c): a convolution's geometry and cache key,
  * the memory descs of its tensors, oneDNN's primitive descriptors (direct

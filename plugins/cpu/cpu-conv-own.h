@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-own.h - the cpu backend's own convolution loops,
  * used where oneDNN's kernels are slow: the stem (cpu-conv-stem.c: a plain
  * NCHW input with at most CPU_STEM_MAX_C channels into a blocked nChw8c /

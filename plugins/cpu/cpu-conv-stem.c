@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-stem.c - the cpu backend's own loops for a network's
  * first convolution: a plain NCHW input with very few channels (an image)
  * into the blocked output layout (nChw8c / nChw16c) oneDNN picks for the

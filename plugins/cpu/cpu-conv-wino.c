@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-wino.c - the cpu backend's own Winograd loops for
  * 3x3 convolutions of stride 1 and padding 1 whose input and output are both
  * in the nChw8c layout (what oneDNN picks on AVX2 machines): the forward

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv.c - 2-D convolution on oneDNN: forward (bias fused),
  * backward data and backward weights.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-device.c - the cpu backend's streams, events, device
  * information and device-side loss statistics.
  *

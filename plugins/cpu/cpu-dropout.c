@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-dropout.c - dropout on the cpu backend's own loops.
  *
  * The mask is drawn from (seed, element index) alone with the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-eltwise.c - the elementwise ops: ReLU forward and
  * backward, add, and add + ReLU fused.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-gemm.c - dense algebra: gemm on oneDNN matmul, bias gradients.
  *
  * gemm runs one matmul primitive on the plain operands, transposes expressed

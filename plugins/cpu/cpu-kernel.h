@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-kernel.h - what the backend's flat loops share: the
  * vector ops (cpu-vector.c), the elementwise ops (cpu-eltwise.c), casts
  * (cpu-cast.c) and the optimizer updates (cpu-optim.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-loss.c - softmax cross-entropy, the loss, on the cpu
  * backend's own loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-maxpool.c - max pooling, on the backend's own loops
  * where they apply and on oneDNN (cpu-pool.c) elsewhere.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-optim.c - the fused optimizer updates: SGD (momentum,
  * dampening, Nesterov, weight decay) and AdamW, as PyTorch computes them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-pool.c - pooling on oneDNN: average and global average
  * pooling, and max pooling where cpu-maxpool.c's own loops do not apply.
  *

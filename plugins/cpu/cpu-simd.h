@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-simd.h - what the backend's own convolution loops share:
  * vectors of 8 floats (GCC's vector extension: one pixel's 8 channels of
  * the nChw8c layout), unaligned loads and stores, and the two compilations

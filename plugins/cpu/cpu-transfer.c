@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-transfer.c - host transfers and layout conversions.
  *
  * read/write move a tensor's data to and from plain host order: a strided

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-tune.c - kernels chosen by measurement (see cpu-tune.h):
  * the process-wide table of shapes and their choices, the timing of the
  * candidates on a shape's first calls, the cache file and the profile's

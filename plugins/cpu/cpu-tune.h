@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-tune.h - kernels chosen by measurement.
  *
  * A convolution pass can run on oneDNN's direct primitive, oneDNN's

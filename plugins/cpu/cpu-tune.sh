@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # plugins/cpu/cpu-tune.sh - the cpu backend's convolution kernels chosen by
 # measurement (plugins/cpu/cpu-tune.h): the convolution conformance tests
 # against ref pass with every candidate forced (TDM_CPU_TUNE=force:NAME),

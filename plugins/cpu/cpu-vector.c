@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-vector.c - the vector ops on plain contiguous tensors:
  * fill, copy, scale, axpy and sum of squares.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu.h - private declarations of the oneDNN cpu backend.
  *
  * The backend keeps tensors in oneDNN's preferred (blocked) layouts from op

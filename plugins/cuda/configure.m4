@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl cuda backend: the CUDA toolkit (nvcc, the runtime), cuBLAS/cuBLASLt and
 dnl cuDNN >= 9. Default: built when a toolkit is found in /usr/local/cuda or
 dnl through nvcc on PATH; --with-cuda=DIR names the toolkit; --with-cuda

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-alloc.c - the caching allocator behind cuda-alloc.h.
  *
  * cudaMalloc and cudaFree cost tens of microseconds and synchronise the

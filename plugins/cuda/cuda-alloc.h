@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-alloc.h - a caching allocator over a raw allocator.
  *
  * cudaMalloc and cudaFree synchronise the device and cost tens of

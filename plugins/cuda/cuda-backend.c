@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-backend.c - the cuda backend: plugin, probe, devices,
  * errors, the per-op wrapper and the class table.
  *

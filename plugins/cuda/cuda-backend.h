@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-backend.h - what cuda-backend.c offers the other files
  * of the plugin besides the contracts of cuda.h: the current-device switch
  * and the streams by their core name; and what it calls of cuda-vector.c.

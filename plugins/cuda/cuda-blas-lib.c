@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-blas-lib.c - loads cuBLASLt and cuBLAS at run time and
  * fills the table of cuda-blas-lib.h (why: see there).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-blas-lib.h - the cuBLAS and cuBLASLt functions the
  * cuda backend calls, loaded when the first cuda device is opened.
  *

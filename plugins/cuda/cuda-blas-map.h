@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-blas-map.h - Tandem's row-major gemm as a column-major
  * BLAS call, and the alignment figure cuBLASLt's heuristic wants.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-blas.c - gemm on the cuda backend, through cuBLASLt.
  *
  * Tandem's row-major c[M,N] = alpha op(a) op(b) + beta c (+ bias[j] on

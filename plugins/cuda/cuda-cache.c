@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-cache.c - the cuda backend's op cache: a short list
  * of plans per call site, looked up by kind and key, least recently used
  * evicted (see cuda-cache.h). The plans' own contents are made and freed

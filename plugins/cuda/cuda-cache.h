@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-cache.h - what the cuda backend keeps in an op cache.
  *
  * A TdmOpCache slot belongs to one call site (a module's forward gemm, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-conv-plan.c - the plans of the cuda backend's
  * convolutions: cuDNN's tensor, filter, convolution and activation
  * descriptors for one shape and mode, and the algorithms that may run it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-conv.c - 2-D convolutions on the cuda backend, through
  * cuDNN's legacy convolution API (still shipped by cuDNN 9).
  *

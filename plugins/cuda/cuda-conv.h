@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-conv.h - what the two files of the cuda backend's
  * convolutions share: the call being run (shapes, mode, messages) and the
  * making of a plan (cuda-conv-plan.c: cuDNN descriptors and the choice of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-elem.h - the per-element arithmetic of the cuda
  * backend's own kernels, shared by nvcc and plain C compilers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-kernels.h - the launchers of cuda-ops.cu and
  * cuda-loss.cu, callable from C.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-loss.cu - the fused softmax cross-entropy kernels.
  *
  * One warp per row (kRowsPerBlock rows per block, grid-stride over rows):

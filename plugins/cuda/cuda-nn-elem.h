@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-nn-elem.h - the arithmetic of the batch norm, pooling
  * and bias-gradient kernels that does not depend on the GPU: pooling output
  * sizes, windows and divisors, the outputs a given input feeds, the batch

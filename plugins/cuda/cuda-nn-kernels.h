@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-nn-kernels.h - the extern "C" launchers of the batch
  * norm (cuda-norm.cu), pooling and bias-gradient (cuda-pool.cu) kernels,
  * called by cuda-nn.c.

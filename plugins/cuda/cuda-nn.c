@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-nn.c - the op-table entries of the cuda backend for
  * batch norm (plain and fused with ReLU), pooling and bias_grad: argument
  * checks, output shapes, scratch memory and the launches of cuda-norm.cu and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-norm.cu - batch norm forward and backward (with the
  * fused ReLU variants) and bias_grad: the per-channel kernels of the cuda
  * backend.

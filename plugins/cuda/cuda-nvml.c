@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-nvml.c - GPU utilisation from NVML, loaded at run time.
  *
  * The toolkit here has no nvml.h, and libnvidia-ml.so.1 exists only where a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-nvml.h - GPU utilisation through NVML, when present.
  *
  * NVML (libnvidia-ml.so.1) comes with the NVIDIA driver, not with the

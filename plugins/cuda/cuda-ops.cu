@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-ops.cu - the elementwise, cast, dropout, optimizer
  * and sum-of-squares kernels of the cuda backend.
  *

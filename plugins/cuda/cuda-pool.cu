@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-pool.cu - max, average and global average pooling,
  * forward and backward: the pooling kernels of the cuda backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-transfer.c - memory, copies, tensor transfers, streams
  * and events, and device information of the cuda backend.
  *

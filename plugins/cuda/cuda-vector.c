@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda-vector.c - the C side of the cuda backend's own
  * elementwise, loss, dropout, vector, cast and optimizer ops.
  *

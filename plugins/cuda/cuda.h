@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/cuda/cuda.h - what the files of the cuda backend share.
  *
  * The cuda backend runs every op of the op table on an NVIDIA GPU: GEMM

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/datasets/cifar.c - the CIFAR-10 and CIFAR-100 binary readers.
  *
  * The binary distributions are flat files of fixed-size records: CIFAR-10

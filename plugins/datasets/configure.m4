@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl datasets: the imagefolder reader needs libpng and libjpeg(-turbo); the
 dnl idx and cifar readers need nothing beyond zlib and GLib. With libdeflate
 dnl the idx reader inflates a whole gzipped file about twice as fast as

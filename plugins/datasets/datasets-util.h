@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/datasets/datasets-util.h - what the dataset reader plugins share:
  * setting an error from a format string and checking a sample index.
  *

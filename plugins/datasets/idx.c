@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/datasets/idx.c - the IDX dataset reader (MNIST, Fashion-MNIST).
  *
  * A dataset directory holds train-images-idx3-ubyte, train-labels-idx1-ubyte,

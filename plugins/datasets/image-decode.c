@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/datasets/image-decode.c - PNG (libpng) and JPEG (libjpeg-turbo)
  * decoding into u8 or float CHW pixels for the imagefolder reader.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/datasets/image-decode.h - PNG and JPEG decoding for the
  * imagefolder reader (internal to the plugin).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/datasets/imagefolder.c - the image-folder dataset reader (the
  * torchvision ImageFolder convention).
  *

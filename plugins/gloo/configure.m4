@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl gloo collectives: Debian's libgloo-dev (headers, libgloo.so, no pkg-config).
 AC_ARG_WITH([gloo],
   [AS_HELP_STRING([--with-gloo], [build the Gloo collectives plugin (default: if found)])],

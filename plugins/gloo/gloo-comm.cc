@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/gloo/gloo-comm.cc - libtdm-gloo: collectives between hosts over
  * Gloo's TCP transport (Debian's libgloo, BSD-3-Clause), behind the C ABI.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # plugins/gloo/gloo-failures.sh - failures the gloo plugin reports by itself,
 # without TDM_DEBUG=collectives: a mismatched call, a skipped call and a dead
 # rank, each on real processes started by `tandem run`, must stop the job

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/gloo/gloo-ops.cc - the gloo plugin's operations, run one at a
  * time on a communicator's worker thread (gloo-comm.cc), and the diagnosis of
  * their failures.

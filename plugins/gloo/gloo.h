@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/gloo/gloo.h - what the gloo plugin's two files share: the
  * communicator and work structures, the failure type that operations throw
  * (gloo-ops.cc) and the worker turns into a GError (gloo-comm.cc), and the

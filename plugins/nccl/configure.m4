@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl nccl collectives: NCCL >= 2.18 over the CUDA runtime of the cuda plugin.
 dnl Default: built when the cuda plugin is and nccl.h + libnccl are found in
 dnl the CUDA toolkit's directory (or --with-nccl=DIR); --with-nccl given and

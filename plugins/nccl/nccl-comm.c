@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/nccl/nccl-comm.c - libtdm-nccl: the collective interface over
  * NCCL for tensors on cuda devices, one GPU per rank.
  *

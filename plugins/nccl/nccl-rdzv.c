@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/nccl/nccl-rdzv.c - the nccl plugin's rendezvous through Tandem's
  * store: the duplicate-GPU check, the unique-id exchange and the arrival
  * marks (see nccl-rdzv.h). Waits poll tdm_store_check with a growing pause

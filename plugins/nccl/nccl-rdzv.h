@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/nccl/nccl-rdzv.h - the nccl plugin's rendezvous through Tandem's
  * store, kept free of CUDA and NCCL so that a CPU test runs it with real
  * processes and a real store.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/ref/ref-backend.c - the reference backend's plugin, devices and memory.
  *
  * Registers the BACKEND feature "ref" (priority 10: picked automatically only

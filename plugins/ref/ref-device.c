@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/ref/ref-device.c - the reference backend's streams, events and
  * device information.
  *

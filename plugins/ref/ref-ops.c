@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/ref/ref-ops.c - the reference layer ops: gemm, conv, batch norm,
  * relu and add, and the fused ops (conv, batch norm or add with ReLU),
  * defined as the unfused ops in sequence.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/ref/ref-pool.c - the reference pooling ops: max, average and
  * global average pooling, forward and backward.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/ref/ref-vector.c - the reference loss, dropout, vector ops, cast
  * and optimizer updates.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/ref/ref.h - what the files of the reference backend share.
  *
  * The ref backend is the oracle every other backend is checked against, so

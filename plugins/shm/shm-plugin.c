@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/shm/shm-plugin.c - libtdm-shm: collectives between ranks of one
  * host through a POSIX shared-memory segment.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/shm/shm-segment.c - the shm plugin's data path: collectives as
  * steps over a shared segment, with step counters for synchronisation.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/shm/shm.h - what the shm plugin's two files share: the layout of
  * the shared segment and the data path's entry points.
  *

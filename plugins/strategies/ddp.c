@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/strategies/ddp.c - DistributedDataParallel: one process per
  * device, each with a whole model, gradients averaged across processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/strategies/dp.c - DataParallel: one process, several devices.
  *
  * The model on the first device is the master; setup replicates it on each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/strategies/single.c - the one-device strategy.
  *
  * One training step on the model's own device: forward, softmax

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/strategies/strategies-util.h - what the built-in strategy
  * plugins share beyond the core's helpers for strategies (the default
  * step, arena slices, the broadcast and average of the value arena:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/strategies/zero1.c - ZeRO stage 1: data parallel like ddp, with
  * the optimizer state sharded across ranks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/color.c - color-jitter, normalize and to-tensor.
  *
  * color-jitter is torchvision's ColorJitter on PIL images (hue left out):

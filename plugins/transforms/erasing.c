@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/erasing.c - random-erasing (cutout).
  *
  * torchvision's RandomErasing: with probability p, up to ten tries at a box

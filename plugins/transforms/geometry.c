@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/geometry.c - pad, random-crop, center-crop, hflip, vflip.
  *
  * All of them are one operation: copy a window of the input that may reach

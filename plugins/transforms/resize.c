@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/resize.c - resize and random-resized-crop.
  *
  * Both resample with PIL's bilinear filter, which is what torchvision uses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/rotate.c - rotation about the centre, bilinear.
  *
  * torchvision's RandomRotation(degrees, interpolation=BILINEAR,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/tf-plugin.c - the transforms plugin: registers every
  * augmentation transform as a TRANSFORM feature.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plugins/transforms/tf.h - what the transform plugin's files share.
  *
  * Each transform is a TdmTransformClass plus a TdmParamSpec list; the specs

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """tests/abi/list-fields.py - every field of every public struct (a Tdm
 name with a body in the headers), one "Type field" line each (and "Type -"
 for the struct itself), for `make abi-update`, which turns the list into

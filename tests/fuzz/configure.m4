@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: MIT
 dnl tests/fuzz: `make fuzz` builds the libFuzzer targets with clang (Debian:
 dnl clang and libclang-rt-dev, which holds libFuzzer), when it can link one.
 AC_ARG_VAR([FUZZ_CC], [C compiler with libFuzzer for `make fuzz` (default clang)])

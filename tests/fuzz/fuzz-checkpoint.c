@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-checkpoint.c - libFuzzer target for the checkpoint
  * reader: the safetensors file, then its "tandem-checkpoint" metadata
  * (format, version, the JSON of the per-tensor checksums) and every

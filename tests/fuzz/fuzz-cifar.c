@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-cifar.c - libFuzzer target for the cifar dataset reader.
  *
  * Not built by make; from a build directory:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-config.c - libFuzzer target for the INI configuration
  * loader and tdm_train_config_set().
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-dataset.h - what the dataset readers' fuzz targets
  * share: a scratch folder emptied of the target's files before each input,
  * and opening a dataset that may rightly refuse the input.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-file.h - for the fuzz targets whose code under test
  * reads a path: each input is written to one temporary file.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-idx.c - libFuzzer target for the idx dataset reader.
  *
  * Not built by make; from a build directory:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-params.c - libFuzzer target for the parameter grammar
  * (<tandem/params.h>): "name key=value ..." for a strategy, an optimizer, a
  * dataset reader or a transform (the name as the registry has it), and the

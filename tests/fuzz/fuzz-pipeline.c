@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-pipeline.c - libFuzzer target for the transform pipeline
  * parser and every transform's argument parsing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-plot-log.c - libFuzzer target for `tandem plot`'s log
  * reader and drawing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-png.c - libFuzzer target for the imagefolder reader's
  * PNG (and, through content sniffing, JPEG) decoding.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-pth.c - libFuzzer target for the PyTorch .pth reader
  * (libzip archive, strict pickle reader, views against storages).
  *

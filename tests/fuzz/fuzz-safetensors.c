@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-safetensors.c - libFuzzer target for the safetensors reader.
  *
  * Not built by make; from a build directory:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz-store.c - libFuzzer target for the store server's frame
  * parser and request dispatch (core/store-server.c), without sockets: the input
  * is what one client sent on a connection.

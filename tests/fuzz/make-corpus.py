@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """tests/fuzz/make-corpus.py - writes the seed corpus of each fuzz target
 (tests/fuzz/corpus/<target>/): a handful of small valid inputs each, built
 from the formats the tests already use (the idx files of fuzz-idx.c, the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/fuzz/run.sh - `make fuzz-run`: each libFuzzer target over its seed
 # corpus for a bounded time, FUZZ_JOBS targets at a time.
 #

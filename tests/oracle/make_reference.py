@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Reference numbers from PyTorch for Tandem's oracle test.
 
 For each model named on the command line this builds the model in PyTorch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/oracle/oracle-util.c - what the oracle programs (test-oracle,
  * test-torchvision) share: TAP output, and "stages", sets of tensors
  * compared with PyTorch's by relative error ||ours - torch|| / ||torch||,

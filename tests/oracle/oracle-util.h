@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/oracle/oracle-util.h - TAP lines and tensor comparisons shared by
  * the oracle programs (test-oracle.c, test-torchvision.c).
  */

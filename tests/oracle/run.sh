@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/oracle/run.sh - whole models against PyTorch (the oracle test).
 # make_reference.py computes PyTorch's numbers into a temporary directory,
 # then test-oracle repeats the run through Tandem's public API on the ref and

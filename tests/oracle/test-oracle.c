@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-oracle.c - whole models checked against PyTorch's numbers.
  *
  * tests/oracle/make_reference.py (run by tests/oracle/run.sh) writes, for

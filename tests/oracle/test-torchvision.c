@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test-torchvision.c - the zoo's ImageNet models (resnet50, vgg11, vgg16,
  * vgg16_bn, alexnet) against torchvision's numbers.
  *

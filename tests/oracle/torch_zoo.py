@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/oracle/torch_zoo.py - the model zoo's own architectures (mlp, lenet,
 resnet8, resnet20) written the PyTorch way, with the parameter and buffer
 names of torchvision and of Tandem's zoo. The oracle's reference numbers

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/oracle/torchvision-alexnet.sh - against torchvision: alexnet logits at
 # 224 px (adaptive pooling is the identity at 6x6).
 cases="alexnet-224"

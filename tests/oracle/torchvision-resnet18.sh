@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/oracle/torchvision-resnet18.sh - against torchvision: resnet18 (the
 # articles' fine-tuning model) logits at 224 px from a torch.save .pth, and
 # every gradient in train mode (batch statistics) at 64 px.

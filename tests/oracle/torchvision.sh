@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/oracle/torchvision.sh - the zoo's ImageNet models against torchvision.
 # Sourced by the tests/oracle/torchvision-*.sh tests with $cases set (case
 # names of torchvision_reference.py, one model family per test so that each

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Reference numbers from torchvision for the zoo's ImageNet models.
 
 For each case named on the command line (CASES below: a torchvision model,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* invert.c - a transform plugin: "invert p=0.5" replaces each pixel value v
  * by 255 - v, with probability p per sample (torchvision's RandomInvert). */
 #include <tandem/tandem.h>

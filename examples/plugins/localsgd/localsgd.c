@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* localsgd.c - a strategy plugin: Local SGD. Each rank runs the default
  * step (forward, loss, backward, optimizer step) on its own batches with no
  * communication; every `sync-every` optimizer updates, and at the end of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rawimg.c - a dataset reader plugin: "rawimg path=DIR size=H,W channels=C
  * classes=K" reads DIR/<split>-images.u8 (N images, u8 CHW, back to back)
  * and DIR/<split>-labels.u8 (N labels, one byte each). */
