@@ -21,6 +21,8 @@
  */
 #include "config.h"
 
+#include <glib/gstdio.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +42,7 @@ typedef struct {
     char *top;            /* "<top>/" */
     char *pkl_name;       /* "<top>/data.pkl", for messages */
     GHashTable *storages; /* key -> Storage * */
+    guint64 file_size;    /* the archive's bytes: no stored entry holds more */
 } PthReader;
 
 typedef struct {
@@ -76,6 +79,15 @@ static guint8 *read_entry(PthReader *r, zip_int64_t index, size_t max, size_t *s
                          "zip entry %s is compressed (method %u); torch.save writes "
                          "stored entries",
                          name, (unsigned)sb.comp_method);
+        return NULL;
+    }
+    /* A stored entry's bytes are in the file: a size beyond it is a lie
+     * of the directory (and would be allocated before any read fails). */
+    if (r->file_size > 0 && sb.size > r->file_size) {
+        tdm_file_corrupt(error, r->path,
+                         "zip entry %s claims %" G_GUINT64_FORMAT " bytes, more than the "
+                         "archive's %" G_GUINT64_FORMAT,
+                         name, (guint64)sb.size, r->file_size);
         return NULL;
     }
     if (sb.size > max) {
@@ -439,9 +451,11 @@ TdmSafeTensors *tdm_pth_load(const char *path, GError **error)
         zip_error_fini(&ze);
         return NULL;
     }
+    GStatBuf fst;
     PthReader r = {
         .path = path,
         .za = za,
+        .file_size = g_stat(path, &fst) == 0 ? (guint64)fst.st_size : 0,
         .storages = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, storage_free),
     };
     TdmSafeTensors *st = NULL;

@@ -46,19 +46,21 @@ bail() {
 # ---- the stage and a tandem-1.pc pointing into it --------------------------
 run_logged "make install DESTDIR=<tmp>" install.log \
     make -C "$top_build" install DESTDIR="$stage" || bail "make install failed"
-pcvar() { "$PKG_CONFIG" --variable="$1" "$top_build/tandem-1.pc"; }
+# The staged tandem-1.pc is relocatable (${pcfiledir}): PKG_CONFIG_PATH
+# alone points a build at the stage. libdir and pluginsdir as installed
+# (below the stage) are what it gives with the stage taken off.
+pc=$(find "$stage" -path '*/pkgconfig/tandem-1.pc' | head -n 1)
+[ -n "$pc" ] || bail "no pkgconfig/tandem-1.pc under the stage"
+pcvar() {
+    d=$(cd "$("$PKG_CONFIG" --variable="$1" "$pc")" 2>/dev/null && pwd -P) && printf '%s\n' "${d#"$(cd "$stage" && pwd -P)"}"
+}
 libdir=$(pcvar libdir)
 pluginsdir=$(pcvar pluginsdir)
-[ -n "$libdir" ] && [ -n "$pluginsdir" ] || bail "cannot read libdir from $top_build/tandem-1.pc"
+[ -n "$libdir" ] && [ -n "$pluginsdir" ] || bail "cannot read libdir from $pc"
 tandem=$(find "$stage" -path '*/bin/tandem' -type f | head -n 1)
 fmnist=$(find "$stage" -type d -path '*/tandem/fashion-mnist' | head -n 1)
 [ -n "$tandem" ] && [ -n "$fmnist" ] || bail "no bin/tandem or fashion-mnist under the stage"
-# The staged .pc with its absolute paths moved into the stage (as
-# tests/install-example.sh explains).
-mkdir -p "$tmp/pc"
-sed -E "s#^(prefix|exec_prefix|libdir|includedir)=/#\1=$stage/#" \
-    "$stage$libdir/pkgconfig/tandem-1.pc" >"$tmp/pc/tandem-1.pc"
-PKG_CONFIG_PATH=$tmp/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+PKG_CONFIG_PATH=$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export PKG_CONFIG_PATH
 
 staged() {

@@ -77,7 +77,8 @@ for c in $commands; do
     done
     check_page "tandem-$c.1" $helps
     if grep -q "^\.SH NAME" "$pages/tandem-$c.1" 2>/dev/null &&
-        grep -A1 "^\.SH NAME" "$pages/tandem-$c.1" | grep -q "^tandem\\\\-$c \\\\- ."; then
+        grep -A1 "^\.SH NAME" "$pages/tandem-$c.1" |
+            grep -qF "tandem\\-$(printf '%s' "$c" | sed 's/-/\\-/g') \\- "; then
         ok "tandem-$c.1 has a NAME line with its summary"
     else
         fail "tandem-$c.1 has a NAME line with its summary"
