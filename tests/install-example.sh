@@ -24,22 +24,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-install.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 stage=$tmp/stage
 
-# Run a command with its output in a log; on failure show the log's tail.
-run_logged() {
-    name=$1; log=$tmp/$2; shift 2
-    if "$@" >"$log" 2>&1; then
-        ok "$name"
-        return 0
-    fi
-    fail "$name" "$(printf 'command failed: %s\n' "$*"; tail -n 25 "$log")"
-    return 1
-}
-
-bail() {
-    echo "Bail out! $1"
-    exit 1
-}
-
 # ---- 1. make install into a DESTDIR ---------------------------------------
 # Run from inside `make check`, this make inherits the outer one's flags
 # (-j, jobserver); everything is already built, so it only installs.

@@ -28,21 +28,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-kit.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 stage=$tmp/stage
 
-run_logged() {
-    name=$1; log=$tmp/$2; shift 2
-    if "$@" >"$log" 2>&1; then
-        ok "$name"
-        return 0
-    fi
-    fail "$name" "$(printf 'command failed: %s\n' "$*"; tail -n 25 "$log")"
-    return 1
-}
-
-bail() {
-    echo "Bail out! $1"
-    exit 1
-}
-
 # ---- the stage and a tandem-1.pc pointing into it --------------------------
 run_logged "make install DESTDIR=<tmp>" install.log \
     make -C "$top_build" install DESTDIR="$stage" || bail "make install failed"

@@ -2,7 +2,8 @@
 # tests/tap.sh - tiny TAP helpers for shell tests (source it).
 #   plan N; ok "name"; fail "name" "why"; skip "name" "why"; check "name" cmd args...;
 #   skip_all "why"; have_test_hooks (configure --enable-test-hooks; TDM_TEST_HOOKS
-#   comes from tests/Makefile.inc); expect_error "name" LINE PATTERN... -- cmd args...
+#   comes from tests/Makefile.inc); expect_error "name" LINE PATTERN... -- cmd args...;
+#   run_logged "name" LOG cmd args...; bail "why"
 #   timing: now; elapsed START; lt A B; ended_within "name" LIMIT DT;
 #   exits_nonzero "name" STATUS
 tap_n=0
@@ -68,4 +69,23 @@ ended_within() {
 # exits_nonzero NAME STATUS: a TAP result for "the command failed"
 exits_nonzero() {
     if [ "$2" -ne 0 ]; then ok "$1"; else fail "$1" "exit 0"; fi
+}
+
+# run_logged NAME LOG COMMAND...: one test, passed when COMMAND succeeds;
+# its output goes to $tmp/LOG (the caller's temp directory), whose tail
+# the failure shows.
+run_logged() {
+    name=$1; log=$tmp/$2; shift 2
+    if "$@" >"$log" 2>&1; then
+        ok "$name"
+        return 0
+    fi
+    fail "$name" "$(printf 'command failed: %s\n' "$*"; tail -n 25 "$log")"
+    return 1
+}
+
+# bail WHY: stop the whole test file (TAP "Bail out!").
+bail() {
+    echo "Bail out! $1"
+    exit 1
 }
