@@ -36,6 +36,13 @@ gboolean tdm_file_corrupt(GError **error, const char *path, const char *fmt, ...
 /* device.c: the backend's memory and transfer slots, for tensor.c and
  * loader.c (every file of the core but device.c, stream.c and ops-*.c
  * leaves the backend table alone). */
+/* tensor.c: a storage for bytes [offset, offset + nbytes) of `parent`
+ * (itself not a slice), holding a reference to it: tensors on the slice
+ * see nbytes, so tdm_tensor_ensure() gives one that needs more its own
+ * storage rather than writing past the slice. Kept in the storage's
+ * reserved[0]; the gradient pool's planned region (grad-pool.c). */
+TdmStorage *tdm_storage_new_slice(TdmStorage *parent, size_t offset, size_t nbytes);
+
 void *tdm_device_alloc(TdmDevice *dev, size_t nbytes, GError **error);
 void tdm_device_free(TdmDevice *dev, void *ptr, size_t nbytes);
 gboolean tdm_device_read(TdmDevice *dev, TdmTensor *t, void *host, GError **error);

@@ -7,7 +7,7 @@
  * offsets in a grad arena, and makes every TdmParam a view into them.
  *
  * The model also owns the pool of input-gradient buffers its layers share
- * during backward (module-private.h).
+ * during backward (grad-pool.c); tdm_model_backward marks a pass for it.
  *
  * Initial values follow PyTorch's default schemes and are drawn from a
  * counter-based generator keyed by (seed, parameter index, element index),
@@ -44,123 +44,6 @@ static int64_t param_numel(const TdmParam *p)
         n *= p->shape[i];
     }
     return n;
-}
-
-/* ---- the input-gradient pool (module-private.h) ---- */
-
-/* Bounds the pool in case a pattern of sizes keeps growing it. */
-#define GRAD_POOL_MAX 64
-
-typedef struct {
-    GPtrArray *storages; /* TdmStorage * (one reference each) */
-    size_t max_activation; /* largest training-mode module output seen */
-} GradPool;
-
-static GradPool *grad_pool(TdmModel *model, gboolean create)
-{
-    GradPool *gp = model->priv;
-    if (gp == NULL && create) {
-        gp = g_new0(GradPool, 1);
-        gp->storages = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_storage_unref);
-        model->priv = gp;
-    }
-    return gp;
-}
-
-static gboolean grad_pool_has(const GradPool *gp, const TdmStorage *s)
-{
-    for (guint i = 0; i < gp->storages->len; i++) {
-        if (g_ptr_array_index(gp->storages, i) == s) {
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
-TdmTensor *tdm_module_grad_slot(TdmModule *m, TdmTensor **slot, const TdmTensor *like)
-{
-    TdmTensor *t = tdm_module_slot(m, slot, TDM_DTYPE_F32);
-    if (m->model == NULL) {
-        return t;
-    }
-    GradPool *gp = grad_pool(m->model, TRUE);
-    if (t->storage != NULL) {
-        /* Its own storage (first use, or grown by the op): pool it, so that
-         * releasing it makes it free for the others. */
-        if (g_atomic_int_get(&t->storage->ref_count) == 1 && gp->storages->len < GRAD_POOL_MAX &&
-            !grad_pool_has(gp, t->storage)) {
-            g_ptr_array_add(gp->storages, tdm_storage_ref(t->storage));
-        }
-        return t;
-    }
-    size_t need = like != NULL ? tdm_tensor_nbytes(like) : 0;
-    if (t->ndim > 0) {
-        need = MAX(need, tdm_tensor_nbytes(t)); /* what the last use needed */
-    }
-    TdmStorage *best = NULL;
-    for (guint i = 0; i < gp->storages->len; i++) {
-        TdmStorage *s = g_ptr_array_index(gp->storages, i);
-        if (g_atomic_int_get(&s->ref_count) == 1 && s->nbytes >= need &&
-            (best == NULL || s->nbytes < best->nbytes)) {
-            best = s;
-        }
-    }
-    if (best == NULL && need > 0 && gp->storages->len < GRAD_POOL_MAX) {
-        /* A new buffer, pooled from the start so that the first step
-         * already shares them. Gradients are as large as their activations:
-         * a buffer as large as the largest one serves any layer, and the
-         * pool then needs only as many as are live at once. Requests under
-         * half the largest get their own size: a network's stages halve
-         * or quarter their activations, and rounding a stage's gradients
-         * up to the stem's made resnet18's pool 48 MiB instead of 35 (at
-         * batch 32, 64 px): more of the large buffers than are ever live
-         * at once. */
-        size_t size = need * 2 >= gp->max_activation ? MAX(need, gp->max_activation) : need;
-        best = tdm_storage_new(m->device, size, NULL);
-        if (best == NULL) {
-            return t; /* the op allocates (and reports) itself */
-        }
-        g_ptr_array_add(gp->storages, best);
-    }
-    if (best != NULL) {
-        t->storage = tdm_storage_ref(best);
-        t->offset = 0;
-    }
-    return t;
-}
-
-void tdm_module_grad_release(TdmModule *m, TdmTensor *g)
-{
-    if (g == NULL || g->storage == NULL || m->model == NULL) {
-        return;
-    }
-    GradPool *gp = grad_pool(m->model, FALSE);
-    if (gp == NULL || !grad_pool_has(gp, g->storage)) {
-        return;
-    }
-    tdm_storage_unref(g->storage);
-    g->storage = NULL;
-    g->offset = 0;
-}
-
-void tdm_model_note_activation(TdmModel *model, const TdmTensor *y)
-{
-    GradPool *gp = grad_pool(model, TRUE);
-    size_t n = tdm_tensor_nbytes(y);
-    if (n > gp->max_activation) {
-        gp->max_activation = n;
-    }
-}
-
-void tdm_model_grad_pool_free(TdmModel *model)
-{
-    GradPool *gp = grad_pool(model, FALSE);
-    if (gp == NULL) {
-        return;
-    }
-    g_ptr_array_unref(gp->storages);
-    g_free(gp);
-    model->priv = NULL;
 }
 
 /* ---- placement ---- */
@@ -457,7 +340,10 @@ gboolean tdm_model_forward(TdmModel *model, TdmTensor *x, TdmTensor **y, GError 
 gboolean tdm_model_backward(TdmModel *model, TdmTensor *dy, GError **error)
 {
     g_return_val_if_fail(model != NULL, FALSE);
-    return tdm_module_backward(model->root, dy, FALSE, NULL, error);
+    tdm_model_grad_pass_begin(model);
+    gboolean ok = tdm_module_backward(model->root, dy, FALSE, NULL, error);
+    tdm_model_grad_pass_end(model, model->device);
+    return ok;
 }
 
 gboolean tdm_model_zero_grad(TdmModel *model, GError **error)

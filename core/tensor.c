@@ -45,10 +45,28 @@ void tdm_storage_unref(TdmStorage *storage)
         return;
     }
     if (g_atomic_int_dec_and_test(&storage->ref_count)) {
-        tdm_device_free(storage->device, storage->data, storage->nbytes);
-        tdm_device_count_bytes(storage->device, -(gint64)storage->nbytes);
+        TdmStorage *parent = storage->reserved[0];
+        if (parent != NULL) {
+            tdm_storage_unref(parent); /* a slice: the memory is its parent's */
+        } else {
+            tdm_device_free(storage->device, storage->data, storage->nbytes);
+            tdm_device_count_bytes(storage->device, -(gint64)storage->nbytes);
+        }
         g_free(storage);
     }
+}
+
+TdmStorage *tdm_storage_new_slice(TdmStorage *parent, size_t offset, size_t nbytes)
+{
+    g_return_val_if_fail(parent != NULL && parent->reserved[0] == NULL, NULL);
+    g_return_val_if_fail(offset <= parent->nbytes && nbytes <= parent->nbytes - offset, NULL);
+    TdmStorage *s = g_new0(TdmStorage, 1);
+    s->ref_count = 1;
+    s->device = parent->device;
+    s->data = (char *)parent->data + offset;
+    s->nbytes = nbytes;
+    s->reserved[0] = tdm_storage_ref(parent);
+    return s;
 }
 
 static int64_t shape_numel(int ndim, const int64_t *shape)

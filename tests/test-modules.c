@@ -760,6 +760,64 @@ static void test_grad_pool_bounded(void)
     g_free(w);
 }
 
+/* One step of `m` on x, its gradient arena read back: through
+ * tdm_model_backward (planned) or the root's own backward (never planned,
+ * the pool reuses buffers by size alone). */
+static float *grads_after(TdmModel *m, TdmTensor *x, gboolean planned)
+{
+    GError *error = NULL;
+    TdmTensor *y = test_forward(m, x);
+    int64_t ny = tdm_tensor_numel(y);
+    g_autofree float *r = g_new(float, ny);
+    test_fill_uniform(r, ny, (guint32)ny, -1.0, 1.0);
+    TdmTensor *dy = test_tensor_from(m->device, y->ndim, y->shape, r);
+    g_assert_true(tdm_model_zero_grad(m, &error));
+    if (planned) {
+        g_assert_true(tdm_model_backward(m, dy, &error));
+    } else {
+        g_assert_true(tdm_module_backward(m->root, dy, FALSE, NULL, &error));
+    }
+    g_assert_no_error(error);
+    tdm_tensor_unref(dy);
+    return test_read(m->grad_arena);
+}
+
+/* The gradient pool plans one region from the first tdm_model_backward
+ * (core/grad-pool.c): later passes give every bit the unplanned pool
+ * gives, on new inputs, on a larger batch than the plan was made for
+ * (requests that outgrow their slice get buffers of their own) and on a
+ * smaller one, and the planned model holds less memory after a step. */
+static void test_grad_pool_planned(void)
+{
+    Wrap *wp = wrap_new(TRUE), *wu = wrap_new(TRUE);
+    TdmModelConfig cfg = {1, 10, 16, {0}};
+    TdmModel *mp = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &wp->dev, 5);
+    TdmModel *mu = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &wu->dev, 5);
+    const int batch[] = {8, 8, 8, 12, 4, 8};
+    int64_t live_p = 0, live_u = 0;
+    for (guint i = 0; i < G_N_ELEMENTS(batch); i++) {
+        TdmTensor *xp = input_batch(&wp->dev, batch[i], 1, 16, 10 + i);
+        TdmTensor *xu = input_batch(&wu->dev, batch[i], 1, 16, 10 + i);
+        g_autofree float *gp = grads_after(mp, xp, TRUE);
+        g_autofree float *gu = grads_after(mu, xu, FALSE);
+        g_assert_cmpmem(gp, mp->n_grads * sizeof(float), gu, mu->n_grads * sizeof(float));
+        tdm_tensor_unref(xp);
+        tdm_tensor_unref(xu);
+        if (i == 2) {
+            live_p = wp->live;
+            live_u = wu->live;
+        }
+    }
+    g_test_message("live after three steps of batch 8: planned %" G_GINT64_FORMAT
+                   ", by size %" G_GINT64_FORMAT " bytes",
+                   live_p, live_u);
+    g_assert_cmpint(live_p, <, live_u);
+    tdm_model_free(mp);
+    tdm_model_free(mu);
+    g_free(wp);
+    g_free(wu);
+}
+
 int main(int argc, char **argv)
 {
     g_setenv("TDM_REF_DEVICES", "2", TRUE);
@@ -779,5 +837,6 @@ int main(int argc, char **argv)
     g_test_add_func("/modules/cpu-matches-ref", test_cpu_matches_ref);
     g_test_add_func("/modules/fused-and-fallback", test_fused_and_fallback);
     g_test_add_func("/modules/grad-pool-bounded", test_grad_pool_bounded);
+    g_test_add_func("/modules/grad-pool-planned", test_grad_pool_planned);
     return g_test_run();
 }

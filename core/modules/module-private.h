@@ -51,7 +51,7 @@ TdmTensor *tdm_module_view(TdmTensor **view, TdmTensor *base, int ndim, const in
 /* Keep a reference to `t` in *keep (dropping the previous one). */
 void tdm_module_keep(TdmTensor **keep, TdmTensor *t);
 
-/* ---- input gradients: a model-wide pool of buffers (model.c) ----
+/* ---- input gradients: a model-wide pool of buffers (grad-pool.c) ----
  * Within a model, a layer's input gradient is dead as soon as the module
  * before it has consumed it, so instead of one buffer per layer (a second
  * copy of every activation) gradients live in a few storages that the
@@ -63,7 +63,8 @@ void tdm_module_keep(TdmTensor **keep, TdmTensor *t);
  * tdm_module_grad_release() on a gradient once it is consumed (never on the
  * gradient it was given itself, which its caller owns). Outside a model, or
  * for a tensor whose storage is not the pool's, both keep the old behaviour:
- * the slot keeps its own storage. The pool lives in model->priv. */
+ * the slot keeps its own storage. The pool lives in model->priv; how it
+ * plans one region for a pass is in core/grad-pool.c. */
 
 /* The slot *slot (created on demand, f32) with a free pooled storage of at
  * least the size its last use needed, or `like`'s size, attached when it
@@ -75,6 +76,11 @@ void tdm_module_grad_release(TdmModule *m, TdmTensor *g);
 /* Records the size of a training-mode module output (tdm_module_forward),
  * the size the pool gives its buffers. */
 void tdm_model_note_activation(TdmModel *model, const TdmTensor *y);
+/* A backward pass of the whole model begins or ends (tdm_model_backward):
+ * the pool records the first one and plans its region at its end
+ * (grad-pool.c). */
+void tdm_model_grad_pass_begin(TdmModel *model);
+void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev);
 /* Drops the pool of `model` (tdm_model_free). */
 void tdm_model_grad_pool_free(TdmModel *model);
 
