@@ -17,11 +17,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/mman.h>
+
 #include "cpu-tune.h"
 #include "cpu.h"
 
 /* Freed blocks kept for reuse, at most this many bytes. */
 #define CPU_CACHE_LIMIT ((size_t)2 << 30)
+/* Blocks from this size on are mapped and unmapped, not cached: see
+ * cpu_alloc. */
+#define CPU_MAP_MIN ((size_t)1 << 20)
 
 /* ---- profiling ---- */
 
@@ -199,6 +204,22 @@ static void *cpu_alloc(TdmDevice *dev, size_t nbytes, GError **error)
     CpuDevice *d = CPU_DEV(dev);
     size_t n = round_block(nbytes);
     void *p = NULL;
+    if (n >= CPU_MAP_MIN) {
+        /* Large blocks come straight from the kernel and go back to it
+         * when freed: a training step in its steady state allocates none
+         * (its buffers are slots and pools), so caching them only kept
+         * what the first steps freed (the gradient pool's recorded pass,
+         * buffers of shapes seen once) resident for the rest of the run.
+         * glibc would keep them too: its mmap threshold rises to the size
+         * of the blocks it unmaps. Fresh pages are zero already. */
+        p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                        "cpu backend: cannot allocate %zu bytes", nbytes);
+            return NULL;
+        }
+        return p;
+    }
     g_mutex_lock(&d->alloc_lock);
     GSList *list = g_hash_table_lookup(d->free_blocks, GSIZE_TO_POINTER(n));
     if (list != NULL) {
@@ -226,6 +247,10 @@ static void cpu_free(TdmDevice *dev, void *ptr, size_t nbytes)
         return;
     }
     size_t n = round_block(nbytes);
+    if (n >= CPU_MAP_MIN) {
+        munmap(ptr, n);
+        return;
+    }
     g_mutex_lock(&d->alloc_lock);
     if (d->cached_bytes + n <= CPU_CACHE_LIMIT) {
         GSList *list = g_hash_table_lookup(d->free_blocks, GSIZE_TO_POINTER(n));
