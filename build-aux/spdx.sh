@@ -43,7 +43,7 @@ for f in $(cd "$top" && find . \( -name .git -o -name build -o -name '_build*' -
         configure|Makefile.in|aclocal.m4|config.h.in|build-aux/ltmain.sh|build-aux/compile| \
         build-aux/config.*|build-aux/depcomp|build-aux/install-sh|build-aux/missing| \
         build-aux/test-driver|build-aux/tap-driver.sh|build-aux/ar-lib|m4/libtool.m4|m4/lt*.m4|*/corpus/*|config.status| \
-        config.log|libtool|stamp-h1|*.tar.*) continue ;;
+        config.log|libtool|stamp-h1|*.tar.*|*~) continue ;;
     esac
     s=$(style "$top/$f")
     [ "$s" = none ] && continue
