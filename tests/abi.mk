@@ -50,7 +50,7 @@ abi-update: core/libtandem-1.la
 	mv $(srcdir)/tests/abi/symbols.txt.tmp $(srcdir)/tests/abi/symbols.txt
 	$(AM_V_GEN)if test -f $(TDM_DEB_SYMBOLS); then \
 	    $(TDM_ABI_SYMBOLS) | $(AWK) -v version='$(PACKAGE_VERSION)' \
-	        'FNR == NR && /^ / { n = split($$1, s, "@"); since[s[1]] = $$2; next } \
+	        'FNR == NR && /^ / { split($$1, s, "@"); since[s[1]] = $$2; next } \
 	         FNR == NR { print; next } \
 	         { printf " %s@Base %s\n", $$1, ($$1 in since) ? since[$$1] : version }' \
 	        $(TDM_DEB_SYMBOLS) - >$(TDM_DEB_SYMBOLS).tmp && \
