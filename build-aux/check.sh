@@ -3,8 +3,9 @@
 # The README's second command (and CI's): install dependencies, build, run the
 # whole test suite, then beside it the fuzz targets over their seed corpus
 # (make fuzz-run, when clang has libFuzzer), the API reference (make doc,
-# with gtk-doc), the SPDX lines (build-aux/spdx.sh) and make distcheck,
-# and end with a line "N passed, N failed" (each of those steps counts as
+# with gtk-doc), the SPDX lines (build-aux/spdx.sh), make distcheck and
+# the Debian packages (build-aux/build-deb.sh, tests/deb-install.sh), and
+# end with a line "N passed, N failed" (each of those steps counts as
 # one).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,6 +65,33 @@ done
 grep -q '^#define HAVE_CAIRO 1' config.h && with="$with --with-cairo"
 step "make distcheck" make -j"$(nproc)" distcheck DISTCHECK_CONFIGURE_FLAGS="$with" \
     TESTS="tests/install-example.sh tests/abi-lists.sh tests/test-abi-layout tests/inspect.sh tests/train-smoke.sh"
+# The Debian packages: build-aux/build-deb.sh builds them (without the
+# suite, which has just run: nocheck; with the cuda and nccl plugins when
+# /usr/local/cuda has nvcc and NCCL) in a copy of the tree, and lintian
+# checks them; tests/deb-install.sh then installs them into the system,
+# checks them and purges them. Both work in one temporary directory outside
+# the tree, so nothing is written in or beside it. Root only: the install
+# check installs system packages (it purges them again, even on a failure).
+deb_check() {
+    debs=$(mktemp -d "${TMPDIR:-/tmp}/tandem-debs.XXXXXX") || return 1
+    deb_status=0
+    sh "$top/build-aux/build-deb.sh" "$debs" >"$debs/build-deb.out" 2>&1 || deb_status=$?
+    grep -E '^(build-deb|[EW]):' "$debs/build-deb.out"
+    if [ "$deb_status" -ne 0 ]; then
+        tail -n 40 "$debs/build-deb.out"
+    else
+        sh "$top/tests/deb-install.sh" "$debs" >"$debs/deb-install.out" 2>&1 || deb_status=$?
+        grep -E '^not ok|^#|^Bail out|# SKIP' "$debs/deb-install.out"
+        echo "deb-install: $(grep -c '^ok' "$debs/deb-install.out") ok, $(grep -c '^not ok' "$debs/deb-install.out") not ok"
+    fi
+    rm -rf "$debs"
+    return "$deb_status"
+}
+if [ "$(id -u)" = 0 ]; then
+    step "Debian packages (build-deb.sh, lintian, deb-install.sh)" deb_check
+else
+    skip=$(( ${skip:-0} + 1 )); echo "SKIP: Debian packages (not root: tests/deb-install.sh installs packages)"
+fi
 
 echo "${skip:-0} skipped"
 echo "$pass passed, $failed failed"

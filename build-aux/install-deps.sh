@@ -11,7 +11,9 @@
 #                            their ~200 dependencies), Open MPI, iproute2,
 #                            GNU time, the full Fashion-MNIST, OpenBLAS,
 #                            clang with libFuzzer (make fuzz), gtk-doc
-#                            (make doc) (build-aux/check.sh)
+#                            (make doc), debhelper, lintian and man-db
+#                            (the Debian packages' build and install check)
+#                            (build-aux/check.sh)
 set -e
 PKGS="build-essential autoconf automake libtool pkg-config
 libglib2.0-dev libjson-glib-dev zlib1g-dev libdeflate-dev libdnnl-dev libpng-dev libjpeg62-turbo-dev libgloo-dev
@@ -19,7 +21,8 @@ libzip-dev libcairo2-dev"
 TEST_PKGS="openmpi-bin libopenmpi-dev iproute2
 python3 python3-torch python3-torchvision
 dataset-fashion-mnist time libopenblas0-pthread
-clang libclang-rt-dev gtk-doc-tools"
+clang libclang-rt-dev gtk-doc-tools
+dpkg-dev debhelper lintian man-db"
 case "${1:-}" in
 --tests) PKGS="$PKGS $TEST_PKGS" ;;
 "") ;;

@@ -3,9 +3,10 @@
 # tests/abi-lists.sh - libtandem-1.so exports exactly the symbols of
 # tests/abi/symbols.txt, each declared in a public header, and
 # tests/abi/layout.txt records every field of every public struct (the
-# offsets themselves are checked by tests/test-abi-layout). An addition or
+# offsets themselves are checked by tests/test-abi-layout), and
+# debian/libtandem-1-0.symbols names the same symbols. An addition or
 # removal is shown as a diff; if it is intended, `make abi-update` rewrites
-# both lists (docs/abi.md says what else a change of the API asks for).
+# the three lists (docs/abi.md says what else a change of the API asks for).
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 lib=$TDM_TOP_BUILDDIR/core/.libs/libtandem-1.so
@@ -29,6 +30,29 @@ else
         "$(printf '%s\n' "$added" | sed -n '/./s/.*/+ & (exported, not in the list)/p'
            printf '%s\n' "$removed" | sed -n '/./s/.*/- & (listed, no longer exported)/p'
            echo "$update")"
+fi
+
+# The Debian package's symbols file names the same symbols, so that
+# dpkg-gensymbols (which fails the package build on a difference) and this
+# test cannot disagree. A tarball has no debian/.
+debsym=$TDM_TOP_SRCDIR/debian/libtandem-1-0.symbols
+if [ ! -f "$debsym" ]; then
+    skip "debian/libtandem-1-0.symbols names exactly tests/abi/symbols.txt" "no debian/ (a tarball)"
+else
+    grep '^ ' "$debsym" >"$tmp/debian-lines"
+    sed -n 's/^ \([A-Za-z_][A-Za-z0-9_]*\)@Base [0-9][0-9A-Za-z.+~]*$/\1/p' "$tmp/debian-lines" |
+        LC_ALL=C sort >"$tmp/debian"
+    malformed=$(grep -v '^ [A-Za-z_][A-Za-z0-9_]*@Base [0-9][0-9A-Za-z.+~]*$' "$tmp/debian-lines")
+    if [ -z "$malformed" ] && LC_ALL=C comm -3 "$tmp/listed" "$tmp/debian" >"$tmp/debian.diff" &&
+        [ ! -s "$tmp/debian.diff" ]; then
+        ok "debian/libtandem-1-0.symbols names exactly tests/abi/symbols.txt"
+    else
+        fail "debian/libtandem-1-0.symbols names exactly tests/abi/symbols.txt" \
+            "$(printf '%s\n' "$malformed" | sed -n '/./s/.*/not \" SYMBOL@Base VERSION\": &/p'
+               LC_ALL=C comm -23 "$tmp/listed" "$tmp/debian" | sed 's/.*/- & (in symbols.txt only)/'
+               LC_ALL=C comm -13 "$tmp/listed" "$tmp/debian" | sed 's/.*/+ & (in the symbols file only)/'
+               echo "make abi-update rewrites both (docs/abi.md)")"
+    fi
 fi
 
 # Every exported symbol is public API: named in an installed header.

@@ -30,6 +30,11 @@ tests/abi-layout.inc: $(srcdir)/tests/abi/layout.txt
 	    { printf "TDM_ABI_FIELD(%s, %s, %s)\n", $$1, $$2, $$3 }' \
 	    $(srcdir)/tests/abi/layout.txt >$@.tmp && mv $@.tmp $@
 
+# The Debian symbols file (a git checkout has debian/, a tarball does not):
+# abi-update rewrites its list with the same symbols, each keeping the
+# version it first appeared in, a new one getting this version.
+TDM_DEB_SYMBOLS = $(srcdir)/debian/libtandem-1-0.symbols
+
 # The exported symbols: defined, in the dynamic table (nm -D).
 TDM_ABI_SYMBOLS = $(NM) -D --defined-only core/.libs/libtandem-1.so | \
 	$(AWK) 'NF == 3 { print $$3 }' | LC_ALL=C sort
@@ -43,6 +48,13 @@ abi-update: core/libtandem-1.la
 	    $(TDM_ABI_SYMBOLS); \
 	} >$(srcdir)/tests/abi/symbols.txt.tmp && \
 	mv $(srcdir)/tests/abi/symbols.txt.tmp $(srcdir)/tests/abi/symbols.txt
+	$(AM_V_GEN)if test -f $(TDM_DEB_SYMBOLS); then \
+	    $(TDM_ABI_SYMBOLS) | $(AWK) -v version='$(PACKAGE_VERSION)' \
+	        'FNR == NR && /^ / { split($$1, s, "@"); since[s[1]] = $$2; next } \
+	         FNR == NR { print; next } \
+	         { printf " %s@Base %s\n", $$1, ($$1 in since) ? since[$$1] : version }' \
+	        $(TDM_DEB_SYMBOLS) - >$(TDM_DEB_SYMBOLS).tmp && \
+	    mv $(TDM_DEB_SYMBOLS).tmp $(TDM_DEB_SYMBOLS); fi
 	$(AM_V_GEN)echo '#include <tandem/tandem.h>' | \
 	    $(CPP) -I$(top_srcdir)/include -I$(top_builddir) $(GLIB_CFLAGS) - | \
 	    python3 $(srcdir)/tests/abi/list-fields.py | \
@@ -58,6 +70,6 @@ abi-update: core/libtandem-1.la
 	    ./tests/abi-update; \
 	} >$(srcdir)/tests/abi/layout.txt.tmp && \
 	mv $(srcdir)/tests/abi/layout.txt.tmp $(srcdir)/tests/abi/layout.txt
-	@echo "abi-update: rewrote tests/abi/symbols.txt and tests/abi/layout.txt; review with git diff tests/abi/"
+	@echo "abi-update: rewrote tests/abi/symbols.txt, tests/abi/layout.txt and $(TDM_DEB_SYMBOLS); review with git diff tests/abi/ debian/"
 
 .PHONY: abi-update

@@ -3,9 +3,11 @@
 # tests/deb-install.sh - installs the Debian packages that
 # build-aux/build-deb.sh built into the real system, checks what a user of
 # them would (the plugins found in the system path, a training run from
-# them, the man pages, building against libtandem-1-dev with pkg-config),
+# them, the man pages, building against libtandem-1-dev with pkg-config,
+# its guides, a strategy built from its examples, `tandem check-plugin`),
 # then purges every package the install added, so that the machine's
-# package set is as before. Root only; not part of `make check`.
+# package set is as before, even after a failure or an interrupt. Root
+# only; not part of `make check` (build-aux/check.sh runs it after it).
 #
 #   sh tests/deb-install.sh [DEBDIR]     (default build/deb)
 #
@@ -28,11 +30,17 @@ for p in libtandem-1-0 libtandem-1-dev tandem tandem-plugin-gloo tandem-plugin-c
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-deb.XXXXXX") || exit 1
-installed_list() { dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' | awk '$1 ~ /^.i/ { print $2 }' | sort; }
+# The packages present on the system: installed, or unpacked or
+# half-configured by an install that failed midway (anything but not
+# installed and config-files), so that a broken install is purged too.
+installed_list() {
+    dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' | awk '$1 !~ /^.[nc]/ { print $2 }' | sort
+}
 installed_list >"$tmp/before"
 
 # Purge what the install added (the packages and the dependencies pulled
-# in for them), whatever happened.
+# in for them), whatever happened: at the end, on a failure, and when the
+# script is interrupted (the EXIT trap alone does not run on a signal).
 cleanup() {
     installed_list >"$tmp/after"
     added=$(comm -13 "$tmp/before" "$tmp/after")
@@ -43,9 +51,37 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT HUP TERM
 
 # ---- install ----------------------------------------------------------------
-debs=$(ls "$debdir"/*.deb | grep -v -- '-dbgsym_')
+# The cuda and nccl plugin packages depend on NVIDIA's packages (cuBLAS from
+# NVIDIA's CUDA repository, debian/control): where apt knows none of them,
+# they are left out of the install (nccl's needs cuda's), each with a skip.
+# Any other package is installed, whatever its dependencies.
+available() {
+    apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [0-9]' ||
+        dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+debs=
+left_out=
+for deb in $(ls "$debdir"/*.deb | grep -v -- '-dbgsym_'); do
+    name=$(dpkg-deb -f "$deb" Package)
+    case $name in
+    tandem-plugin-cuda | tandem-plugin-nccl)
+        missing=
+        for dep in $(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/[(|].*//; s/ //g'); do
+            case " $left_out " in *" $dep "*) missing="$missing $dep (left out above)"; continue ;; esac
+            case $dep in libtandem-1-0 | tandem-plugin-*) continue ;; esac
+            available "$dep" || missing="$missing $dep (not known to apt: NVIDIA's repository)"
+        done
+        if [ -n "$missing" ]; then
+            skip "install $name" "needs$missing"
+            left_out="$left_out $name"
+            continue
+        fi ;;
+    esac
+    debs="$debs $deb"
+done
 if DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $debs >"$tmp/install.log" 2>&1; then
     ok "the packages install ($(echo $debs | wc -w) of them)"
 else
@@ -57,6 +93,16 @@ fi
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 pluginsdir=/usr/lib/$multiarch/tandem-1/plugins
 tandem() { env -u TDM_PLUGIN_PATH -u TDM_PLUGIN_SYSTEM_PATH /usr/bin/tandem "$@"; }
+
+# A `make install` into /usr/local would shadow the packaged library (the
+# loader searches /usr/local/lib first): the packaged command must run on
+# the packaged library, or nothing below tests the packages.
+lib=$(ldd /usr/bin/tandem 2>/dev/null | sed -n 's/^.*libtandem-1\.so\.0 => \([^ ]*\) .*/\1/p')
+if [ "$lib" -ef "/usr/lib/$multiarch/libtandem-1.so.0" ]; then
+    ok "/usr/bin/tandem runs on the packaged libtandem-1.so.0"
+else
+    fail "/usr/bin/tandem runs on the packaged libtandem-1.so.0" "it loads '$lib' (a make install elsewhere?)"
+fi
 
 # ---- the plugins come from the system path ---------------------------------
 tandem inspect >"$tmp/inspect" 2>&1
@@ -125,14 +171,69 @@ for page in $(dpkg -L tandem | grep '/man1/.*\.1\.gz$'); do
 done
 
 # ---- libtandem-1-dev: pkg-config and a program built against it --------------
+# tandem-1.pc is relocatable (prefix=${pcfiledir}/...): the same directory,
+# not the same string.
 check "pkg-config's pluginsdir is where the plugins are" \
-    [ "$(pkg-config --variable=pluginsdir tandem-1)" = "$pluginsdir" ]
-if cc -o "$tmp/train-mlp" "$top/examples/train-mlp.c" $(pkg-config --cflags --libs tandem-1) \
-    >"$tmp/cc.log" 2>&1; then
-    ok "examples/train-mlp.c builds with pkg-config tandem-1"
+    [ "$(pkg-config --variable=pluginsdir tandem-1)" -ef "$pluginsdir" ]
+
+# ---- libtandem-1-dev: the documentation and the examples -----------------------
+# What a plugin author with only the packages has: the guides and the
+# examples in /usr/share/doc/libtandem-1-dev, from which the examples build
+# (copied, as /usr/share/doc is read-only to them) and run.
+doc=/usr/share/doc/libtandem-1-dev
+missing=
+for f in README.md docs/README.md docs/architecture.md docs/plugins/README.md docs/plugins/strategy.md \
+    examples/README.md examples/train-mlp.c examples/plugins/localsgd/Makefile \
+    examples/plugins/localsgd/README.md examples/plugins/localsgd/localsgd.c; do
+    [ -f "$doc/$f" ] || missing="$missing $f"
+done
+if [ -z "$missing" ]; then
+    ok "$doc has docs/plugins/strategy.md and examples/plugins/localsgd/"
 else
-    fail "examples/train-mlp.c builds with pkg-config tandem-1" "$(tail -n 15 "$tmp/cc.log")"
+    fail "$doc has docs/plugins/strategy.md and examples/plugins/localsgd/" \
+        "missing:$missing; $(dpkg -L libtandem-1-dev | grep /doc/ | head -n 40)"
 fi
+if dpkg -S "$doc/docs/plugins/strategy.md" "$doc/examples/plugins/localsgd/Makefile" 2>/dev/null |
+    grep -qv '^libtandem-1-dev:'; then
+    fail "the guides and examples belong to libtandem-1-dev alone" "$(dpkg -S "$doc/docs" "$doc/examples")"
+else
+    ok "the guides and examples belong to libtandem-1-dev alone"
+fi
+if cc -o "$tmp/train-mlp" "$doc/examples/train-mlp.c" $(pkg-config --cflags --libs tandem-1) \
+    >"$tmp/cc.log" 2>&1; then
+    ok "the installed examples/train-mlp.c builds with pkg-config tandem-1"
+else
+    fail "the installed examples/train-mlp.c builds with pkg-config tandem-1" "$(tail -n 15 "$tmp/cc.log")"
+fi
+cp -R "$doc/examples/plugins/localsgd" "$tmp/localsgd"
+if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$tmp/localsgd" >"$tmp/localsgd.log" 2>&1; then
+    ok "the installed examples/plugins/localsgd builds with its Makefile"
+else
+    fail "the installed examples/plugins/localsgd builds with its Makefile" "$(tail -n 15 "$tmp/localsgd.log")"
+fi
+with_localsgd() { env -u TDM_PLUGIN_SYSTEM_PATH TDM_PLUGIN_PATH="$tmp/localsgd" /usr/bin/tandem "$@"; }
+if with_localsgd inspect localsgd >"$tmp/inspect-localsgd" 2>&1 &&
+    grep -q 'sync-every' "$tmp/inspect-localsgd" &&
+    with_localsgd train --model mlp --limit 256 --epochs 1 \
+        --device cpu --threads 2 --strategy "localsgd sync-every=2" --no-eval --quiet \
+        >"$tmp/train-localsgd" 2>&1; then
+    ok "tandem inspect lists it and trains with --strategy \"localsgd sync-every=2\""
+else
+    fail "tandem inspect lists it and trains with --strategy \"localsgd sync-every=2\"" \
+        "$(tail -n 15 "$tmp/inspect-localsgd" "$tmp/train-localsgd")"
+fi
+
+# ---- tandem check-plugin: the packaged conformance runner --------------------------
+# A backend's check runs the helper /usr/libexec/tandem/tandem-conformance;
+# the strategy built above is checked against single.
+for so in "$pluginsdir/libtdm-cpu.so" "$tmp/localsgd/libtdm-localsgd.so"; do
+    if tandem check-plugin "$so" >"$tmp/check-plugin.log" 2>&1 &&
+        grep -q "^PASS \(backend\|strategy\) " "$tmp/check-plugin.log"; then
+        ok "tandem check-plugin $(basename "$so") passes ($(tail -n 1 "$tmp/check-plugin.log"))"
+    else
+        fail "tandem check-plugin $(basename "$so") passes" "$(tail -n 15 "$tmp/check-plugin.log")"
+    fi
+done
 
 # ---- removal ------------------------------------------------------------------
 installed_list >"$tmp/after"

@@ -118,6 +118,53 @@ fmnist=$(find "$stage" -type d -path '*/tandem/fashion-mnist' | head -n 1)
 [ -n "$tandem" ] || bail "no bin/tandem under the staged install"
 [ -n "$fmnist" ] || bail "no embedded fashion-mnist under the staged install"
 
+# The documentation, in $(docdir) as this build's Makefile has it: every
+# guide of docs/ and every file of examples/ (docs/docs.mk lists them; a
+# file added to the tree but not to the list fails here), unchanged, the
+# example scripts still executable, and every relative link of the
+# installed Markdown pages resolving inside the installed tree.
+docdir=$(printf 'tdm-print-docdir:\n\t@echo $(docdir)\n' |
+    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$top_build" -f Makefile -f - tdm-print-docdir)
+staged_doc=$stage$docdir
+if [ -n "$docdir" ] && [ -f "$staged_doc/docs/plugins/strategy.md" ] &&
+    [ -f "$staged_doc/examples/plugins/localsgd/Makefile" ]; then
+    ok "docs/plugins/strategy.md and examples/plugins/localsgd/ installed in \$docdir ($docdir)"
+else
+    fail "docs/plugins/strategy.md and examples/plugins/localsgd/ installed in \$docdir" \
+        "docdir '$docdir': $(find "$stage" -path '*/doc/*' -type f | head -n 20)"
+fi
+doc_files=$(cd "$top_src" && {
+    echo README.md
+    echo LICENSE
+    ls docs/*.md docs/plugins/*.md docs/reference/README.md
+    find examples -type f ! -name '*.so' ! -name '*.o' ! -name '*~'
+} | LC_ALL=C sort)
+missing=
+for f in $doc_files; do
+    cmp -s "$top_src/$f" "$staged_doc/$f" || missing="$missing $f"
+done
+if [ -z "$missing" ]; then
+    ok "README, LICENSE, docs/ and examples/ installed unchanged ($(echo $doc_files | wc -w) files)"
+else
+    fail "README, LICENSE, docs/ and examples/ installed unchanged" \
+        "missing or different in $staged_doc (list them in docs/docs.mk):$missing"
+fi
+check "the installed examples/transfer-learning/run.sh is executable" \
+    [ -x "$staged_doc/examples/transfer-learning/run.sh" ]
+broken=
+for page in $(cd "$staged_doc" && find . -name '*.md' | LC_ALL=C sort); do
+    dir=$(dirname "$staged_doc/$page")
+    for link in $(grep -o '](\([^)]*\))' "$staged_doc/$page" | sed 's/^](//; s/)$//; s/#.*//' |
+        grep -v '^[a-z]*:' | sort -u); do
+        [ -e "$dir/$link" ] || broken="$broken ${page#./} -> $link;"
+    done
+done
+if [ -z "$broken" ]; then
+    ok "every relative link of the installed Markdown pages resolves in \$docdir"
+else
+    fail "every relative link of the installed Markdown pages resolves in \$docdir" "$broken"
+fi
+
 # Installed binaries must not look into the build tree at run time (libtool
 # relinks them on install for that). An RPATH entry leaks when it is the
 # build directory or a directory under it, compared by whole path

@@ -4,8 +4,8 @@
 # it: stage `make install` into a temporary DESTDIR, build the three
 # examples of examples/plugins/ (a strategy, a transform, a dataset reader)
 # with their own Makefiles and nothing but `pkg-config tandem-1` (with
-# PKG_CONFIG_PATH in the environment, as their READMEs say), and run them
-# from the stage. The Local SGD strategy trains on 2 ranks: its ranks must
+# PKG_CONFIG_PATH in the environment, as their READMEs say), from the copies
+# installed in $(docdir), and run them from the stage. The Local SGD strategy trains on 2 ranks: its ranks must
 # end with equal weights (each rank's file, written by tests/strategy-ranks.c
 # built against the stage), the same run without the end-of-training hook
 # must not (the control), and it must differ from ddp with sync-every=4 yet
@@ -54,9 +54,15 @@ staged() {
 }
 
 # ---- build each example as its README says ---------------------------------
+# From the copy `make install` put in $(docdir), as an author who has only
+# the installed Tandem finds them.
+docdir=$(printf 'tdm-print-docdir:\n\t@echo $(docdir)\n' |
+    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$top_build" -f Makefile -f - tdm-print-docdir)
+examples=$stage$docdir/examples/plugins
+[ -n "$docdir" ] && [ -d "$examples" ] || bail "no examples/plugins under the staged \$docdir ($docdir)"
 mkdir -p "$tmp/plugins"
 for ex in localsgd invert rawimg; do
-    cp -R "$top_src/examples/plugins/$ex" "$tmp/$ex"
+    cp -R "$examples/$ex" "$tmp/$ex"
     chmod -R u+w "$tmp/$ex"
     rm -f "$tmp/$ex"/*.so
     # a third party's make: none of this tree's make flags
