@@ -30,7 +30,10 @@ EXTRA_DIST += \
 # one aside while it links the copy it installs, so a test loading plugins
 # meanwhile finds none (seen as the oracle test's cpu cases skipped). The
 # install test therefore starts once every other test has finished.
-tests/install-example.log: $(TEST_LOGS:tests/install-example.log=)
+# (Not on install-plugins.log, which waits for it: make would drop one of
+# the two edges of that cycle, and the two installs could overlap.)
+TDM_LOGS_NOT_EXAMPLE = $(TEST_LOGS:tests/install-example.log=)
+tests/install-example.log: $(TDM_LOGS_NOT_EXAMPLE:tests/install-plugins.log=)
 # The kit's test stages its own install, after install-example.sh's (two
 # `make install` at once would relink the same plugins).
 tests/install-plugins.log: tests/install-example.log
