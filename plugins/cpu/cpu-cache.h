@@ -103,6 +103,7 @@ typedef struct {
 /* The geometries of the own convolution loops (cpu-conv-own.h). */
 typedef struct CpuStemGeom CpuStemGeom;
 typedef struct CpuBwf8Geom CpuBwf8Geom;
+typedef struct CpuGemmGeom CpuGemmGeom;
 typedef struct CpuWinoGeom CpuWinoGeom;
 
 /* ---- what each op keeps in its entry ----
@@ -140,6 +141,7 @@ typedef enum {
     CPU_CONV_BWF8,   /* cpu-conv-bwf8.c: backward weights on nChw8c */
     CPU_CONV_WINO,   /* cpu-conv-wino.c: Winograd F(4x4, 3x3) on nChw8c */
     CPU_CONV_ONEDNN_WINO, /* oneDNN's Winograd primitive */
+    CPU_CONV_GEMM,   /* cpu-conv-gemm.c: backward weights as one sgemm */
     CPU_CONV_N
 } CpuConvImpl;
 
@@ -155,6 +157,7 @@ typedef struct {
     const CpuStemGeom *stem; /* the own loops' geometries (buffers of the entry) */
     const CpuBwf8Geom *bwf8;
     const CpuWinoGeom *wino;
+    const CpuGemmGeom *gemm; /* its work is the scratchpad, as Winograd's */
     void *stem_work; /* their work buffers (Winograd's is the scratchpad) */
     void *bwf8_work;
 } CpuConvOwn;

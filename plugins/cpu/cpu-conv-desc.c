@@ -324,7 +324,7 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
  * (17 MiB) saved about 4 ms of a 100 ms step and the 128-channel backward
  * weights' (19 MiB) 0.4 ms, for 9 MiB more peak memory, 3.5% of it; the
  * 64- and 128-channel kernels that stay in (9-11 MiB) save about 10 ms. */
-static size_t workspace_limit(void)
+size_t cpu_conv_workspace_limit(void)
 {
     static gsize limit = 0;
     if (g_once_init_enter(&limit)) {
@@ -355,7 +355,7 @@ gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
     if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
         impl == NULL || strstr(impl, "wino") == NULL ||
         dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md,
-                                                               0)) > workspace_limit() ||
+                                                               0)) > cpu_conv_workspace_limit() ||
         (out_md != NULL &&
          !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(*pd, out_query, 0), out_md))) {
         dnnl_primitive_desc_destroy(*pd);

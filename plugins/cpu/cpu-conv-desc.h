@@ -57,6 +57,10 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
                              const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
                              dnnl_memory_desc_t *md);
 
+/* The largest scratchpad a candidate other than oneDNN's direct kernel
+ * may need, in bytes (TDM_CPU_WORKSPACE_LIMIT, MiB; 16 by default). */
+size_t cpu_conv_workspace_limit(void);
+
 /* Whether the stem and bwf8 loops are candidates (TDM_CPU_STEM,
  * TDM_CPU_BWF8 not "0"). */
 gboolean cpu_conv_stem_enabled(void);

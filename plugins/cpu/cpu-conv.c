@@ -389,7 +389,7 @@ static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFil
 
 /* The backward weights' entry: the candidates cpu-tune.c asks for among
  * the valid ones (oneDNN's direct and Winograd primitives, the stem, own
- * Winograd and nChw8c loops). */
+ * Winograd and nChw8c loops, the gathered sgemm). */
 static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
                                             const CpuConvGeom *g, const TdmConv2dParams *p,
                                             TdmTensor *x, TdmTensor *dy, TdmTensor *dw,
@@ -429,6 +429,12 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     if (cpu_conv_bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_BWF8);
     }
+    CpuGemmGeom gg;
+    if (dw->layout == NULL && tdm_tensor_is_contiguous(dw) &&
+        cpu_gemm_bwf_geom(&xmd, &dymd, dw->shape, p, &gg) &&
+        cpu_gemm_bwf_work_bytes(&gg) <= cpu_conv_workspace_limit()) {
+        valid |= CPU_CONV_BIT(CPU_CONV_GEMM);
+    }
     char *tkey =
         cpu_conv_tune_key("conv_bwd_filter", p, x->shape, dw->shape, x, dy, db != NULL, FALSE);
     const guint want = cpu_tune_plan(tkey, valid, &own->tune);
@@ -449,6 +455,10 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
         own->bwf8 = cpu_conv_own_take(e, &bg, sizeof bg, cpu_bwf8_work_bytes(&bg), &own->bwf8_work,
                                       "cannot allocate the backward-weights work buffer", error);
         ok = own->bwf8 != NULL;
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_GEMM))) {
+        own->gemm = cpu_conv_own_take(e, &gg, sizeof gg, 0, NULL, "out of memory", error);
+        ok = own->gemm != NULL && cpu_scratch_reserve(dev, cpu_gemm_bwf_work_bytes(&gg), error);
     }
     /* Winograd first (see the forward) */
     const gboolean spare = (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO)) != 0;
@@ -535,6 +545,15 @@ gboolean cpu_conv2d_backward_filter(TdmDevice *dev, TdmOpCache **cache, const Td
     case CPU_CONV_BWF8:
         cpu_bwf8_run(own->bwf8, tdm_tensor_data(x), tdm_tensor_data(dy), tdm_tensor_data(dw), dbp,
                      own->bwf8_work);
+        break;
+    case CPU_CONV_GEMM:
+        ok = cpu_gemm_bwf_run(own->gemm, tdm_tensor_data(x), tdm_tensor_data(dy),
+                              tdm_tensor_data(dw), dbp, CPU_DEV(dev)->scratch);
+        if (!ok) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                        "cpu conv2d: sgemm refused the backward weights of %" G_GINT64_FORMAT
+                        " output channels", dw->shape[0]);
+        }
         break;
     case CPU_CONV_STEM: {
         void *dys = cpu_convert_run(dev, e, &op->stem_dy_in, tdm_tensor_data(dy), error);

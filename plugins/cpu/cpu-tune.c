@@ -61,7 +61,8 @@ static GHashTable *tune_shapes; /* key -> CpuTuneShape (owned) */
 static GPtrArray *tune_order;   /* the shapes in the order they were met */
 static char *cache_path;        /* TDM_CPU_TUNE_CACHE, or NULL */
 
-static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem", "bwf8", "wino", "onednn_wino"};
+static const char *const impl_names[CPU_CONV_N] = {"onednn", "stem",        "bwf8",
+                                                    "wino",   "onednn_wino", "gemm"};
 
 const char *cpu_tune_impl_name(CpuConvImpl impl)
 {
@@ -201,7 +202,7 @@ static void tune_start(void)
     } else if (mode != NULL && mode[0] != '\0' && strcmp(mode, "on") != 0 &&
                strcmp(mode, "1") != 0) {
         g_warning("TDM_CPU_TUNE='%s' is not on, off or force:NAME (onednn, stem, bwf8, wino, "
-                  "onednn_wino); "
+                  "onednn_wino, gemm); "
                   "timing the kernels",
                   mode);
     }

@@ -61,7 +61,8 @@ void cpu_tune_start(CpuTuneClock *c);
 /* A timed call of candidate impl, started at `start`, has ended; makes the
  * choice once every candidate has been timed enough. */
 void cpu_tune_record(CpuTuneShape *shape, CpuConvImpl impl, const CpuTuneClock *start);
-/* The candidate's name: "onednn", "stem", "bwf8", "wino", "onednn_wino". */
+/* The candidate's name: "onednn", "stem", "bwf8", "wino", "onednn_wino",
+ * "gemm". */
 const char *cpu_tune_impl_name(CpuConvImpl impl);
 /* At exit: TDM_CPU_PROFILE's table of choices (when profile), and the
  * cache file written when new choices were made. */

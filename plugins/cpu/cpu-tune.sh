@@ -39,8 +39,8 @@ avx512=no
 grep -qw avx512f /proc/cpuinfo && avx512=yes
 # (on AVX-512 the nChw8c kernels, wino and bwf8, never apply: they are
 # forced on AVX2 only; oneDNN has its Winograd kernels on AVX-512 only)
-for run in native:onednn native:stem native:onednn_wino AVX2:onednn AVX2:stem AVX2:wino \
-        AVX2:bwf8; do
+for run in native:onednn native:stem native:onednn_wino native:gemm AVX2:onednn AVX2:stem \
+        AVX2:wino AVX2:bwf8 AVX2:gemm; do
     isa=${run%%:*} cand=${run#*:}
     name="conformance, $isa, TDM_CPU_TUNE=force:$cand"
     if [ $isa = AVX2 ] && [ $avx2 = no ]; then
@@ -118,11 +118,12 @@ timed_ok=yes
 for pass in conv_fwd conv_bwd_filter; do
     line=$(stem_line $pass)
     runs='[0-9.]+ \[[0-4]/4 clean\]'
-    printf '%s\n' "$line" | grep -qE ": (onednn|stem) \(timed, ms: onednn $runs stem $runs\)$" ||
+    printf '%s\n' "$line" |
+        grep -qE ": (onednn|stem|gemm) \(timed, ms: onednn $runs stem $runs( gemm $runs)?\)$" ||
         timed_ok="no: '$line'"
 done
 if [ "$timed_ok" = yes ]; then
-    ok "the profile names each timed choice and the times of both candidates"
+    ok "the profile names each timed choice and the times of every candidate"
 else
     fail "the profile names each timed choice and the times" "$timed_ok
 $(grep -E '^  conv' "$tmp/err")"
@@ -132,6 +133,10 @@ if grep -qE '^  conv_bwd_data .*: onednn \(only\)$' "$tmp/err"; then
 else
     fail "a shape with one candidate is not timed" "$(grep -E '^  conv' "$tmp/err")"
 fi
+
+# the shapes timed (the image input's two passes, and the other layers'
+# backward weights, where the gathered sgemm is a candidate too)
+ntimed=$(grep -c '(timed' "$tmp/err")
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 head4=$(head -n 4 "$cache" 2>/dev/null)
@@ -149,10 +154,10 @@ for pass in conv_fwd conv_bwd_filter; do
     key=$(stem_line $pass | sed 's/^  \(.*\): [a-z0-9]* (timed.*/\1/')
     grep -qxF "$choice	$key" "$cache" || same="no: '$choice	$key'"
 done
-if [ "$same" = yes ] && [ "$(grep -c '	' "$cache")" -eq 2 ]; then
-    ok "the cache file holds the two timed choices"
+if [ "$same" = yes ] && [ "$(grep -c '	' "$cache")" -eq "$ntimed" ]; then
+    ok "the cache file holds the $ntimed timed choices"
 else
-    fail "the cache file holds the two timed choices" "$same
+    fail "the cache file holds the $ntimed timed choices" "$same
 $(cat "$cache")"
 fi
 
@@ -182,7 +187,7 @@ warned_and_retimed() {
     if grep -F "TDM_CPU_TUNE_CACHE $cache: " "$tmp/err" | grep -qF "$2" &&
        stem_line conv_fwd | grep -q '(timed' &&
        [ "$(sed -n 1p "$cache")" = "tandem-cpu-tune 1" ] &&
-       [ "$(grep -c '	' "$cache")" -eq 2 ]; then
+       [ "$(grep -c '	' "$cache")" -eq "$ntimed" ]; then
         ok "$1"
     else
         fail "$1" "$(cat "$tmp/err")
@@ -196,7 +201,7 @@ sed 's/^cpu .*/cpu Some Other Processor 9000/' "$tmp/first.txt" >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 warned_and_retimed "a cache file from another machine is ignored with a warning" \
     "made on another machine or oneDNN"
-sed 's/^onednn	/sse2	/; s/^stem	/sse2	/' "$tmp/first.txt" >"$cache"
+sed 's/^onednn	/sse2	/; s/^stem	/sse2	/; s/^gemm	/sse2	/' "$tmp/first.txt" >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 warned_and_retimed "a cache file naming an unknown kernel is ignored" "unknown kernel 'sse2'"
 
