@@ -2,8 +2,10 @@
 # docs/reference: the API reference, built by `make doc` with gtk-doc from
 # the comments of the public headers (docs/reference/README.md). Not part
 # of `make all`: gtk-doc is optional (docs/reference/configure.m4). Out of
-# a build directory, into docs/api/ (html/index.html); the list of symbols
-# still without a comment is docs/api/tandem-undocumented.txt.
+# a build directory, into docs/api/ (html/index.html). It fails when a
+# public symbol, field, parameter or value has no comment
+# (docs/api/tandem-undocumented.txt, checked by check-coverage.sh) or when
+# gtk-doc warns (docs/api/mkdb.log).
 TDM_DOC_DIR = docs/api
 EXTRA_DIST += docs/reference/configure.m4 docs/reference/reference.mk
 
@@ -14,7 +16,8 @@ doc:
 	$(AM_V_GEN)cd $(TDM_DOC_DIR) && \
 	$(GTKDOC_SCAN) --module=tandem --source-dir='$(abs_top_srcdir)/include/tandem' \
 	    --ignore-headers=tandem.h --ignore-decorators='TDM_API' --output-dir=. && \
-	cp tandem-decl-list.txt tandem-sections.txt && \
+	$(SHELL) '$(abs_top_srcdir)/docs/reference/scan-extra.sh' \
+	    '$(abs_top_srcdir)/include/tandem' '$(CC)' && \
 	cp '$(abs_top_srcdir)/docs/reference/tandem-docs.xml' . && \
 	$(GTKDOC_MKDB) --module=tandem --output-format=xml \
 	    --source-dir='$(abs_top_srcdir)/include/tandem' --main-sgml-file=tandem-docs.xml \
