@@ -20,6 +20,15 @@
 
 G_BEGIN_DECLS
 
+/**
+ * TDM_API:
+ *
+ * Marks a function or variable that libtandem-1 exports. The library is
+ * built with -fvisibility=hidden and TDM_COMPILATION defined, where this
+ * makes the symbol visible; for everyone else (plugins, programs) it
+ * expands to nothing. Every exported name is listed in tests/abi/symbols.txt
+ * (docs/abi.md).
+ */
 #if defined(TDM_COMPILATION) && defined(__GNUC__)
 #define TDM_API __attribute__((visibility("default")))
 #else
@@ -38,11 +47,23 @@ G_BEGIN_DECLS
 #define TDM_PLUGIN_EXPORT
 #endif
 
+/**
+ * TDM_MAX_DIMS:
+ *
+ * The most dimensions a #TdmTensor has: the length of its shape and stride
+ * arrays. tdm_tensor_new() and the other makers refuse a larger rank with
+ * %TDM_ERROR_SHAPE ("tensor rank 9 is outside 0..8"); files that hold one
+ * are corrupt (%TDM_ERROR_CORRUPT).
+ */
 #define TDM_MAX_DIMS 8
 
-/* The most channels a dataset's images have (RGBA), and so the length of
+/**
+ * TDM_MAX_CHANNELS:
+ *
+ * The most channels a dataset's images have (RGBA), and so the length of
  * the per-channel normalisation constants (TdmLoaderOptions' mean and std,
- * tdm_dataset_get_normalization, tdm_transform_pipeline_set_normalization). */
+ * tdm_dataset_get_normalization(), tdm_transform_pipeline_set_normalization()).
+ */
 #define TDM_MAX_CHANNELS 4
 
 /**
@@ -65,6 +86,18 @@ G_BEGIN_DECLS
  * apart.
  */
 #define TDM_IFACE_VERSION(major, minor) ((major) << 16 | (minor))
+/**
+ * TDM_IFACE_VERSION_MAJOR:
+ * @version: a version made by TDM_IFACE_VERSION()
+ *
+ * The major part of @version, as a #guint32.
+ */
+/**
+ * TDM_IFACE_VERSION_MINOR:
+ * @version: a version made by TDM_IFACE_VERSION()
+ *
+ * The minor part of @version, as a #guint32.
+ */
 #define TDM_IFACE_VERSION_MAJOR(version) (((guint32)(version) >> 16) & 0xffffu)
 #define TDM_IFACE_VERSION_MINOR(version) ((guint32)(version) & 0xffffu)
 
@@ -85,6 +118,36 @@ G_BEGIN_DECLS
 #define TDM_CLASS_HEADER(version, ClassType)                                                       \
     .iface_version = (version), .struct_size = sizeof(ClassType)
 
+/**
+ * TdmPlugin:
+ *
+ * A loaded plugin (opaque): its descriptor, file and features, or why it
+ * failed to load. Owned by the registry for the life of the process; see
+ * tandem/plugin.h.
+ */
+/**
+ * TdmFeature:
+ *
+ * One feature a plugin registered (opaque): a kind, a name, a rank and a
+ * class struct. Owned by the registry for the life of the process, so a
+ * pointer to one never needs a reference; see tandem/plugin.h.
+ */
+/**
+ * TdmOpCache:
+ *
+ * The state a backend keeps for one op call site (opaque to the core,
+ * defined by each backend: primitives, layouts, scratch memory keyed by
+ * shape). A module owns the slot (`TdmOpCache *cache = NULL`), passes its
+ * address to the op and frees it with tdm_op_cache_clear(); see
+ * tandem/backend.h.
+ */
+/**
+ * TdmLoader:
+ *
+ * A data loader (opaque): batches of a dataset in sampler order, prepared
+ * by worker threads ahead of use. Made by tdm_loader_new() and freed by
+ * tdm_loader_free(); see tandem/data.h.
+ */
 typedef struct _TdmPlugin TdmPlugin;
 typedef struct _TdmFeature TdmFeature;
 typedef struct _TdmDevice TdmDevice;
