@@ -94,7 +94,14 @@
 
 G_BEGIN_DECLS
 
+/**
+ * TDM_STRATEGY_IFACE_VERSION:
+ *
+ * The interface version of #TdmStrategyClass this header describes (see
+ * TDM_IFACE_VERSION()): a strategy puts it in iface_version.
+ */
 /* 1.1 gave reserved slots a meaning: params in TdmStrategy and
+
  * TdmStrategyOptions (a strategy that reads it needs a core that fills
  * it) and read_stats in the class (see `since 1.1`). 1.2 gave two more
  * class slots one: export_optimizer and import_optimizer, for checkpoints
@@ -109,14 +116,21 @@ G_BEGIN_DECLS
 /**
  * TdmStrategyOptions:
  * @label_smoothing: the cross-entropy's label smoothing
- * @accumulate: micro-batches per optimizer step (1)
+ * @accumulate: micro-batches per optimizer step (1; below 1 counts as 1)
  * @devices: (element-type TdmDevice) (nullable): the devices, for dp; NULL:
  *   the model's device
  * @comm: (nullable): the collective communicator (distributed strategies;
  *   transfer none: it outlives the strategy)
  * @params: (nullable): since 1.1: the strategy's parameters bound to its
  *   specs (transfer none); NULL: tdm_strategy_new() binds those of its name
+ * @total_steps: since 1.3: the train_step calls (micro-batches) of the
+ *   whole run on this rank, from its first step (also when resumed from a
+ *   checkpoint): epochs x @steps_per_epoch, or train.max_steps when that
+ *   is fewer; 0: unknown (a caller that does not run the trainer)
+ * @steps_per_epoch: since 1.3: the train_step calls of one epoch; 0:
+ *   unknown
  * @reserved: zero
+
  *
  * What the trainer gives a strategy besides the model and the optimizer.
  */
@@ -140,7 +154,16 @@ typedef struct {
     gpointer reserved[5];
 } TdmStrategyOptions;
 
-/* Where tdm_strategy_end() is called (TdmStrategyClass.end). */
+/**
+ * TdmStrategyEnd:
+ * @TDM_STRATEGY_END_EPOCH: after an epoch's last step, before its
+ *   evaluation and checkpoint
+ * @TDM_STRATEGY_END_TRAINING: after the run's last step, before the final
+ *   checkpoint and --save
+ *
+ * Where tdm_strategy_end() is called (the class's end slot).
+ */
+
 typedef enum {
     TDM_STRATEGY_END_EPOCH = 0, /* after an epoch's last step, before its evaluation */
     TDM_STRATEGY_END_TRAINING,  /* after the run's last step, before --save */
@@ -187,12 +210,57 @@ typedef struct {
 
 /**
  * TdmStrategyClass:
+ * @iface_version: %TDM_STRATEGY_IFACE_VERSION
+ * @struct_size: sizeof(TdmStrategyClass)
+ * @setup: called once by tdm_strategy_new(), after the model's weights are
+ *   loaded and before the first step: read s->params, set s->priv,
+ *   broadcast rank 0's parameters (tdm_strategy_broadcast_values()); FALSE
+ *   with the error set makes tdm_strategy_new() fail without a teardown
+ *   call, so setup frees what it made before it fails (optional: NULL
+ *   means there is nothing to set up)
+ * @train_step: one micro-batch on @batch: forward, loss, backward (the
+ *   gradient of the mean loss scaled by 1/accumulate, added into the grad
+ *   arena), reduction and, when @do_update, the optimizer step and zeroed
+ *   gradients; fills @result (count always; loss and correct only without
+ *   @read_stats). tdm_strategy_default_step() is what `single` does
+ * @teardown: frees what setup made, also after a failed step; runs no
+ *   collectives (optional: NULL means there is nothing to tear down)
+ * @read_stats: sets stats->loss_sum and stats->correct to the figures of
+ *   the steps since the last call (or since setup), this process's, and
+ *   starts from zero again; the core fills count and steps (since 1.1;
+ *   optional: NULL means each train_step reports its batch's loss and
+ *   correct count in #TdmStepResult and the core adds them up, which on an
+ *   accelerator costs a wait for the device every step)
+ * @export_optimizer: for checkpoints: adds the optimizer's state to @out
+ *   as @prefix + "<parameter full name>.<state name>", plain f32 shaped
+ *   like the parameter, for every trainable parameter, whatever the
+ *   strategy and the world size, and sets *@step_count; a collective, rank
+ *   0's @out counts (since 1.2; optional: NULL means s->optimizer holds the
+ *   whole state; set together with @import_optimizer)
+ * @import_optimizer: the reverse, after setup: takes this rank's part of
+ *   the whole state in @in (read from @path, which errors name) and the
+ *   step count; an absent or misshapen tensor is an error naming it (since
+ *   1.2; optional: NULL means the core restores s->optimizer's state)
+ * @end: the end of an epoch (%TDM_STRATEGY_END_EPOCH, @epoch its 0-based
+ *   number) or of training (%TDM_STRATEGY_END_TRAINING, @epoch the last
+ *   one run), on every rank, before the core evaluates, saves or
+ *   checkpoints: bring the ranks' parameters and buffers together here if
+ *   the steps do not; a collective that never touches the gradients or the
+ *   optimizer (since 1.3; optional: NULL means the ranks hold equal
+ *   parameters after every step)
  *
- * A strategy's slots. Every slot is required unless its comment says
+ * A strategy's slots, in a static const struct the plugin gives to
+ * tdm_plugin_add_feature() as a TDM_FEATURE_STRATEGY. Every slot is
+ * required unless its comment says
+
  * "(optional: NULL means ...)"; the registry refuses a strategy with a NULL
- * required slot. The comment of each slot in the header says when the core
- * calls it and what it must do.
+ * required slot (%TDM_ERROR_PLUGIN). The comment of each slot in the
+ * header says when the core calls it and what it must do; the rules every
+ * strategy follows are in this section's introduction. Each slot that
+ * takes a #GError returns FALSE with it set on failure, naming the
+ * strategy and what failed; the job then stops on every rank.
  */
+
 struct _TdmStrategyClass {
     guint32 iface_version; /* TDM_STRATEGY_IFACE_VERSION */
     guint32 struct_size;   /* sizeof(TdmStrategyClass) */
@@ -378,10 +446,22 @@ TDM_API gboolean tdm_strategy_export_optimizer(TdmStrategy *s, TdmSafeTensors *o
 TDM_API gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTensors *in,
                                                const char *prefix, const char *path,
                                                int64_t step_count, GError **error);
-/* Calls the strategy's end hook (a class of 1.3 or later with one; else
- * does nothing). Errors are prefixed with the strategy's name. The trainer
- * calls it; a program that drives a strategy itself calls it at the end
- * of each epoch and of training. */
+/**
+ * tdm_strategy_end:
+ * @s: a strategy
+ * @what: the end of an epoch or of training
+ * @epoch: the epoch's 0-based number (for training: the last one run)
+ * @error: return location for a #GError, or NULL
+ *
+ * Calls the strategy's end hook (a class of 1.3 or later with one; else
+ * does nothing). The trainer calls it; a program that drives a strategy
+ * itself calls it at the end of each epoch and of training, on every rank.
+ *
+ * Returns: TRUE, or FALSE with @error set: the hook's error, prefixed with
+ * the strategy's name and "at the end of an epoch" or "at the end of
+ * training"
+ */
+
 TDM_API gboolean tdm_strategy_end(TdmStrategy *s, TdmStrategyEnd what, int epoch,
                                   GError **error);
 /**
@@ -405,45 +485,127 @@ TDM_API void tdm_strategy_free(TdmStrategy *s);
  *     }
  */
 
-/* Forward `batch` through s->model, softmax cross-entropy with
+/**
+ * tdm_strategy_forward_backward:
+ * @s: a strategy
+ * @batch: the batch, on the model's device
+ * @error: return location for a #GError, or NULL
+ *
+ * Forward @batch through s->model, softmax cross-entropy with
  * opts.label_smoothing, backward with the loss gradient scaled by
  * 1/opts.accumulate: the gradients are added into s->model's grad arena
  * (and its grad-ready hook fires per parameter). The batch's loss sum and
- * right predictions are added up on the device by the core, which hands
- * them to tdm_strategy_read_stats: a strategy that uses this leaves its
- * class's read_stats NULL and TdmStepResult's loss and correct 0. Nothing
- * waits for the device. */
+ * right predictions are added up on the device by the core (in tensors
+ * the core keeps with the strategy and frees with it), which hands them to
+ * tdm_strategy_read_stats(): a strategy that uses this leaves its class's
+ * read_stats NULL and #TdmStepResult's loss and correct 0. Nothing waits
+ * for the device. Since 1.3.
+ *
+ * Returns: TRUE, or FALSE with @error set by the failing op (the model's
+ * forward or backward, the loss: a label out of range names it); the
+ * gradients are then partly accumulated
+ */
+
 TDM_API gboolean tdm_strategy_forward_backward(TdmStrategy *s, TdmBatch *batch, GError **error);
-/* What `single` does, as a train_step slot: tdm_strategy_forward_backward,
- * then when `do_update` the optimizer step and zeroed gradients
- * (tdm_optimizer_step_zero_grad), and result->count = batch->size. No
+/**
+ * tdm_strategy_default_step:
+ * @s: a strategy
+ * @batch: the batch, on the model's device
+ * @do_update: whether this micro-batch ends an optimizer step
+ * @result: (out caller-allocates): its count is set to the batch's size;
+ *   the rest is left as it was
+ * @error: return location for a #GError, or NULL
+ *
+ * What `single` does, as a train_step slot: tdm_strategy_forward_backward(),
+ * then when @do_update the optimizer step and zeroed gradients
+ * (tdm_optimizer_step_zero_grad()), and result->count = batch->size. No
  * communication: on several ranks, average the gradients before the
- * update or the parameters after it yourself. */
+ * update or the parameters after it yourself. Since 1.3.
+ *
+ * Returns: TRUE, or FALSE with @error set by the forward, backward or
+ * optimizer step
+ */
+
 TDM_API gboolean tdm_strategy_default_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
                                            TdmStepResult *result, GError **error);
-/* s->opts.comm, or NULL with a TDM_ERROR_INVALID_ARG error naming the
- * strategy and how to get a communicator (transfer none). */
+/**
+ * tdm_strategy_get_comm:
+ * @s: a strategy
+ * @error: return location for a #GError, or NULL
+ *
+ * The strategy's communicator, for a strategy that cannot run without
+ * one. Since 1.3.
+ *
+ * Returns: (transfer none): s->opts.comm, or NULL with
+ * %TDM_ERROR_INVALID_ARG naming the strategy and how to get a
+ * communicator (`tandem run`, mpirun or srun, or tdm_comm_new())
+ */
+
 TDM_API TdmComm *tdm_strategy_get_comm(TdmStrategy *s, GError **error);
-/* Every rank takes rank `root`'s parameters and buffers (the whole value
+/**
+ * tdm_strategy_broadcast_values:
+ * @s: a strategy
+ * @root: the rank whose values every rank takes, >= 0
+ * @error: return location for a #GError, or NULL
+ *
+ * Every rank takes rank @root's parameters and buffers (the whole value
  * arena), over s->opts.comm; nothing to do without a communicator or in a
- * world of one. A collective; errors name the strategy. */
+ * world of one. A collective: every rank calls it. Since 1.3.
+ *
+ * Returns: TRUE, or FALSE with @error set: the collective's error, prefixed
+ * with the strategy's name and "broadcasting the parameters from rank N"
+ */
+
 TDM_API gboolean tdm_strategy_broadcast_values(TdmStrategy *s, int root, GError **error);
-/* Every rank's parameters and buffers become their mean over the ranks
- * (an all-reduce of the whole value arena), over s->opts.comm; nothing to
- * do without a communicator or in a world of one. A collective; errors
- * name the strategy. */
+/**
+ * tdm_strategy_average_values:
+ * @s: a strategy
+ * @error: return location for a #GError, or NULL
+ *
+ * Every rank's parameters and buffers (batch-norm running statistics
+ * included) become their mean over the ranks (an all-reduce of the whole
+ * value arena), over s->opts.comm; nothing to do without a communicator or
+ * in a world of one. A collective: every rank calls it. Since 1.3.
+ *
+ * Returns: TRUE, or FALSE with @error set: the collective's error, prefixed
+ * with the strategy's name and "averaging the parameters over N ranks"
+ */
+
 TDM_API gboolean tdm_strategy_average_values(TdmStrategy *s, GError **error);
 
-/* A flat f32 view of elements [start, start + count) of an arena
- * (model->value_arena, model->grad_arena, or any f32 tensor laid out so):
- * how a strategy addresses a range of parameters or gradients, a bucket
- * or a shard, without copying. A parameter's elements start at
- * param->arena_offset / sizeof(float). Transfer full; an error when the
- * range is out of the arena. */
+/**
+ * tdm_arena_slice:
+ * @arena: a plain f32 tensor with storage: model->value_arena,
+ *   model->grad_arena, or any f32 tensor laid out so
+ * @start: the first element
+ * @count: the number of elements
+ * @error: return location for a #GError, or NULL
+ *
+ * A flat f32 view [@count] of elements [@start, @start + @count) of an
+ * arena: how a strategy addresses a range of parameters or gradients, a
+ * bucket or a shard, without copying. A parameter's elements start at
+ * param->arena_offset / sizeof(float). The view shares the arena's
+ * storage (it holds a reference to it). The range is checked against the
+ * arena's storage, not its shape: a range past the arena's last element
+ * but inside its storage is not refused. Since 1.3.
+ *
+ * Returns: (transfer full): the view, or NULL with %TDM_ERROR_SHAPE when
+ * the range does not fit in the arena's storage (the message gives the
+ * bytes)
+ */
+
 TDM_API TdmTensor *tdm_arena_slice(TdmTensor *arena, size_t start, size_t count, GError **error);
-/* The first element of the value arena that is a buffer (batch-norm
+/**
+ * tdm_model_first_buffer:
+ * @model: a model
+ *
+ * The first element of the value arena that is a buffer (batch-norm
  * running statistics): parameters are [0, it), buffers [it, n_values).
- * n_values when there are no buffers. */
+ * Since 1.3.
+ *
+ * Returns: that element's index; model->n_values when there are no buffers
+ */
+
 TDM_API size_t tdm_model_first_buffer(const TdmModel *model);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStrategy, tdm_strategy_free)
