@@ -121,18 +121,31 @@ typedef struct {
     gpointer reserved[8];
 } TdmPluginDesc;
 
-/* The version a plugin's descriptor declares: the build gives it, as
- * -DTDM_PLUGIN_VERSION='"1.2"' on the compiler's command line, or through
- * an Autoconf config.h (its PACKAGE_VERSION) included before this header.
- * A plugin that has neither fails to compile at TDM_PLUGIN_DEFINE with
- * "'TDM_PLUGIN_VERSION' undeclared", which says what to define. */
+/**
+ * TDM_PLUGIN_VERSION:
+ *
+ * The version a plugin's descriptor declares (a string literal): the
+ * build gives it, as -DTDM_PLUGIN_VERSION='"1.2"' on the compiler's
+ * command line, or through an Autoconf config.h (its PACKAGE_VERSION)
+ * included before this header. A plugin that has neither fails to compile
+ * at TDM_PLUGIN_DEFINE() with "'TDM_PLUGIN_VERSION' undeclared", which
+ * says what to define.
+ */
+
 #if !defined(TDM_PLUGIN_VERSION) && defined(PACKAGE_VERSION)
 #define TDM_PLUGIN_VERSION PACKAGE_VERSION
 #endif
 
-/* Declares the descriptor symbol for a plugin; use once per plugin:
+/**
+ * TDM_PLUGIN_DEFINE:
+ * @...: name, lic, desc, orig, initfn (or the older seven arguments)
+ *
+ * Declares the descriptor symbol for a plugin; use once per plugin:
+ * |[<!-- language="C" -->
  *   TDM_PLUGIN_DEFINE(ref, "MIT", "Reference backend", "tandem", ref_init)
+ * ]|
  * `name` is the plugin's name written as a C identifier, once: the file
+
  * must be installed as libtdm-<name>.so, where a dash in the file name
  * stands for an underscore in `name` (TDM_PLUGIN_DEFINE(my_sgd, ...) is
  * libtdm-my-sgd.so, whose plugin is then called "my-sgd"). The version
@@ -142,7 +155,62 @@ typedef struct {
  *
  * The older form, which named the plugin twice and gave its version,
  * TDM_PLUGIN_DEFINE(ident, "name", "version", lic, desc, orig, initfn), is
- * still accepted, so that sources written for it keep building. */
+ * still accepted, so that sources written for it keep building. Any other
+ * number of arguments fails to compile with a static assertion naming the
+ * five it takes.
+ *
+ * It defines a static #TdmPluginDesc and the exported function
+ * tdm_plugin_<name>_get_desc() that returns it (the descriptor is static
+ * storage: the registry never frees it). What the descriptor says is
+ * checked when the plugin loads (see #TdmPluginDesc).
+ */
+/**
+ * TDM_PLUGIN_DEFINE_PICK_:
+ * @a1: an argument of TDM_PLUGIN_DEFINE()
+ * @a2: an argument
+ * @a3: an argument
+ * @a4: an argument
+ * @a5: an argument
+ * @a6: an argument
+ * @a7: an argument
+ * @which: the form picked by the number of arguments
+ * @...: the rest
+ *
+ * Part of TDM_PLUGIN_DEFINE(), not for use on its own: picks the form by
+ * the number of arguments.
+ */
+/**
+ * TDM_PLUGIN_DEFINE_NEW_:
+ * @name: the plugin's name as a C identifier
+ * @lic: the SPDX licence identifier
+ * @desc: one line
+ * @orig: a URL or vendor
+ * @initfn: (nullable): the init function
+ *
+ * Part of TDM_PLUGIN_DEFINE(), not for use on its own: the five-argument
+ * form, with the version from %TDM_PLUGIN_VERSION.
+ */
+/**
+ * TDM_PLUGIN_DEFINE_OLD_:
+ * @ident: the plugin's name as a C identifier
+ * @name_str: the plugin's name as a string
+ * @ver: the version string
+ * @lic: the SPDX licence identifier
+ * @desc: one line
+ * @orig: a URL or vendor
+ * @initfn: (nullable): the init function
+ *
+ * Part of TDM_PLUGIN_DEFINE(), not for use on its own: the seven-argument
+ * form, which also defines the descriptor and its exported getter.
+ */
+/**
+ * TDM_PLUGIN_DEFINE_BAD_:
+ * @...: the arguments given
+ *
+ * Part of TDM_PLUGIN_DEFINE(), not for use on its own: a static assertion
+ * that fails the build when the number of arguments is wrong.
+ */
+
 #define TDM_PLUGIN_DEFINE(...)                                                                    \
     TDM_PLUGIN_DEFINE_PICK_(__VA_ARGS__, TDM_PLUGIN_DEFINE_OLD_, TDM_PLUGIN_DEFINE_BAD_,         \
                             TDM_PLUGIN_DEFINE_NEW_, TDM_PLUGIN_DEFINE_BAD_,                       \
@@ -238,7 +306,8 @@ typedef enum {
  * TDM_PARAM_STRING). tdm_feature_get_params() always returns the current
  * layout. An array ends with an entry whose name is NULL (TDM_PARAM_SPEC_END).
  * since 1.1: struct_size, type, flags, min, max, min_count, max_count,
- * choices, aliases (the 1.0 layout had name, type text, default, description) */
+ * choices, aliases (the 1.0 layout had name, type text, default, description)
+ */
 typedef struct {
     const char *name;          /* the key: letters, digits, '-', '_' */
     gsize struct_size;         /* sizeof(TdmParamSpec) */
@@ -284,6 +353,89 @@ typedef struct _TdmParams TdmParams;
         .default_value = (def), .min = (lo), .max = (hi), .min_count = (cmin),                    \
         .max_count = (cmax), .choices = (ch), .description = (desc)                               \
     }
+/**
+ * TDM_PARAM_SPEC_STRING:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_STRING.
+ */
+/**
+ * TDM_PARAM_SPEC_INT:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @lo: the least value
+ * @hi: the greatest value (0, 0: any)
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_INT.
+ */
+/**
+ * TDM_PARAM_SPEC_FLOAT:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @lo: the least value
+ * @hi: the greatest value (0, 0: any)
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_FLOAT.
+ */
+/**
+ * TDM_PARAM_SPEC_BOOL:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_BOOL.
+ */
+/**
+ * TDM_PARAM_SPEC_CHOICE:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @choices: the names allowed, "a|b|c"
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_CHOICE.
+ */
+/**
+ * TDM_PARAM_SPEC_INTS:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @cmin: the fewest values
+ * @cmax: the most values (0, 0: one or more)
+ * @lo: each value's least
+ * @hi: each value's greatest (0, 0: any)
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_INTS. Note the order: the
+ * counts come before the range, unlike TDM_PARAM_SPEC_FULL().
+ */
+/**
+ * TDM_PARAM_SPEC_FLOATS:
+ * @n: the name
+ * @f: a #TdmParamFlags mask
+ * @def: (nullable): the default, or NULL
+ * @cmin: the fewest values
+ * @cmax: the most values (0, 0: one or more)
+ * @lo: each value's least
+ * @hi: each value's greatest (0, 0: any)
+ * @desc: the description
+ *
+ * A #TdmParamSpec entry of type %TDM_PARAM_FLOATS; the counts come before
+ * the range, as for TDM_PARAM_SPEC_INTS().
+ */
+/**
+ * TDM_PARAM_SPEC_END:
+ *
+ * The entry that ends an array of #TdmParamSpec (its name is NULL).
+ */
 #define TDM_PARAM_SPEC_STRING(n, f, def, desc)                                                    \
     TDM_PARAM_SPEC_FULL(n, TDM_PARAM_STRING, f, def, 0, 0, 0, 0, NULL, desc)
 #define TDM_PARAM_SPEC_INT(n, f, def, lo, hi, desc)                                               \
