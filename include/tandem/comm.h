@@ -160,8 +160,47 @@ TDM_API const char *tdm_reduce_op_name(TdmReduceOp op);
 
 /**
  * TdmCommClass:
+ * @iface_version: %TDM_COMM_IFACE_VERSION
+ * @struct_size: sizeof(TdmCommClass)
+ * @supports_device: whether the plugin can move tensors of @dev (shm: host
+ *   memory only, so tdm_device_host_accessible()); a plugin with
+ *   %TDM_COMM_FLAG_HOST_STAGING is also chosen for a device it refuses
+ *   whose memory is not host memory, and the core then stages its tensors
+ *   (optional: NULL means every device)
+ * @supports_job: whether it can serve this job (shm: all ranks on one
+ *   host); called on every rank, which must all give the same answer; may
+ *   use comm->store; on FALSE sets *@reason (transfer full, freed by the
+ *   core) to why (optional: NULL means every job)
+ * @init: sets up comm->priv, with the rendezvous through comm->store; on
+ *   failure frees what it made and returns FALSE with the error set:
+ *   finalize is not called then (optional: NULL means nothing to set up)
+ * @finalize: frees comm->priv (optional: NULL means nothing to free)
+ * @allreduce: starts an all-reduce of @t in place with @op; returns a
+ *   work handle (transfer full, freed with @work_free) or NULL with the
+ *   error set; @seq is the front end's sequence number of the call
+ *   (optional: NULL means not offered: calling it fails with
+ *   %TDM_ERROR_UNSUPPORTED naming the collective; so for the four below)
+ * @broadcast: starts a broadcast of @t from rank @root, as @allreduce
+ * @allgather: starts an all-gather: @out has world x numel(@in) elements,
+ *   rank r's part at r x numel(@in); as @allreduce
+ * @reduce_scatter: starts a reduce-scatter: @in has world x numel(@out)
+ *   elements, and rank r gets the reduction of part r; as @allreduce
+ * @barrier: starts a barrier, as @allreduce
+ * @wait: waits for @work at most @timeout_s; on timeout sets
+ *   %TDM_ERROR_TIMEOUT and, when the plugin knows them, puts the ranks
+ *   that never arrived in *@missing (transfer full, -1 terminated; an empty
+ *   list means all arrived) for the front end's message; never both TRUE
+ *   and an error
+ * @work_free: frees a work handle; the core calls it once per handle,
+ *   after @wait, whether the wait succeeded or not
+ * @flags: TDM_COMM_FLAG_* (0: none)
+ * @reserved: NULL
  *
- * A collective's slots. Every slot is required unless its comment says
+ * A collective's slots, in a static const struct the plugin gives to
+ * tdm_plugin_add_feature() as a TDM_FEATURE_COLLECTIVE. The front ends
+ * (tdm_comm_allreduce()...) check the arguments and number the calls
+ * before a slot runs, and name the operation, the rank and the plugin's
+ * message in their errors. Every slot is required unless its comment says
  * "(optional: NULL means ...)"; the registry refuses a collective with a
  * NULL required slot. The comment of each slot in the header says what it
  * must do.
@@ -181,6 +220,14 @@ typedef struct _TdmCommClass TdmCommClass;
  * (nccl for cuda).
  */
 #define TDM_COMM_FLAG_HOST_STAGING (1u << 0)
+/**
+ * TdmWork:
+ *
+ * A collective plugin's handle of one started operation (defined by each
+ * plugin, opaque to the core): returned by a start slot of #TdmCommClass,
+ * waited for with its wait and freed with its work_free. Callers see
+ * #TdmCommWork instead.
+ */
 typedef struct _TdmWork TdmWork; /* plugin-defined */
 
 /**

@@ -20,17 +20,47 @@
 
 G_BEGIN_DECLS
 
-/* 1.1 gave TdmDataset a reserved slot, params: a reader that reads it
- * needs a core that fills it (see `since 1.1` in the struct). */
+/**
+ * TDM_DATASET_IFACE_VERSION:
+ *
+ * The interface version of #TdmDatasetClass this header describes (see
+ * TDM_IFACE_VERSION()): a reader puts it in iface_version. 1.1 gave
+ * #TdmDataset a reserved slot, params: a reader that reads it needs a core
+ * that fills it.
+ */
 #define TDM_DATASET_IFACE_VERSION TDM_IFACE_VERSION(1, 1)
 
 /**
  * TdmDatasetClass:
+ * @iface_version: %TDM_DATASET_IFACE_VERSION
+ * @struct_size: sizeof(TdmDatasetClass)
+ * @open: opens @path for @split ("train" or "test") and fills length,
+ *   channels (1 .. %TDM_MAX_CHANNELS), height, width, num_classes and priv;
+ *   the reader's other parameters are in ds->params. FALSE with the error
+ *   set, naming the file (and the byte offset of malformed content). A
+ *   description out of range is refused by the core with
+ *   %TDM_ERROR_PLUGIN
+ * @read: reads sample @index (0 <= @index < length): c x h x w bytes, CHW,
+ *   into @image (the caller's), and its label; must be safe to call from
+ *   several threads at once; FALSE with the error set naming the file
+ * @close: frees ds->priv; the core calls it only when priv is not NULL,
+ *   also after a failed open that set it (optional: NULL means nothing to
+ *   free)
+ * @read_image: decodes sample @index into @img (u8 scale, CHW, sized by
+ *   the reader), for samples of different sizes (optional: NULL means every
+ *   sample has the size open set; a reader whose samples differ in size,
+ *   height and width 0, must have it)
+ * @prepare: samples [0, @end) are about to be read, in any order (a loader
+ *   says so before its first epoch); a reader may get them ready in one
+ *   go; errors are left to read, which must still report them (optional:
+ *   NULL means read gets each sample ready by itself)
+ * @reserved: NULL
  *
- * A dataset reader's slots. Every slot is required unless its comment says
- * "(optional: NULL means ...)"; the registry refuses a reader with a NULL
- * required slot. The comment of each slot in the header says what it must
- * do.
+ * A dataset reader's slots, in a static const struct the plugin gives to
+ * tdm_plugin_add_feature() as a TDM_FEATURE_DATASET. Every slot is
+ * required unless its comment says "(optional: NULL means ...)"; the
+ * registry refuses a reader with a NULL required slot. The comment of each
+ * slot in the header says what it must do.
  */
 struct _TdmDatasetClass {
     guint32 iface_version; /* TDM_DATASET_IFACE_VERSION */

@@ -131,7 +131,6 @@ typedef struct {
  * at TDM_PLUGIN_DEFINE() with "'TDM_PLUGIN_VERSION' undeclared", which
  * says what to define.
  */
-
 #if !defined(TDM_PLUGIN_VERSION) && defined(PACKAGE_VERSION)
 #define TDM_PLUGIN_VERSION PACKAGE_VERSION
 #endif
@@ -145,7 +144,6 @@ typedef struct {
  *   TDM_PLUGIN_DEFINE(ref, "MIT", "Reference backend", "tandem", ref_init)
  * ]|
  * `name` is the plugin's name written as a C identifier, once: the file
-
  * must be installed as libtdm-<name>.so, where a dash in the file name
  * stands for an underscore in `name` (TDM_PLUGIN_DEFINE(my_sgd, ...) is
  * libtdm-my-sgd.so, whose plugin is then called "my-sgd"). The version
@@ -210,7 +208,6 @@ typedef struct {
  * Part of TDM_PLUGIN_DEFINE(), not for use on its own: a static assertion
  * that fails the build when the number of arguments is wrong.
  */
-
 #define TDM_PLUGIN_DEFINE(...)                                                                    \
     TDM_PLUGIN_DEFINE_PICK_(__VA_ARGS__, TDM_PLUGIN_DEFINE_OLD_, TDM_PLUGIN_DEFINE_BAD_,         \
                             TDM_PLUGIN_DEFINE_NEW_, TDM_PLUGIN_DEFINE_BAD_,                       \

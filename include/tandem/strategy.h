@@ -101,7 +101,6 @@ G_BEGIN_DECLS
  * TDM_IFACE_VERSION()): a strategy puts it in iface_version.
  */
 /* 1.1 gave reserved slots a meaning: params in TdmStrategy and
-
  * TdmStrategyOptions (a strategy that reads it needs a core that fills
  * it) and read_stats in the class (see `since 1.1`). 1.2 gave two more
  * class slots one: export_optimizer and import_optimizer, for checkpoints
@@ -130,7 +129,6 @@ G_BEGIN_DECLS
  * @steps_per_epoch: since 1.3: the train_step calls of one epoch; 0:
  *   unknown
  * @reserved: zero
-
  *
  * What the trainer gives a strategy besides the model and the optimizer.
  */
@@ -163,7 +161,6 @@ typedef struct {
  *
  * Where tdm_strategy_end() is called (the class's end slot).
  */
-
 typedef enum {
     TDM_STRATEGY_END_EPOCH = 0, /* after an epoch's last step, before its evaluation */
     TDM_STRATEGY_END_TRAINING,  /* after the run's last step, before --save */
@@ -252,7 +249,6 @@ typedef struct {
  * A strategy's slots, in a static const struct the plugin gives to
  * tdm_plugin_add_feature() as a TDM_FEATURE_STRATEGY. Every slot is
  * required unless its comment says
-
  * "(optional: NULL means ...)"; the registry refuses a strategy with a NULL
  * required slot (%TDM_ERROR_PLUGIN). The comment of each slot in the
  * header says when the core calls it and what it must do; the rules every
@@ -260,7 +256,6 @@ typedef struct {
  * takes a #GError returns FALSE with it set on failure, naming the
  * strategy and what failed; the job then stops on every rank.
  */
-
 struct _TdmStrategyClass {
     guint32 iface_version; /* TDM_STRATEGY_IFACE_VERSION */
     guint32 struct_size;   /* sizeof(TdmStrategyClass) */
@@ -461,7 +456,6 @@ TDM_API gboolean tdm_strategy_import_optimizer(TdmStrategy *s, const TdmSafeTens
  * the strategy's name and "at the end of an epoch" or "at the end of
  * training"
  */
-
 TDM_API gboolean tdm_strategy_end(TdmStrategy *s, TdmStrategyEnd what, int epoch,
                                   GError **error);
 /**
@@ -505,7 +499,6 @@ TDM_API void tdm_strategy_free(TdmStrategy *s);
  * forward or backward, the loss: a label out of range names it); the
  * gradients are then partly accumulated
  */
-
 TDM_API gboolean tdm_strategy_forward_backward(TdmStrategy *s, TdmBatch *batch, GError **error);
 /**
  * tdm_strategy_default_step:
@@ -525,7 +518,6 @@ TDM_API gboolean tdm_strategy_forward_backward(TdmStrategy *s, TdmBatch *batch, 
  * Returns: TRUE, or FALSE with @error set by the forward, backward or
  * optimizer step
  */
-
 TDM_API gboolean tdm_strategy_default_step(TdmStrategy *s, TdmBatch *batch, gboolean do_update,
                                            TdmStepResult *result, GError **error);
 /**
@@ -540,7 +532,6 @@ TDM_API gboolean tdm_strategy_default_step(TdmStrategy *s, TdmBatch *batch, gboo
  * %TDM_ERROR_INVALID_ARG naming the strategy and how to get a
  * communicator (`tandem run`, mpirun or srun, or tdm_comm_new())
  */
-
 TDM_API TdmComm *tdm_strategy_get_comm(TdmStrategy *s, GError **error);
 /**
  * tdm_strategy_broadcast_values:
@@ -555,7 +546,6 @@ TDM_API TdmComm *tdm_strategy_get_comm(TdmStrategy *s, GError **error);
  * Returns: TRUE, or FALSE with @error set: the collective's error, prefixed
  * with the strategy's name and "broadcasting the parameters from rank N"
  */
-
 TDM_API gboolean tdm_strategy_broadcast_values(TdmStrategy *s, int root, GError **error);
 /**
  * tdm_strategy_average_values:
@@ -570,7 +560,6 @@ TDM_API gboolean tdm_strategy_broadcast_values(TdmStrategy *s, int root, GError 
  * Returns: TRUE, or FALSE with @error set: the collective's error, prefixed
  * with the strategy's name and "averaging the parameters over N ranks"
  */
-
 TDM_API gboolean tdm_strategy_average_values(TdmStrategy *s, GError **error);
 
 /**
@@ -593,7 +582,6 @@ TDM_API gboolean tdm_strategy_average_values(TdmStrategy *s, GError **error);
  * the range does not fit in the arena's storage (the message gives the
  * bytes)
  */
-
 TDM_API TdmTensor *tdm_arena_slice(TdmTensor *arena, size_t start, size_t count, GError **error);
 /**
  * tdm_model_first_buffer:
@@ -605,7 +593,6 @@ TDM_API TdmTensor *tdm_arena_slice(TdmTensor *arena, size_t start, size_t count,
  *
  * Returns: that element's index; model->n_values when there are no buffers
  */
-
 TDM_API size_t tdm_model_first_buffer(const TdmModel *model);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(TdmStrategy, tdm_strategy_free)
