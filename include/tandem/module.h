@@ -29,6 +29,12 @@
 
 G_BEGIN_DECLS
 
+/**
+ * TDM_MODULE_IFACE_VERSION:
+ *
+ * The interface version of #TdmModuleClass this header describes (see
+ * TDM_IFACE_VERSION()): a module class puts it in iface_version.
+ */
 #define TDM_MODULE_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 /**
@@ -63,8 +69,30 @@ struct _TdmParam {
 
 /**
  * TdmModuleClass:
+ * @iface_version: %TDM_MODULE_IFACE_VERSION
+ * @struct_size: sizeof(TdmModuleClass)
+ * @type_name: the class's name, "Conv2d", "Sequential"...; a static string
+ * @forward: computes the output of @x into *@y (transfer none: owned by
+ *   the module, valid until its next forward) and keeps what backward
+ *   needs; FALSE with the error set, naming the module and the shapes
+ * @backward: from @dy, the gradient of the output, accumulates into the
+ *   parameters' grads, calling tdm_module_grad_ready() for each, and sets
+ *   *@dx (transfer none; may be set to NULL when @need_dx is FALSE) to the
+ *   gradient of the input (optional: NULL means the module is forward-only:
+ *   backward through it fails with %TDM_ERROR_UNSUPPORTED)
+ * @clone: a new module of the same class and configuration, parameters
+ *   declared but not placed (transfer full); TdmModel copies the values and
+ *   the core clones the children; NULL with the error set on failure
+ *   (optional: NULL means the module cannot be replicated: dp and
+ *   tdm_model_replicate() fail with %TDM_ERROR_UNSUPPORTED naming it)
+ * @finalize: frees the module's slots, caches and priv, not its children
+ *   and parameters, which the core frees after it (optional: NULL means
+ *   g_free(priv) is all there is to free)
+ * @reserved: NULL
  *
- * A module class's slots. Every slot is required unless its comment says
+ * A module class's slots: a static const struct a plugin gives to
+ * tdm_plugin_add_feature() as a TDM_FEATURE_MODULE, or a constructor gives
+ * to tdm_module_new(). Every slot is required unless its comment says
  * "(optional: NULL means ...)"; the registry refuses a module class with a
  * NULL required slot.
  */

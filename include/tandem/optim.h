@@ -105,8 +105,25 @@ TDM_API void tdm_optimizer_options_init(TdmOptimizerOptions *opts);
 
 /**
  * TdmOptimizerClass:
+ * @iface_version: %TDM_OPTIMIZER_IFACE_VERSION
+ * @struct_size: sizeof(TdmOptimizerClass)
+ * @init: creates the state for opt->params (the trainable parameters):
+ *   state tensors in opt->state, the rest in opt->priv; FALSE with the
+ *   error set makes tdm_optimizer_new() fail, and the core then frees the
+ *   optimizer, calling @finalize, so finalize must cope with a partial init
+ *   (optional: NULL means the optimizer keeps no state of its own)
+ * @step: one update of every parameter in opt->params, each at its rate
+ *   (tdm_optimizer_param_lr(): opt->lr or its learning-rate group's), from
+ *   gradients that are final; the core clips them first when
+ *   opts.max_grad_norm is set, and counts the step; FALSE with the error
+ *   set naming the optimizer
+ * @finalize: frees opt->priv (the core frees opt->state) (optional: NULL
+ *   means there is nothing to free)
+ * @reserved: NULL
  *
- * An optimizer's slots. Every slot is required unless its comment says
+ * An optimizer's slots, in a static const struct the plugin gives to
+ * tdm_plugin_add_feature() as a TDM_FEATURE_OPTIMIZER. Every slot is
+ * required unless its comment says
  * "(optional: NULL means ...)"; the registry refuses an optimizer with a
  * NULL required slot.
  */

@@ -173,8 +173,30 @@ TDM_API void tdm_image_set_u8(TdmImage *img, const guint8 *chw, int c, int h, in
 typedef struct _TdmTransform TdmTransform;
 /**
  * TdmTransformClass:
+ * @iface_version: %TDM_TRANSFORM_IFACE_VERSION
+ * @struct_size: sizeof(TdmTransformClass)
+ * @create: sets up t->priv from the arguments: t->params holds them
+ *   checked against the feature's specs (types, ranges, required ones), so
+ *   create reads typed values and checks only what the specs cannot say,
+ *   with tdm_params_set_error(); @args (@n_args of them, the caller's) are
+ *   the raw tokens. FALSE with the error set, naming the argument and its
+ *   column ("rotate: degrees=abc (column 31): expected a number"); the
+ *   core then frees the stage, calling @finalize, so finalize must cope
+ *   with a partial create
+ * @output_shape: the output's shape (*@oc, *@oh, *@ow) for an input of
+ *   shape (@c, @h, @w); 0 sizes mean "varies" (the loader then needs a
+ *   later transform that fixes them); FALSE with the error set for an input
+ *   it cannot take (optional: NULL means the output has the input's shape)
+ * @apply: @dst = transform(@src) with this sample's random stream @rng;
+ *   @dst is a different image, sized with tdm_image_reserve(); called from
+ *   several loader threads at once, so @t is read-only here; FALSE with the
+ *   error set
+ * @finalize: frees t->priv (optional: NULL means there is nothing to free)
+ * @reserved: NULL
  *
- * A transform's slots. Every slot is required unless its comment says
+ * A transform's slots, in a static const struct the plugin gives to
+ * tdm_plugin_add_feature() as a TDM_FEATURE_TRANSFORM. Every slot is
+ * required unless its comment says
  * "(optional: NULL means ...)"; the registry refuses a transform with a
  * NULL required slot. The comment of each slot in the header says what it
  * must do.
