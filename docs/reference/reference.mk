@@ -25,6 +25,7 @@ doc:
 	cd html && $(GTKDOC_MKHTML) --path="$$(cd .. && pwd)" tandem ../tandem-docs.xml >../mkhtml.log 2>&1
 	@sed -n '1,2p' $(TDM_DOC_DIR)/tandem-undocumented.txt | sed 's/^/make doc: /'
 	@echo "make doc: $(TDM_DOC_DIR)/html/index.html (gtk-doc's warnings: $(TDM_DOC_DIR)/mkdb.log)"
+	@$(SHELL) '$(abs_top_srcdir)/docs/reference/check-coverage.sh' $(TDM_DOC_DIR)
 
 clean-local: clean-doc
 clean-doc:

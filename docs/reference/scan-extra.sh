@@ -16,7 +16,9 @@
 #    own macro lines, without its includes);
 #  - a type declared ahead in types.h (`typedef struct _TdmTensor
 #    TdmTensor;`) and defined in another header is listed in that header's
-#    section only, not in both (gtk-doc would document it twice).
+#    section only, not in both (gtk-doc would document it twice), and the
+#    title gtkdoc-scan guesses for types.h from those declarations
+#    (TdmStrategy, strategy.h's too) is dropped: two pages had one id.
 set -e
 hdir=$1
 cc=${2:-cc}
@@ -72,7 +74,7 @@ awk -F '\t' '
     }
     /^<FILE>/ { file = $0; gsub(/<\/?FILE>/, "", file) }
     /^<\/SECTION>/ && file in extra { printf "%s", extra[file] }
-    file == "types" && !/^</ && $0 in elsewhere { next }
+    file == "types" && (/^<TITLE>/ || (!/^</ && $0 in elsewhere)) { next }
     { print }
 ' fn-types.tmp pass=1 $module-decl-list.txt pass=2 $module-decl-list.txt >$module-sections.txt
 rm -f fn-types.tmp

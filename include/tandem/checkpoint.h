@@ -49,6 +49,14 @@ G_BEGIN_DECLS
  * its "format_version".
  */
 #define TDM_CHECKPOINT_FORMAT "tandem-checkpoint"
+/**
+ * TDM_CHECKPOINT_FORMAT_VERSION:
+ *
+ * The "format_version" metadata of the checkpoints this Tandem writes, and
+ * the only one it reads: another is refused with %TDM_ERROR_UNSUPPORTED
+ * naming the file and both versions (a file without the "format" of
+ * %TDM_CHECKPOINT_FORMAT is refused with %TDM_ERROR_INVALID_ARG).
+ */
 #define TDM_CHECKPOINT_FORMAT_VERSION "1"
 /**
  * TDM_CHECKPOINT_PREFIX:

@@ -62,6 +62,18 @@ typedef enum {
  */
 TDM_API const char *tdm_device_kind_name(TdmDeviceKind kind);
 
+/**
+ * TDM_DEVICE_INFO_NAME_LEN:
+ *
+ * The size of #TdmDeviceInfo's name, terminating NUL included; a longer
+ * name is cut.
+ */
+/**
+ * TDM_DEVICE_INFO_CAPABILITY_LEN:
+ *
+ * The size of #TdmDeviceInfo's capability, terminating NUL included; a
+ * longer one is cut.
+ */
 #define TDM_DEVICE_INFO_NAME_LEN 96
 #define TDM_DEVICE_INFO_CAPABILITY_LEN 48
 
@@ -268,6 +280,12 @@ typedef enum {
     TDM_STREAM_COPY = 1,    /* host-to-device copies that overlap compute */
 } TdmStream;
 
+/**
+ * TDM_N_STREAMS:
+ *
+ * The number of #TdmStream values: the streams every device has (both the
+ * same stream on a backend without streams).
+ */
 #define TDM_N_STREAMS 2
 
 /**

@@ -48,6 +48,19 @@
 
 G_BEGIN_DECLS
 
+/**
+ * TDM_TRAIN_CONFIG_KEYS:
+ * @KEY: a macro taking (field, TYPE, "section.key", default, range, flag,
+ *   short, ARG, scope, help)
+ * @ALIAS: a macro taking (flag, short, "section.key", value, ARG, scope,
+ *   help)
+ *
+ * The list of every configuration key (see this section's introduction
+ * for the columns): expands to @KEY(...) once per key and @ALIAS(...) once
+ * per extra flag, in order. #TdmTrainConfig's fields, the defaults,
+ * validation, the INI keys and the command line's flags are all made from
+ * it.
+ */
 /* clang-format off */
 #define TDM_TRAIN_CONFIG_KEYS(KEY, ALIAS)                                                     \
     KEY(model, NAME, "model.name", "mlp", NULL,                                              \
@@ -195,6 +208,63 @@ G_BEGIN_DECLS
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */
 
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_STRING:
+ *
+ * The C type of a STRING key's field: a string the struct owns ("" =
+ * unset).
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_PATH:
+ *
+ * The C type of a PATH key's field: a file name the struct owns.
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_NAME:
+ *
+ * The C type of a NAME key's field: a string the struct owns, never empty.
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_INT:
+ *
+ * The C type of an INT key's field.
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_INT64:
+ *
+ * The C type of an INT64 key's field.
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_UINT64:
+ *
+ * The C type of a UINT64 key's field.
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_FLOAT:
+ *
+ * The C type of a FLOAT key's field.
+ */
+/**
+ * TDM_TRAIN_CONFIG_CTYPE_BOOL:
+ *
+ * The C type of a BOOL key's field.
+ */
+/**
+ * TDM_TRAIN_CONFIG_FIELD_:
+ * @field: the field's name
+ * @type: the key's TYPE
+ * @...: the key's other columns, unused
+ *
+ * Not for use on its own: the KEY of TDM_TRAIN_CONFIG_KEYS() that declares
+ * one field of #TdmTrainConfig.
+ */
+/**
+ * TDM_TRAIN_CONFIG_NO_FIELD_:
+ * @...: an alias's columns, unused
+ *
+ * Not for use on its own: the ALIAS of TDM_TRAIN_CONFIG_KEYS() when the
+ * fields are declared (an alias has no field).
+ */
 #define TDM_TRAIN_CONFIG_CTYPE_STRING char *
 #define TDM_TRAIN_CONFIG_CTYPE_PATH char *
 #define TDM_TRAIN_CONFIG_CTYPE_NAME char *
@@ -208,12 +278,128 @@ G_BEGIN_DECLS
 
 /**
  * TdmTrainConfig:
+ * @model: model.name (--model): Model from the zoo (default mlp)
+ * @in_channels: model.in_channels: Input channels; 0 = the dataset's (range
+ *   [0, 4])
+ * @num_classes: model.num_classes: Classes; 0 = the dataset's (range [0,
+ *   1000000])
+ * @init_path: model.init (--init): Start from these weights (.safetensors
+ *   or PyTorch .pth)
+ * @freeze: model.freeze (--freeze): Freeze parameters with these
+ *   comma-separated name prefixes; a batch norm frozen whole stays in eval
+ *   mode (its running statistics) while the rest trains
+ * @dataset: data.dataset (--dataset): Dataset: fashion-mnist, mnist, "KIND
+ *   path=DIR key=value..." or KIND:PATH (default fashion-mnist)
+ * @limit: data.limit (--limit): Use the first N training images; 0 = all
+ *   (range >= 0)
+ * @batch_size: data.batch_size (--batch-size): Batch size (range [1,
+ *   1048576]; default 64)
+ * @workers: data.workers (--workers): Loader threads (range [0, 1024])
+ * @normalize: data.normalize: Normalise images by the dataset's mean and
+ *   std (default true)
+ * @prefetch: data.prefetch (--prefetch): Batches each loader thread
+ *   prepares ahead (range [0, 1024]; default 2)
+ * @transforms: data.transforms (--transforms): Augmentation pipeline, e.g.
+ *   "random-crop 28 pad=2 | hflip"
+ * @pin_memory: data.pin_memory (--pin-memory): Stage batches in the
+ *   backend's pinned host memory
+ * @optimizer: optim.name (--optimizer): sgd, adamw or a plugin's, with
+ *   hyperparameters: "sgd momentum=0.9" (they win) (default sgd)
+ * @lr: optim.lr (--lr): Learning rate (range [0, 1e6]; default 0.05)
+ * @momentum: optim.momentum (--momentum): SGD momentum (range [0, 1];
+ *   default 0.9)
+ * @nesterov: optim.nesterov (--nesterov): Nesterov momentum
+ * @weight_decay: optim.weight_decay (--weight-decay): Weight decay (range
+ *   [0, 1e6]; default 5e-4)
+ * @beta1: optim.beta1: AdamW's beta1 (range [0, 1]; default 0.9)
+ * @beta2: optim.beta2: AdamW's beta2 (range [0, 1]; default 0.999)
+ * @eps: optim.eps: AdamW's epsilon (range (0, 1]; default 1e-8)
+ * @schedule: optim.schedule (--schedule): constant, step or cosine (range
+ *   constant|step|cosine; default constant)
+ * @warmup_steps: optim.warmup_steps (--warmup-steps): Linear warmup steps
+ *   (range >= 0)
+ * @step_size: optim.step_size: Epochs between the step schedule's decays
+ *   (range [1, 2147483647]; default 30)
+ * @gamma: optim.gamma: The step schedule's decay factor (range (0, 1e6];
+ *   default 0.1)
+ * @min_lr: optim.min_lr: The cosine schedule's final learning rate (range
+ *   [0, 1e6])
+ * @label_smoothing: optim.label_smoothing: Label smoothing of the
+ *   cross-entropy loss (range [0, 1])
+ * @epochs: train.epochs (--epochs): Epochs (range [1, 1000000]; default 1)
+ * @seed: train.seed (--seed): Random seed
+ * @threads: train.threads (--threads): Compute threads, 0 = all cores
+ *   (range [0, 4096])
+ * @device: train.device (--device): Device: auto, cpu, ref, cuda:1...
+ *   (default auto)
+ * @strategy: train.strategy (--strategy): single, dp, ddp, zero1, with
+ *   parameters: "ddp bucket-mb=25" (default single)
+ * @accumulate: train.accumulate (--accumulate): Micro-batches per optimizer
+ *   step (range [1, 1048576]; default 1)
+ * @log_file: train.log_file (--log-file): Write JSON lines here
+ * @save_path: train.save (--save): Save the final weights as safetensors
+ * @eval: train.eval (--no-eval): Skip evaluation (default true)
+ * @progress: train.progress (--progress): Progress line every N steps, 0 =
+ *   never (range [0, 2147483647]; default 50)
+ * @collective: train.collective (--collective): Collective plugin for
+ *   ddp/zero1: shm, gloo, ^gloo...; unset: TDM_COLLECTIVE, else automatic
+ * @devices: train.devices (--devices): Devices of a dp run, e.g.
+ *   ref:0,ref:1; unset: TDM_DEVICES
+ * @timeout: train.timeout (--timeout): Seconds before a collective or the
+ *   rendezvous gives up; 0: TDM_TIMEOUT, else 300 (range [0, 1000000000])
+ * @test_transforms: data.test_transforms (--test-transforms): Evaluation
+ *   pipeline, e.g. "resize 64 | center-crop 64"; default: none, or resize
+ *   and center-crop to the training size
+ * @init_skip: model.init_skip (--init-skip): Leave parameters with these
+ *   name prefixes out of --init (they keep their fresh values), e.g. fc for
+ *   a new classifier
+ * @log_every: train.log_every (--log-every): A step event in the log every
+ *   N steps, their figures added up (N > 1: fewer waits for an accelerator)
+ *   (range [1, 2147483647]; default 1)
+ * @precision: train.precision (--precision): What GEMM and convolution
+ *   compute in: fp32 (strict, every backend), tf32 or bf16 (cuda); weights,
+ *   batch-norm statistics and the loss stay fp32 (range fp32|tf32|bf16;
+ *   default fp32)
+ * @lr_groups: optim.lr_groups (--lr-group): Learning rates of parameter
+ *   groups by name prefix, as --freeze matches them (the longest prefix
+ *   wins), e.g. "fc=0.01,layer4=0.001"; the others train at --lr, and the
+ *   schedule runs every group from its own rate
+ * @clip_grad_norm: optim.clip_grad_norm (--clip-grad-norm): Clip the
+ *   gradients to total 2-norm X before each update, as PyTorch's
+ *   clip_grad_norm_ (the norm over every rank's); 0 = off (range [0, 1e30])
+ * @early_stop_patience: train.early_stop_patience (--early-stop-patience):
+ *   Stop when the test accuracy has not improved for N evaluations (one per
+ *   epoch); 0 = never (range [0, 1000000])
+ * @checkpoint_dir: train.checkpoint_dir (--checkpoint-dir): Write
+ *   checkpoints (weights, optimizer, data position, RNG) into DIR as
+ *   ckpt-<step>.safetensors, with DIR/latest
+ * @checkpoint_every: train.checkpoint_every (--checkpoint-every): A
+ *   checkpoint every N steps, and one at the end; 0 = at the end only
+ *   (range >= 0)
+ * @resume: train.resume (--resume): Continue exactly from the newest
+ *   checkpoint of directory PATH, or from file PATH
+ * @max_steps: train.max_steps (--max-steps): Stop after global step N
+ *   (counted across resumes); 0 = after train.epochs (range >= 0)
+ * @keep_last: train.keep_last (--keep-last): Keep the N newest checkpoints;
+ *   0 = keep all (range [0, 2147483647]; default 3)
+ * @keep_best: train.keep_best (--keep-best): Also keep the checkpoint of
+ *   the best test accuracy, as DIR/best
+ * @strategy_args: strategy.args: Parameters of train.strategy, "key=value
+ *   ..."; --set strategy.KEY=VALUE and a config's [strategy] KEY=VALUE add
+ *   one each
  *
  * Every knob of a run: one field per key of TDM_TRAIN_CONFIG_KEYS, named as
  * its first column says (model.init is init_path, train.save save_path,
  * optim.name optimizer, model.name model). Fill it with
  * tdm_train_config_init(), then tdm_train_config_load() and
  * tdm_train_config_set(); free its strings with tdm_train_config_clear().
+ * The strings belong to the struct: set them only through
+ * tdm_train_config_set(). Each field above gives its key, its
+ * command-line flag, its --help text, the range checked and the default.
+ *
+ * The struct has no reserved room left (strategy_args took the last
+ * slot): a new key changes its size, which core/config.c checks, and so
+ * the ABI.
  */
 typedef struct {
     TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
