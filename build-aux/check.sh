@@ -47,7 +47,8 @@ if grep -q '^TDM_HAVE_FUZZ = yes' Makefile; then
 else
     skip=$(( ${skip:-0} + 1 )); echo "SKIP: make fuzz-run ($(sed -n 's/^TDM_FUZZ_WHY = //p' Makefile))"
 fi
-# The API reference builds (gtk-doc; a few seconds).
+# The API reference builds and documents every public symbol (gtk-doc;
+# a few seconds; docs/reference/README.md).
 if grep -q '^TDM_HAVE_GTKDOC = yes' Makefile; then
     step "make doc" make doc
 else
