@@ -249,7 +249,7 @@ typedef struct {
  *
  * The type of the alloc slot: device memory for a tensor storage,
  * ZERO-FILLED. The core counts the bytes and frees the block with the
- * free slot, giving the same size back.
+ * free slot.
  *
  * Returns: (transfer full): the block (a device pointer), or NULL with
  * @error set (out of memory, naming the device and the size)
@@ -259,7 +259,8 @@ typedef void *TdmAllocFn(TdmDevice *dev, size_t nbytes, GError **error);
  * TdmFreeFn:
  * @dev: the device
  * @ptr: a block alloc returned on @dev
- * @nbytes: the size asked for then
+ * @nbytes: the storage's size: what alloc was asked for, except that the
+ *   block of an empty storage, asked for as 1 byte, comes back with 0
  *
  * The type of the free slot: gives a block back. Work queued on the device
  * may still use it; the backend orders the release after that work (or
