@@ -380,7 +380,8 @@ typedef gboolean TdmBiasGradFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor *dy
  * form then takes max(y, 0).
  *
  * Returns: TRUE, or FALSE with @error set (%TDM_ERROR_SHAPE for channels
- * that do not match the filter or an empty output, naming the shapes)
+ * that do not match the filter or an input smaller than the kernel,
+ * naming the shapes)
  */
 /* conv2d_forward and conv2d_relu_forward */
 typedef gboolean TdmConv2dForwardFn(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dParams *p,
