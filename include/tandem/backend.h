@@ -941,9 +941,12 @@ typedef gboolean TdmDeviceInfoFn(TdmDevice *dev, TdmDeviceInfo *info, GError **e
  *   means one)
  * @device_open: prepares device @dev->index and sets @dev->priv; called
  *   once per device, on first use; FALSE with the error set makes
- *   tdm_device_get() fail (optional: NULL means nothing to open)
- * @device_close: releases @dev->priv (optional: NULL means nothing to
- *   release)
+ *   tdm_device_get() fail (the error prefixed with the device's name),
+ *   and then frees what it made: device_close is not called (optional:
+ *   NULL means nothing to open)
+ * @device_close: releases @dev->priv. The core does not call it at
+ *   present: devices live until the process ends (optional: NULL means
+ *   nothing to release)
  * @synchronize: waits until every op queued on @dev has finished (optional:
  *   NULL means every op has finished when it returns)
  * @set_num_threads: sets the number of compute threads, 0 = the backend's
