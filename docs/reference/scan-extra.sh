@@ -3,7 +3,7 @@
 # docs/reference/scan-extra.sh - what gtkdoc-scan does not see in the public
 # headers, added before gtkdoc-mkdb runs (docs/reference/reference.mk).
 #
-#   scan-extra.sh HEADER_DIR CC      (run in the output directory of
+#   scan-extra.sh HEADER_DIR "CC"    (run in the output directory of
 #                                     gtkdoc-scan, after it)
 #
 # Writes tandem-sections.txt from gtkdoc-scan's tandem-decl-list.txt and
@@ -54,7 +54,7 @@ done >fn-types.tmp
     }' fn-types.tmp
     printf '<STRUCT>\n<NAME>TdmTrainConfig</NAME>\n'
     sed -n '/^#define TDM_TRAIN_CONFIG_KEYS/,/^} TdmTrainConfig;/p' "$hdir/trainer.h" |
-        "$cc" -E -P -x c - | tr '\n' ' ' | tr -s ' ' |
+        $cc -E -P -x c - | tr '\n' ' ' | tr -s ' ' |
         sed 's/{ */{\n    /; s/; */;\n    /g; s/ \* / */g; s/    } TdmTrainConfig;/} TdmTrainConfig;/' | awk NF
     printf '</STRUCT>\n'
 } >$module-overrides.txt
