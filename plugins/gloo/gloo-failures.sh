@@ -55,6 +55,8 @@ job "a dead rank is named on 2 ranks" 2 dead 20 15 \
 # The launcher stops the job at the first failure: either survivor may speak.
 job "a dead rank is named on 3 ranks" 3 dead 20 15 \
     ": rank 1 (pid" "exited while rank" "waited for it in gloo allreduce #2"
+# Here too either survivor may time out first (rank 2 does on a busy
+# machine): both name the rank that never arrived.
 job "a silent rank is named on 3 ranks" 3 timeout 2 15 \
-    "allreduce #2 (1000 x f32) timed out after 2.0 s on rank 0: ranks 1 never arrived"
+    "allreduce #2 (1000 x f32) timed out after 2.0 s on rank " ": ranks 1 never arrived"
 done_testing
