@@ -38,6 +38,7 @@
  */
 #include "config.h"
 
+#include <omp.h>
 #include <string.h>
 
 #include "cpu-conv-desc.h"
@@ -429,10 +430,17 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     if (cpu_conv_bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_BWF8);
     }
+    /* The gathered sgemm where its buffers are no larger than the
+     * per-thread weight-gradient copies oneDNN's kernel keeps: it is
+     * meant for the layers where those copies are the cost (few pixels,
+     * many channels), and elsewhere timing it would only grow the
+     * scratchpad (lenet: 54 -> 65 MiB) for a kernel that loses. */
     CpuGemmGeom gg;
     if (dw->layout == NULL && tdm_tensor_is_contiguous(dw) &&
         cpu_gemm_bwf_geom(&xmd, &dymd, dw->shape, p, &gg) &&
-        cpu_gemm_bwf_work_bytes(&gg) <= cpu_conv_workspace_limit()) {
+        cpu_gemm_bwf_work_bytes(&gg) <= cpu_conv_workspace_limit() &&
+        (cpu_gemm_bwf_work_bytes(&gg) <= tdm_tensor_nbytes(dw) * (size_t)omp_get_max_threads() ||
+         cpu_tune_forced(CPU_CONV_GEMM))) {
         valid |= CPU_CONV_BIT(CPU_CONV_GEMM);
     }
     char *tkey =

@@ -256,6 +256,17 @@ static void shape_settle(CpuTuneShape *s, guint valid)
     }
 }
 
+gboolean cpu_tune_forced(CpuConvImpl impl)
+{
+    g_mutex_lock(&tune_lock);
+    if (!tune_started) {
+        tune_start();
+    }
+    gboolean forced = tune_mode == TUNE_FORCE && tune_force == impl;
+    g_mutex_unlock(&tune_lock);
+    return forced;
+}
+
 guint cpu_tune_plan(const char *key, guint valid, CpuTuneShape **shape)
 {
     valid |= CPU_CONV_BIT(CPU_CONV_ONEDNN);

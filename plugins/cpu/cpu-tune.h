@@ -61,6 +61,10 @@ void cpu_tune_start(CpuTuneClock *c);
 /* A timed call of candidate impl, started at `start`, has ended; makes the
  * choice once every candidate has been timed enough. */
 void cpu_tune_record(CpuTuneShape *shape, CpuConvImpl impl, const CpuTuneClock *start);
+/* Whether TDM_CPU_TUNE=force:NAME names impl: a candidate that a shape
+ * would not be offered for its cost alone is then set up wherever it is
+ * valid (the conformance tests run it on every shape). */
+gboolean cpu_tune_forced(CpuConvImpl impl);
 /* The candidate's name: "onednn", "stem", "bwf8", "wino", "onednn_wino",
  * "gemm". */
 const char *cpu_tune_impl_name(CpuConvImpl impl);
