@@ -279,11 +279,20 @@ gboolean tdm_param_value_parse(const TdmParamSpec *spec, const char *text, TdmPa
     if (text == NULL) {
         return TRUE;
     }
-    if (strcmp(text, "none") == 0 && !(spec->flags & TDM_PARAM_REQUIRED) &&
-        spec->type != TDM_PARAM_STRING && spec->type != TDM_PARAM_CHOICE) {
+    g_autofree char *expected = tdm_param_spec_expected(spec);
+    if (strcmp(text, "none") == 0 && spec->type != TDM_PARAM_STRING &&
+        spec->type != TDM_PARAM_CHOICE) {
+        /* "none" is no value. Where the spec has a default and did not ask
+         * for "none", a getter would have nothing in range to return (a
+         * feature reading sync-every=none as 0 never syncs), so the user
+         * hears it instead. */
+        if ((spec->flags & TDM_PARAM_REQUIRED) ||
+            (spec->default_value != NULL && !(spec->flags & TDM_PARAM_ALLOW_NONE))) {
+            *why = g_strdup_printf("expected %s ('none' is not accepted)", expected);
+            return FALSE;
+        }
         return TRUE;
     }
-    g_autofree char *expected = tdm_param_spec_expected(spec);
     switch (spec->type) {
     case TDM_PARAM_INT:
     case TDM_PARAM_FLOAT: {
@@ -376,8 +385,9 @@ static TdmParamSpec from_1_0(const ParamSpec10 *old)
     s.name = old->name;
     s.struct_size = sizeof(TdmParamSpec);
     s.type = type_from_name(old->type);
-    /* 1.0 documented a NULL default as "required". */
-    s.flags = old->default_value == NULL ? TDM_PARAM_REQUIRED : 0;
+    /* 1.0 documented a NULL default as "required", and took "none" for
+     * any parameter that was not. */
+    s.flags = old->default_value == NULL ? TDM_PARAM_REQUIRED : TDM_PARAM_ALLOW_NONE;
     s.default_value = old->default_value;
     s.description = old->description;
     TdmParamValue v = {0};

@@ -333,6 +333,15 @@ static const TdmParamValue *current(const TdmParams *p, guint i)
     return p->slots[i].given ? &p->slots[i].value : &p->slots[i].def;
 }
 
+/* What a getter returns: the value, or the default when "none" was given,
+ * so that a getter never hands out a number outside the spec's range when
+ * the spec has a default. */
+static const TdmParamValue *readable(const TdmParams *p, guint i)
+{
+    const TdmParamValue *v = current(p, i);
+    return v->has ? v : &p->slots[i].def;
+}
+
 gboolean tdm_params_check_required(const TdmParams *params, GError **error)
 {
     g_return_val_if_fail(params != NULL, FALSE);
@@ -479,34 +488,34 @@ gboolean tdm_params_has_value(const TdmParams *params, const char *key)
 gint64 tdm_params_get_int(const TdmParams *params, const char *key)
 {
     int i = lookup(params, key, T(TDM_PARAM_INT) | T(TDM_PARAM_BOOL), G_STRFUNC);
-    return i >= 0 ? current(params, (guint)i)->i : 0;
+    return i >= 0 ? readable(params, (guint)i)->i : 0;
 }
 
 double tdm_params_get_float(const TdmParams *params, const char *key)
 {
     int i = lookup(params, key, T(TDM_PARAM_INT) | T(TDM_PARAM_FLOAT), G_STRFUNC);
-    return i >= 0 ? current(params, (guint)i)->f : 0.0;
+    return i >= 0 ? readable(params, (guint)i)->f : 0.0;
 }
 
 gboolean tdm_params_get_bool(const TdmParams *params, const char *key)
 {
     int i = lookup(params, key, T(TDM_PARAM_BOOL), G_STRFUNC);
-    return i >= 0 && current(params, (guint)i)->i != 0;
+    return i >= 0 && readable(params, (guint)i)->i != 0;
 }
 
 const char *tdm_params_get_string(const TdmParams *params, const char *key)
 {
     int i = lookup(params, key, ANY_TYPE, G_STRFUNC);
-    return i >= 0 ? current(params, (guint)i)->text : NULL;
+    return i >= 0 ? readable(params, (guint)i)->text : NULL;
 }
 
 int tdm_params_get_choice(const TdmParams *params, const char *key)
 {
     int i = lookup(params, key, T(TDM_PARAM_CHOICE), G_STRFUNC);
-    if (i < 0 || !current(params, (guint)i)->has) {
+    if (i < 0 || !readable(params, (guint)i)->has) {
         return -1;
     }
-    return current(params, (guint)i)->choice;
+    return readable(params, (guint)i)->choice;
 }
 
 int tdm_params_get_floats(const TdmParams *params, const char *key, double *out, int max)
@@ -517,7 +526,7 @@ int tdm_params_get_floats(const TdmParams *params, const char *key, double *out,
     if (i < 0) {
         return 0;
     }
-    const TdmParamValue *v = current(params, (guint)i);
+    const TdmParamValue *v = readable(params, (guint)i);
     for (int k = 0; k < v->n && k < max; k++) {
         out[k] = v->list[k];
     }
@@ -531,7 +540,7 @@ int tdm_params_get_ints(const TdmParams *params, const char *key, int *out, int 
     if (i < 0) {
         return 0;
     }
-    const TdmParamValue *v = current(params, (guint)i);
+    const TdmParamValue *v = readable(params, (guint)i);
     for (int k = 0; k < v->n && k < max; k++) {
         out[k] = (int)v->list[k];
     }

@@ -98,11 +98,70 @@ static void test_types(void)
     g_assert_cmpint(tdm_params_get_floats(p, "x", one, 1), ==, 1);
     g_assert_cmpfloat(one[0], ==, 1.0);
 
-    /* "none" unsets an optional parameter with a default. */
-    g_autoptr(TdmParams) q = parse_ok("mean=none flag=off");
-    g_assert_true(tdm_params_is_set(q, "mean"));
-    g_assert_false(tdm_params_has_value(q, "mean"));
+    /* "none" for a parameter without a default: the same as not giving it. */
+    g_autoptr(TdmParams) q = parse_ok("size=none flag=off");
+    g_assert_true(tdm_params_is_set(q, "size"));
+    g_assert_false(tdm_params_has_value(q, "size"));
+    g_assert_cmpint(tdm_params_get_ints(q, "size", size, 2), ==, 0);
     g_assert_false(tdm_params_get_bool(q, "flag"));
+}
+
+/* "none" never makes a getter return what the spec's range refuses: it is
+ * refused where the spec has a default, unless the spec allows it, and
+ * then the getters still return the default while has_value says "off". */
+static void test_none(void)
+{
+    parse_fails(demo_specs, "n=none",
+                "demo: n=none: expected an integer in [1, 10] ('none' is not accepted)", NULL);
+    parse_fails(demo_specs, "x=none", "demo: x=none: expected a number in (0, 1]", NULL);
+    parse_fails(demo_specs, "none", "demo: n=none", "'none' is not accepted", NULL);
+    parse_fails(demo_specs, "mean=none", "demo: mean=none", "not accepted", NULL);
+    parse_fails(demo_specs, "flag=none", "demo: flag=none: expected true or false", NULL);
+    parse_fails(demo_specs, "cap=none", "demo: bucket-mb=none", NULL);
+    /* A choice and a string take "none" as text. */
+    parse_fails(demo_specs, "mode=none", "demo: mode=none: expected one of a, b, c", NULL);
+    g_autoptr(TdmParams) text = parse_ok("name=none");
+    g_assert_cmpstr(tdm_params_get_string(text, "name"), ==, "none");
+
+    static const TdmParamSpec off[] = {
+        TDM_PARAM_SPEC_FLOAT("max-norm", TDM_PARAM_POSITIONAL | TDM_PARAM_MIN_EXCLUSIVE |
+                                             TDM_PARAM_ALLOW_NONE,
+                             "1.0", 0, 1e30, "clip to this norm; none: no clipping"),
+        TDM_PARAM_SPEC_INT("every", TDM_PARAM_ALLOW_NONE, "8", 1, 100, "period"),
+        TDM_PARAM_SPEC_INT("need", TDM_PARAM_REQUIRED | TDM_PARAM_ALLOW_NONE, NULL, 1, 9, "n"),
+        TDM_PARAM_SPEC_END,
+    };
+    GError *error = NULL;
+    g_autoptr(TdmParams) p = tdm_params_parse_args("clip", off, "none every=none need=2", &error);
+    g_assert_no_error(error);
+    g_assert_true(tdm_params_is_set(p, "max-norm"));
+    g_assert_false(tdm_params_has_value(p, "max-norm"));
+    g_assert_cmpfloat(tdm_params_get_float(p, "max-norm"), ==, 1.0);
+    g_assert_false(tdm_params_has_value(p, "every"));
+    g_assert_cmpint(tdm_params_get_int(p, "every"), ==, 8);
+    double v[1] = {0};
+    g_assert_cmpint(tdm_params_get_floats(p, "max-norm", v, 1), ==, 1);
+    g_assert_cmpfloat(v[0], ==, 1.0);
+    /* Required stays required. */
+    g_assert_null(tdm_params_parse_args("clip", off, "need=none", &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG);
+    g_assert_nonnull(strstr(error->message, "clip: need=none: expected an integer in [1, 9]"));
+    g_clear_error(&error);
+    /* The caller's default is checked the same way. */
+    g_autoptr(TdmParams) d = tdm_params_new("demo", demo_specs, &error);
+    g_assert_no_error(error);
+    g_assert_false(tdm_params_set_default(d, "n", "none", &error));
+    g_assert_nonnull(strstr(error->message, "demo: n=none: expected an integer in [1, 10]"));
+    g_clear_error(&error);
+    g_assert_cmpint(tdm_params_get_int(d, "n"), ==, 3);
+    /* A spec whose own default is "none" needs the flag. */
+    static const TdmParamSpec bad[] = {
+        TDM_PARAM_SPEC_INT("k", 0, "none", 1, 9, "k"),
+        TDM_PARAM_SPEC_END,
+    };
+    g_assert_null(tdm_params_new("demo", bad, &error));
+    g_assert_error(error, TDM_ERROR, TDM_ERROR_PLUGIN);
+    g_clear_error(&error);
 }
 
 static void test_ranges(void)
@@ -257,6 +316,12 @@ static void test_layout_1_0(void)
     g_assert_false(tdm_params_get_bool(p, "on"));
     g_assert_cmpstr(tdm_params_get_string(p, "sizes"), ==, "3,4");
     g_assert_cmpstr(tdm_params_get_string(p, "stride"), ==, "kernel_size");
+    /* 1.0 took "none" for every parameter that was not required: still so,
+     * and the getter gives the default rather than 0. */
+    g_autoptr(TdmParams) n = tdm_params_parse_args("old", specs, "path=/x repeat=none", &error);
+    g_assert_no_error(error);
+    g_assert_false(tdm_params_has_value(n, "repeat"));
+    g_assert_cmpint(tdm_params_get_int(n, "repeat"), ==, 1);
     const TdmParamSpec *copy = tdm_params_get_specs(p);
     g_assert_cmpuint(copy[0].struct_size, ==, sizeof(TdmParamSpec));
     g_assert_cmpint(copy[0].type, ==, TDM_PARAM_STRING);
@@ -405,6 +470,7 @@ int main(int argc, char **argv)
     g_test_add_func("/params/defaults", test_defaults);
     g_test_add_func("/params/types", test_types);
     g_test_add_func("/params/ranges", test_ranges);
+    g_test_add_func("/params/none", test_none);
     g_test_add_func("/params/positional", test_positional);
     g_test_add_func("/params/unknown-and-syntax", test_unknown_and_syntax);
     g_test_add_func("/params/required", test_required);

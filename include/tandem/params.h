@@ -17,13 +17,23 @@
  * takes, their types, defaults and accepted ranges; values without "key="
  * go to the parameters flagged TDM_PARAM_POSITIONAL, in order. A list is
  * written with commas ("mean=0.5, 0.5, 0.5": spaces after a comma are part
- * of the value); a value with spaces may be quoted ('...' or "..."). For a
- * parameter that is neither required nor a string, the value "none" means
- * "not given". Every error is TDM_ERROR_INVALID_ARG and names the feature,
- * the key, the value and what is accepted:
+ * of the value); a value with spaces may be quoted ('...' or "...").
+ *
+ * The value "none" (not for a string or a choice, where it is text) means
+ * "no value": accepted for a parameter without a default (the same as not
+ * giving it) and for one whose spec has %TDM_PARAM_ALLOW_NONE (the feature
+ * reads it as "off" with tdm_params_has_value()); refused for a required
+ * parameter and for one with a default and no %TDM_PARAM_ALLOW_NONE. So a
+ * getter never returns a number outside the spec's range unless the spec
+ * has no default and no value was given (then it returns 0).
+ *
+ * Every error is TDM_ERROR_INVALID_ARG and names the feature, the key, the
+ * value and what is accepted; the column is named only where the text is
+ * part of a longer line the user must search (a transform pipeline):
  *
  *   ddp: bucket-mb=-3: expected a number in [0.001, 1024]
- *   hflip: unknown parameter 'q' (column 7); known: p
+ *   localsgd: sync-every=none: expected an integer in [1, 1000000] ('none' is not accepted)
+ *   hflip: unknown parameter 'q' (column 7); known: p      (in a pipeline)
  *
  * The result is a TdmParams: the values bound to the specs, defaults
  * applied, read back with typed getters. Asking a getter for a key the
@@ -186,7 +196,8 @@ TDM_API gboolean tdm_params_is_set(const TdmParams *params, const char *key);
  * @params: values
  * @key: a key
  *
- * Whether @key has a value: given, or a default ("none" is no value).
+ * Whether @key has a value: given, or a default. FALSE after "none" (see
+ * %TDM_PARAM_ALLOW_NONE): check it before a getter where "none" means "off".
  *
  * Returns: TRUE when it has one
  */
@@ -197,10 +208,11 @@ TDM_API gboolean tdm_params_has_value(const TdmParams *params, const char *key);
  * @params: values
  * @key: a key of an int parameter
  *
- * The value, given or else the default. A key the specs do not have, or
- * of another type, is a programming error (g_critical).
+ * The value, given or else the default (also when "none" was given). A
+ * key the specs do not have, or of another type, is a programming error
+ * (g_critical).
  *
- * Returns: the value; 0 without one
+ * Returns: the value; 0 when there is neither a value nor a default
  */
 TDM_API gint64 tdm_params_get_int(const TdmParams *params, const char *key);
 /**
@@ -208,9 +220,9 @@ TDM_API gint64 tdm_params_get_int(const TdmParams *params, const char *key);
  * @params: values
  * @key: a key of a float or int parameter
  *
- * The value, given or else the default.
+ * The value, given or else the default (also when "none" was given).
  *
- * Returns: the value; 0 without one
+ * Returns: the value; 0 when there is neither a value nor a default
  */
 TDM_API double tdm_params_get_float(const TdmParams *params, const char *key);
 /**
@@ -277,8 +289,9 @@ TDM_API int tdm_params_get_ints(const TdmParams *params, const char *key, int *o
  * @...: its arguments
  *
  * Sets a %TDM_ERROR_INVALID_ARG error about the value of @key, for checks
- * the specs cannot express: "feature: key=value (column C): <message>" (or
- * "feature: key: <message>" when it was not given).
+ * the specs cannot express: "feature: key=value: <message>" (with
+ * " (column C)" after the value when it was set with a column, as in a
+ * transform pipeline), or "feature: key: <message>" when it was not given.
  */
 TDM_API void tdm_params_set_error(const TdmParams *params, const char *key, GError **error,
                                   const char *format, ...) G_GNUC_PRINTF(4, 5);

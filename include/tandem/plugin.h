@@ -261,6 +261,9 @@ typedef enum {
  * @TDM_PARAM_POSITIONAL: may be given without "key=", in spec order
  * @TDM_PARAM_MIN_EXCLUSIVE: (min, ...: min itself is refused
  * @TDM_PARAM_MAX_EXCLUSIVE: ..., max): max itself is refused
+ * @TDM_PARAM_ALLOW_NONE: the value "none" is accepted and means "off":
+ *   tdm_params_has_value() is FALSE, which the feature must check (since
+ *   1.1; without it, "none" is refused when the spec has a default)
  *
  * A #TdmParamSpec's flags, or-ed together.
  */
@@ -269,6 +272,7 @@ typedef enum {
     TDM_PARAM_POSITIONAL = 1 << 1,    /* may be given without "key=", in spec order */
     TDM_PARAM_MIN_EXCLUSIVE = 1 << 2, /* (min, ...: min itself is refused */
     TDM_PARAM_MAX_EXCLUSIVE = 1 << 3, /* ..., max): max itself is refused */
+    TDM_PARAM_ALLOW_NONE = 1 << 4,    /* "none" = off: check tdm_params_has_value() */
 } TdmParamFlags;
 
 /**
@@ -278,8 +282,10 @@ typedef enum {
  * @type: what the value is
  * @flags: a #TdmParamFlags mask
  * @default_value: (nullable): as a user would write it; NULL: none
- * @min: numbers and each list element: the least value (both 0: any)
- * @max: the greatest value (both 0: any)
+ * @min: numbers and each list element: the least value (min and max both
+ *   0: no range at all, any finite value, negative ones too; for ">= 0"
+ *   write 0, INFINITY)
+ * @max: the greatest value (both 0: any finite value)
  * @min_count: lists: the fewest values (both 0: one or more)
  * @max_count: lists: the most values
  * @choices: %TDM_PARAM_CHOICE: "a|b|c"
@@ -332,7 +338,8 @@ typedef struct _TdmParams TdmParams;
  * @f: a #TdmParamFlags mask
  * @def: the default, or NULL
  * @lo: the least value
- * @hi: the greatest value (0, 0: any)
+ * @hi: the greatest value (@lo and @hi both 0: any finite value, negative
+ *   ones too; 0, INFINITY: >= 0)
  * @cmin: lists: the fewest values
  * @cmax: lists: the most values
  * @ch: %TDM_PARAM_CHOICE: "a|b|c", else NULL
