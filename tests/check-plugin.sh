@@ -76,7 +76,31 @@ has_line "a transform that draws from a global generator fails: not deterministi
     "FAIL transform broken-random: .*two runs give different images"
 has_line "a transform that makes another shape than it declares fails" \
     "FAIL transform broken-shape: .*made 3x40x24, but output_shape says 3x40x48"
-has_line "the summary counts the failures" "check-plugin .*: 1 passed, 3 failed, 0 skipped"
+has_line "a strategy that leaves the ranks apart passes alone" \
+    "PASS strategy broken-ranks: alone it trains as single"
+has_line "... but fails on 2 ranks, naming the rank and the difference" \
+    "FAIL strategy broken-ranks, 2 ranks: on 2 ranks (shm) the ranks end with different weights: rank 1 differs from rank 0 by"
+has_line "the summary counts the lines" "check-plugin .*: 2 passed, 4 failed, 0 skipped"
+
+# --strategy gives a strategy its parameters for both checks.
+"$TANDEM" check-plugin --strategy "broken-ranks average=true" "$tmp/libtdm-broken-kit.so" \
+    >"$tmp/broken.log" 2>&1
+has_line "--strategy's parameters make it pass alone" \
+    'PASS strategy "broken-ranks average=true": alone it trains as single'
+has_line "... and on 2 ranks" \
+    "PASS strategy \"broken-ranks average=true\", 2 ranks: on 2 ranks .* every rank ends with rank 0's weights"
+has_line "the other strategy keeps its defaults" "FAIL strategy broken-step: alone"
+"$TANDEM" check-plugin --strategy "broken-ranks average=maybe" "$tmp/libtdm-broken-kit.so" \
+    >"$tmp/broken.log" 2>&1
+has_line "a bad --strategy parameter fails, naming it" \
+    'FAIL strategy "broken-ranks average=maybe": training alone: broken-ranks: average=maybe: expected true or false'
+"$TANDEM" check-plugin --strategy "nope x=1" "$tmp/libtdm-broken-kit.so" >"$tmp/usage.log" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "no strategy of that name (its strategies: broken-step, broken-ranks)" "$tmp/usage.log"; then
+    ok "--strategy naming a strategy the file lacks is a usage error"
+else
+    fail "--strategy naming a strategy the file lacks is a usage error" "exit $rc: $(cat "$tmp/usage.log")"
+fi
 
 # ---- files that do not load, usage ---------------------------------------------
 printf 'not a plugin' >"$tmp/libtdm-junk.so"

@@ -162,48 +162,66 @@ int check_collective_worker(const char *name, double timeout_s)
     return ok ? 0 : 1;
 }
 
+gboolean check_spawn_job(const CheckOptions *o, int world, char **worker_args, char **out,
+                         gboolean *timed_out)
+{
+    g_autofree char *nproc = g_strdup_printf("%d", world);
+    g_autofree char *timeout = g_strdup_printf("%g", o->timeout_s);
+    char *head[] = {(char *)o->self, (char *)"run", (char *)"--nproc-per-node", nproc,
+                    (char *)"--", (char *)o->self, (char *)"check-plugin", (char *)"--timeout",
+                    timeout};
+    /* stdout and stderr together: the workers' reports; the job as a whole
+     * is bounded too */
+    g_autofree char *cmd = g_strdup_printf("exec 2>&1; exec timeout %d \"$@\"",
+                                           (int)(o->timeout_s * 2 + 30));
+    g_autoptr(GPtrArray) sh = g_ptr_array_new();
+    g_ptr_array_add(sh, (char *)"/bin/sh");
+    g_ptr_array_add(sh, (char *)"-c");
+    g_ptr_array_add(sh, cmd);
+    g_ptr_array_add(sh, (char *)"sh");
+    for (gsize i = 0; i < G_N_ELEMENTS(head); i++) {
+        g_ptr_array_add(sh, head[i]);
+    }
+    for (char **a = worker_args; *a != NULL; a++) {
+        g_ptr_array_add(sh, *a);
+    }
+    g_ptr_array_add(sh, (char *)o->file);
+    g_ptr_array_add(sh, NULL);
+    char **env = g_environ_setenv(g_get_environ(), "TDM_TIMEOUT", timeout, TRUE);
+    int status = 0;
+    GError *error = NULL;
+    *out = NULL;
+    gboolean ran = g_spawn_sync(NULL, (char **)sh->pdata, env, G_SPAWN_DEFAULT, NULL, NULL, out,
+                                NULL, &status, &error);
+    g_strfreev(env);
+    if (!ran) {
+        *out = g_strdup(error->message);
+        g_error_free(error);
+        *timed_out = FALSE;
+        return FALSE;
+    }
+    if (o->verbose) {
+        printf("%s", *out);
+    }
+    *timed_out = WIFEXITED(status) && WEXITSTATUS(status) == 124;
+    return g_spawn_check_wait_status(status, NULL);
+}
+
 CheckResult check_collective(const CheckOptions *o, TdmFeature *f)
 {
     const char *name = tdm_feature_get_name(f);
     g_autofree char *what = g_strdup_printf("collective %s", name);
-    g_autofree char *timeout = g_strdup_printf("%g", o->timeout_s);
     g_autoptr(GString) done = g_string_new(NULL);
     for (int world = 2; world <= o->max_world; world++) {
-        g_autofree char *nproc = g_strdup_printf("%d", world);
-        char *argv[] = {(char *)o->self, (char *)"run", (char *)"--nproc-per-node", nproc,
-                        (char *)"--", (char *)o->self, (char *)"check-plugin",
-                        (char *)"--timeout", timeout, (char *)"--worker-collective",
-                        (char *)name, (char *)o->file, NULL};
-        char **env = g_environ_setenv(g_get_environ(), "TDM_TIMEOUT", timeout, TRUE);
+        char *args[] = {(char *)"--worker-collective", (char *)name, NULL};
         g_autofree char *out = NULL;
-        int status = 0;
-        GError *error = NULL;
+        gboolean timed_out = FALSE;
         double t0 = tdm_time_now();
-        /* stdout and stderr together: the workers' reports */
-        g_autofree char *cmd = g_strdup_printf("exec 2>&1; exec timeout %d \"$@\"",
-                                               (int)(o->timeout_s * 2 + 30));
-        char **sh = g_new0(char *, G_N_ELEMENTS(argv) + 4);
-        sh[0] = (char *)"/bin/sh";
-        sh[1] = (char *)"-c";
-        sh[2] = cmd;
-        sh[3] = (char *)"sh";
-        memcpy(sh + 4, argv, sizeof(argv));
-        gboolean ran = g_spawn_sync(NULL, sh, env, G_SPAWN_DEFAULT, NULL, NULL, &out, NULL,
-                                    &status, &error);
-        g_free(sh);
-        g_strfreev(env);
-        if (o->verbose && ran) {
-            printf("%s", out);
-        }
-        if (!ran || !g_spawn_check_wait_status(status, NULL)) {
-            gboolean timed_out = ran && WIFEXITED(status) && WEXITSTATUS(status) == 124;
-            CheckResult r = check_report(
-                CHECK_FAIL, what, "%d processes: %s%s", world,
-                !ran ? error->message
-                     : timed_out ? "the job did not finish in time (a hung op)" : "failed:\n",
-                ran && !timed_out ? out : "");
-            g_clear_error(&error);
-            return r;
+        if (!check_spawn_job(o, world, args, &out, &timed_out)) {
+            return check_report(CHECK_FAIL, what, "%d processes: %s%s", world,
+                                timed_out ? "the job did not finish in time (a hung op)"
+                                          : "failed:\n",
+                                timed_out ? "" : out);
         }
         g_string_append_printf(done, "%s%d (%.1f s)", done->len > 0 ? ", " : "", world,
                                tdm_time_now() - t0);

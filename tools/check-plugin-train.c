@@ -8,7 +8,15 @@
  * check trains a small mlp on ref with each, from the same weights on the
  * same batches (8 steps, accumulating 2, SGD with momentum), and compares
  * the weights and the loss statistics. A strategy that needs a
- * communicator gets one of a world of one.
+ * communicator gets one of a world of one. The strategy's parameters are
+ * its defaults, or those `--strategy "name key=value ..."` gives.
+ *
+ * Every strategy but single and dp (which get no communicator) must also
+ * leave every rank with the same parameters and buffers at the end of
+ * training. The check runs the same training on 2 processes (`tandem run`,
+ * the shm collective), each rank on batches of its own, and each rank
+ * writes its value arena to a file of a temporary directory, which this
+ * process compares with rank 0's.
  *
  * A transform must give the same image for the same (seed, epoch, index)
  * (it draws only from the generator it is handed), other images for other
@@ -21,12 +29,18 @@
 #include <math.h>
 #include <string.h>
 
+#include <glib/gstdio.h>
+
 #include "check-plugin.h"
 
 #define STEPS 8
 #define ACCUMULATE 2
 #define BATCH 16
 #define SIDE 8
+/* How far a rank's weights may end from rank 0's, relative to the largest
+ * weight: every rank applies the same averaged update, so any difference
+ * is only the order of a sum. */
+#define RANKS_TOLERANCE 1e-6
 
 typedef struct {
     TdmModel *model;
@@ -45,9 +59,11 @@ static void train_run_clear(TrainRun *t)
     g_clear_pointer(&t->labels, tdm_tensor_unref);
 }
 
-/* Trains with strategy `spec`; the weights end in t->model. */
+/* Trains with strategy `spec` on batches drawn from `data_seed`; the
+ * weights end in t->model. `alone`: the loss statistics must count this
+ * process's samples (on several ranks a strategy may add them up). */
 static gboolean train_with(TrainRun *t, const char *spec, TdmDevice *dev, TdmComm *comm,
-                           GError **error)
+                           guint32 data_seed, gboolean alone, GError **error)
 {
     TdmModelConfig mc = {.in_channels = 1, .num_classes = 10, .image_size = SIDE};
     TdmOptimizerOptions oo;
@@ -65,7 +81,7 @@ static gboolean train_with(TrainRun *t, const char *spec, TdmDevice *dev, TdmCom
         (t->labels = tdm_tensor_new(dev, TDM_DTYPE_I32, 1, lshape, error)) == NULL) {
         return FALSE;
     }
-    GRand *rand = g_rand_new_with_seed(5);
+    GRand *rand = g_rand_new_with_seed(data_seed);
     float x[BATCH * SIDE * SIDE];
     int32_t y[BATCH];
     gboolean ok = TRUE;
@@ -85,7 +101,7 @@ static gboolean train_with(TrainRun *t, const char *spec, TdmDevice *dev, TdmCom
     TdmStepStats st = {0};
     ok = ok && tdm_strategy_end(t->s, TDM_STRATEGY_END_TRAINING, 0, error) &&
          tdm_strategy_read_stats(t->s, &st, error);
-    if (ok && (st.count != STEPS * BATCH || !(st.loss_sum > 0))) {
+    if (ok && alone && (st.count != STEPS * BATCH || !(st.loss_sum > 0))) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
                     "the loss statistics count %" G_GINT64_FORMAT " samples with a loss sum of "
                     "%g, expected %d samples and a positive sum",
@@ -112,10 +128,142 @@ static double arena_difference(TdmModel *a, TdmModel *b, GError **error)
     return sqrt(d) / MAX(sqrt(n), 1e-30);
 }
 
+int check_strategy_worker(const char *spec, const char *dir, double timeout_s)
+{
+    GError *error = NULL;
+    TdmDistEnv env;
+    TdmStoreServer *server = NULL;
+    TdmCommOptions co = {.timeout_s = timeout_s};
+    if (!tdm_dist_env_read(&env, &error)) {
+        fprintf(stderr, "check-plugin worker: %s\n", error->message);
+        g_error_free(error);
+        return 1;
+    }
+    TdmStore *store = tdm_store_open_for_job(&env, &server, &error);
+    TdmDevice *dev = store != NULL ? tdm_device_get("ref", &error) : NULL;
+    TdmComm *comm = dev != NULL ? tdm_comm_new("shm", store, &env, dev, &co, &error) : NULL;
+    TrainRun t = {0};
+    gboolean ok = comm != NULL &&
+                  train_with(&t, spec, dev, comm, 5 + 1000 * (guint32)env.rank, FALSE, &error);
+    g_autofree float *values = ok ? tdm_tensor_read_f32(t.model->value_arena, &error) : NULL;
+    if (values != NULL) {
+        g_autofree char *base = g_strdup_printf("rank-%d.f32", env.rank);
+        g_autofree char *path = g_build_filename(dir, base, NULL);
+        ok = g_file_set_contents(path, (const char *)values,
+                                 (gssize)(t.model->n_values * sizeof(float)), &error);
+    }
+    if (!ok || values == NULL) {
+        fprintf(stderr, "check-plugin worker, rank %d of %d: %s\n", env.rank, env.world_size,
+                error->message);
+        g_error_free(error);
+    }
+    train_run_clear(&t);
+    tdm_comm_free(comm);
+    tdm_store_free(store);
+    tdm_store_server_free(server);
+    tdm_dist_env_clear(&env);
+    return ok && values != NULL ? 0 : 1;
+}
+
+/* The largest |w_r - w_0| over the ranks' weights in `dir`, relative to
+ * the largest |w_0|; -1 with an error when a file is missing or short. */
+static double ranks_difference(const char *dir, int world, int *worst_rank, GError **error)
+{
+    g_autofree char *p0 = g_build_filename(dir, "rank-0.f32", NULL);
+    g_autofree char *w0 = NULL;
+    gsize n0 = 0;
+    if (!g_file_get_contents(p0, &w0, &n0, error)) {
+        return -1.0;
+    }
+    const float *a = (const float *)(void *)w0;
+    double scale = 0.0, worst = 0.0;
+    for (gsize i = 0; i < n0 / sizeof(float); i++) {
+        scale = MAX(scale, fabs((double)a[i]));
+    }
+    *worst_rank = 0;
+    for (int r = 1; r < world; r++) {
+        g_autofree char *base = g_strdup_printf("rank-%d.f32", r);
+        g_autofree char *path = g_build_filename(dir, base, NULL);
+        g_autofree char *wr = NULL;
+        gsize n = 0;
+        if (!g_file_get_contents(path, &wr, &n, error)) {
+            return -1.0;
+        }
+        if (n != n0) {
+            g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
+                        "rank %d wrote %" G_GSIZE_FORMAT " bytes of weights, rank 0 %"
+                        G_GSIZE_FORMAT, r, n, n0);
+            return -1.0;
+        }
+        const float *b = (const float *)(void *)wr;
+        for (gsize i = 0; i < n / sizeof(float); i++) {
+            double d = fabs((double)b[i] - a[i]) / MAX(scale, 1e-30);
+            if (d > worst) {
+                worst = d;
+                *worst_rank = r;
+            }
+        }
+    }
+    return worst;
+}
+
+/* Trains `spec` on 2 ranks and compares their weights at the end. */
+static CheckResult check_ranks(const CheckOptions *o, const char *what, const char *spec)
+{
+    const int world = 2;
+    GError *error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("tdm-check-XXXXXX", &error);
+    if (dir == NULL) {
+        CheckResult r = check_report(CHECK_FAIL, what, "a temporary directory: %s",
+                                     error->message);
+        g_error_free(error);
+        return r;
+    }
+    char *args[] = {(char *)"--worker-strategy", (char *)spec, (char *)"--worker-dir", dir, NULL};
+    g_autofree char *out = NULL;
+    gboolean timed_out = FALSE;
+    CheckResult r;
+    int worst_rank = 0;
+    if (!check_spawn_job(o, world, args, &out, &timed_out)) {
+        r = check_report(CHECK_FAIL, what, "%d ranks (shm): %s%s", world,
+                         timed_out ? "the job did not finish in time" : "failed:\n",
+                         timed_out ? "" : out);
+    } else {
+        double d = ranks_difference(dir, world, &worst_rank, &error);
+        if (d < 0) {
+            r = check_report(CHECK_FAIL, what, "%d ranks (shm): %s", world, error->message);
+        } else if (d > RANKS_TOLERANCE) {
+            r = check_report(CHECK_FAIL, what,
+                             "on %d ranks (shm) the ranks end with different weights: rank %d "
+                             "differs from rank 0 by %.3g (largest difference relative to the "
+                             "largest weight; tolerance %g): every rank must hold the same "
+                             "parameters and buffers after the end of training",
+                             world, worst_rank, d, RANKS_TOLERANCE);
+        } else {
+            r = check_report(CHECK_PASS, what,
+                             "on %d ranks (shm, each on its own batches) every rank ends with "
+                             "rank 0's weights (largest difference %.2g)",
+                             world, d);
+        }
+    }
+    g_clear_error(&error);
+    for (int k = 0; k < world; k++) {
+        g_autofree char *base = g_strdup_printf("rank-%d.f32", k);
+        g_autofree char *path = g_build_filename(dir, base, NULL);
+        g_unlink(path);
+    }
+    g_rmdir(dir);
+    return r;
+}
+
 CheckResult check_strategy(const CheckOptions *o, TdmFeature *f)
 {
     const char *name = tdm_feature_get_name(f);
-    g_autofree char *what = g_strdup_printf("strategy %s", name);
+    g_autofree char *given = o->strategy != NULL ? tdm_params_split_name(o->strategy, NULL) : NULL;
+    const char *spec = g_strcmp0(given, name) == 0 ? o->strategy : name;
+    g_autofree char *what = g_strcmp0(spec, name) == 0
+                                ? g_strdup_printf("strategy %s", name)
+                                : g_strdup_printf("strategy \"%s\"", spec);
     GError *error = NULL;
     TdmDistEnv env = {.rank = 0, .world_size = 1, .local_rank = 0, .local_world_size = 1,
                       .nnodes = 1, .source = "none"};
@@ -125,9 +273,9 @@ CheckResult check_strategy(const CheckOptions *o, TdmFeature *f)
     CheckResult r;
     if (comm == NULL) {
         r = check_report(CHECK_FAIL, what, "a communicator of one process: %s", error->message);
-    } else if (!train_with(&mine, name, dev, comm, &error)) {
+    } else if (!train_with(&mine, spec, dev, comm, 5, TRUE, &error)) {
         r = check_report(CHECK_FAIL, what, "training alone: %s", error->message);
-    } else if (!train_with(&single, "single", dev, NULL, &error)) {
+    } else if (!train_with(&single, "single", dev, NULL, 5, TRUE, &error)) {
         r = check_report(CHECK_FAIL, what, "training with single: %s", error->message);
     } else {
         double d = arena_difference(mine.model, single.model, &error);
@@ -150,7 +298,14 @@ CheckResult check_strategy(const CheckOptions *o, TdmFeature *f)
     train_run_clear(&mine);
     train_run_clear(&single);
     tdm_comm_free(comm);
-    return r;
+    if (r != CHECK_PASS) {
+        return r;
+    }
+    g_autofree char *ranks = g_strdup_printf("%s, 2 ranks", what);
+    if (strcmp(name, "single") == 0 || strcmp(name, "dp") == 0) {
+        return check_report(CHECK_SKIP, ranks, "a one-process strategy (no communicator)");
+    }
+    return check_ranks(o, ranks, spec);
 }
 
 /* One run of `p` on `src`: the f32 result and its shape (transfer full). */

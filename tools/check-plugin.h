@@ -17,6 +17,7 @@ typedef struct {
     double timeout_s;     /* collectives and the rendezvous */
     int max_world;        /* collectives run on 2..max_world processes */
     gboolean verbose;     /* show the children's whole output */
+    const char *strategy; /* --strategy: "name key=value ..." for that strategy, or NULL */
 } CheckOptions;
 
 /* Prints "RESULT what: detail" and returns the result. */
@@ -30,10 +31,18 @@ CheckResult check_backend(const CheckOptions *o, TdmFeature *f);
  * (`tandem run`), and the worker those processes run. */
 CheckResult check_collective(const CheckOptions *o, TdmFeature *f);
 int check_collective_worker(const char *name, double timeout_s);
-/* check-plugin-train.c: a strategy equals `single` in a world of one; a
- * transform is deterministic per (seed, epoch, index) and makes the shape
- * it declares. */
+/* Runs `tandem run --nproc-per-node WORLD -- tandem check-plugin --timeout
+ * T WORKER_ARGS... FILE` under a time limit; *out (transfer full) gets the
+ * job's output (or why it did not start). TRUE when the job succeeded;
+ * *timed_out says whether it ran out of time. */
+gboolean check_spawn_job(const CheckOptions *o, int world, char **worker_args, char **out,
+                         gboolean *timed_out);
+/* check-plugin-train.c: a strategy equals `single` in a world of one and
+ * ends with the same weights on every rank of 2 (the worker is one rank of
+ * that job, writing its weights under DIR); a transform is deterministic
+ * per (seed, epoch, index) and makes the shape it declares. */
 CheckResult check_strategy(const CheckOptions *o, TdmFeature *f);
+int check_strategy_worker(const char *spec, const char *dir, double timeout_s);
 CheckResult check_transform(const CheckOptions *o, TdmFeature *f);
 
 #endif /* TDM_TOOLS_CHECK_PLUGIN_H */
