@@ -64,7 +64,8 @@ TrainLog *tdm_train_log_new(const TrainRun *run, GError **error)
         tdm_train_log_free(log);
         return NULL;
     }
-    if (run->leader && cfg->save_path != NULL && !tdm_save_path_check(cfg->save_path, error)) {
+    g_autofree char *save = tdm_train_save_path(run);
+    if (save != NULL && !tdm_save_path_check(save, error)) {
         g_prefix_error(error, "train.save: ");
         tdm_train_log_free(log);
         return NULL;
@@ -72,6 +73,17 @@ TrainLog *tdm_train_log_new(const TrainRun *run, GError **error)
     log->builder = json_builder_new_immutable();
     log->generator = json_generator_new();
     return log;
+}
+
+char *tdm_train_save_path(const TrainRun *run)
+{
+    const char *path = run->cfg->save_path;
+    if (path == NULL || (!run->leader && strstr(path, "{rank}") == NULL)) {
+        return NULL;
+    }
+    g_autofree char *rank = g_strdup_printf("%d", run->env.rank);
+    g_auto(GStrv) parts = g_strsplit(path, "{rank}", -1);
+    return g_strjoinv(rank, parts);
 }
 
 void tdm_train_log_free(TrainLog *log)

@@ -91,6 +91,10 @@ typedef struct TrainLog TrainLog;
 /* Opens the log file (rank 0, when configured) and checks train.save can
  * be written, before the first step. */
 TrainLog *tdm_train_log_new(const TrainRun *run, GError **error);
+/* Where this rank writes train.save: rank 0 the path; every rank, when
+ * the path has "{rank}", the path with its rank there (to check that the
+ * ranks end alike); NULL for a rank that does not save (transfer full). */
+char *tdm_train_save_path(const TrainRun *run);
 void tdm_train_log_free(TrainLog *log);
 /* The start event and the "training ..." lines. */
 void tdm_train_log_start(TrainLog *log, const TrainRun *run);

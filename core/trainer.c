@@ -193,7 +193,10 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
         goto out;
     }
 
-    if (run.leader && cfg->save_path != NULL && !tdm_model_save(run.model, cfg->save_path, error)) {
+    char *save = tdm_train_save_path(&run); /* no g_autofree: the gotos above skip it */
+    gboolean saved = save == NULL || tdm_model_save(run.model, save, error);
+    g_free(save);
+    if (!saved) {
         goto out;
     }
     /* The others wait for rank 0's evaluation and save, and rank 0 keeps

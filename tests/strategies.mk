@@ -9,6 +9,7 @@
 #                          not host memory) = unstaged = single
 #   dp-copies.sh           dp copies peer to peer on ref, through the host
 #                          between backends (TDM_PROFILE's counts)
+#   save-ranks.sh          --save with {rank} on every rank; tandem compare
 check_PROGRAMS += tests/test-ddp
 
 TDM_STRATEGY_TESTS = \
@@ -17,6 +18,7 @@ TDM_STRATEGY_TESTS = \
 	tests/strategies-mpirun.sh \
 	tests/netns-two-hosts.sh \
 	tests/staged-ddp.sh \
-	tests/dp-copies.sh
+	tests/dp-copies.sh \
+	tests/save-ranks.sh
 TESTS += tests/test-ddp $(TDM_STRATEGY_TESTS)
 EXTRA_DIST += $(TDM_STRATEGY_TESTS) tests/strategies-lib.sh tests/compare-weights.py

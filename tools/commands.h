@@ -27,6 +27,9 @@ int tdm_cmd_data(int argc, char **argv);
 /* cmd-export.c: `tandem export SRC DST`, weights back to PyTorch. */
 int tdm_cmd_export(int argc, char **argv);
 
+/* cmd-compare.c: `tandem compare A B`, two weight files within a tolerance. */
+int tdm_cmd_compare(int argc, char **argv);
+
 /* cmd-plot.c: `tandem plot`, training curves from JSON-lines logs. */
 int tdm_cmd_plot(int argc, char **argv);
 

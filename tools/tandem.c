@@ -30,6 +30,7 @@ static const TandemCommand commands[] = {
     {"run", tdm_cmd_run, "start the processes of a distributed job (torchrun flags)"},
     {"data", tdm_cmd_data, "look at a data set: preview augmented samples as a PNG grid"},
     {"export", tdm_cmd_export, "write a checkpoint's model weights as .pth or .safetensors"},
+    {"compare", tdm_cmd_compare, "compare two weight files tensor by tensor, within a tolerance"},
     {"plot", tdm_cmd_plot, "draw training curves from --log-file logs into a PNG"},
     {"check-plugin", tdm_cmd_check_plugin, "check a plugin file's features: backend, collective, "
                                            "strategy, transform"},

@@ -138,7 +138,8 @@ G_BEGIN_DECLS
     KEY(log_file, PATH, "train.log_file", NULL, NULL,                                        \
         "log-file", 'l', "FILE", TRAIN, "Write JSON lines here")                             \
     KEY(save_path, PATH, "train.save", NULL, NULL,                                           \
-        "save", 'o', "FILE", TRAIN, "Save the final weights as safetensors")                 \
+        "save", 'o', "FILE", TRAIN,                                                          \
+        "Save the final weights as safetensors (rank 0; every rank when FILE has {rank})")   \
     KEY(eval, BOOL, "train.eval", "true", NULL,                                              \
         "no-eval", 0, NULL, TRAIN, "Skip evaluation")                                        \
     KEY(progress, INT, "train.progress", "50", "[0, 2147483647]",                            \
