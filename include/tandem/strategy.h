@@ -33,6 +33,11 @@
  * an empty share. Such a strategy also keeps the trainer's learning-rate
  * groups: tdm_optimizer_share_lr_groups, and each slice it hands its own
  * optimizer lies in one group (tdm_optimizer_set_param_lr_group).
+ * s->optimizer->opts are the user's settings (--clip-grad-norm is
+ * opts.max_grad_norm): a strategy reads them and never changes them. One
+ * that clips by a rule of its own scales the final gradients itself
+ * (tdm_op_sum_squares, tdm_op_scale) before the step; --clip-grad-norm,
+ * when given, then still clips inside the step, after it.
  *
  * THE RULES A STRATEGY FOLLOWS (docs/plugins/strategy.md explains them
  * with a complete Local SGD strategy):
@@ -55,8 +60,10 @@
  *   the exporters in the same order, so collectives match up; a strategy
  *   must not skip a collective on some ranks (a rank without data for a
  *   step still takes part).
- * - Only rank 0 evaluates, logs and writes --save and checkpoints; the
- *   other ranks wait at a barrier. A strategy writes no files and prints
+ * - Only rank 0 evaluates, logs and writes --save and checkpoints (every
+ *   rank writes --save when its path has "{rank}"); the other ranks wait
+ *   at a barrier. `tandem check-plugin` checks on 2 ranks that they end
+ *   alike. A strategy writes no files and prints
  *   nothing but g_debug/g_warning.
  * - setup runs once, after the model's weights are loaded (from --init or
  *   a checkpoint) and before the first step: broadcast rank 0's parameters
@@ -492,7 +499,9 @@ TDM_API void tdm_strategy_free(TdmStrategy *s);
  * right predictions are added up on the device by the core (in tensors
  * the core keeps with the strategy and frees with it), which hands them to
  * tdm_strategy_read_stats(): a strategy that uses this leaves its class's
- * read_stats NULL and #TdmStepResult's loss and correct 0. Nothing waits
+ * read_stats NULL and #TdmStepResult's loss and correct 0. It has no
+ * #TdmStepResult: the train_step that calls it sets result->count =
+ * batch->size itself (tdm_strategy_default_step() does). Nothing waits
  * for the device. Since 1.3.
  *
  * Returns: TRUE, or FALSE with @error set by the failing op (the model's
