@@ -101,6 +101,8 @@ for ex in localsgd invert rawimg; do
     fi
 done
 if grep -q '^PASS strategy localsgd: alone it trains as single' "$tmp/check-localsgd.log" &&
+    grep -q "^PASS strategy localsgd, 2 ranks: .* every rank ends with rank 0's weights" \
+        "$tmp/check-localsgd.log" &&
     grep -q '^PASS transform invert:' "$tmp/check-invert.log"; then
     ok "check-plugin ran the strategy's and the transform's checks"
 else
@@ -180,6 +182,14 @@ out=$(staged "$tandem" train $common --strategy localsgd --set strategy.sync-eve
 case $out in
 *"localsgd: sync-every=0: expected an integer in [1, 1e+06]"*) ok "a bad --set strategy value names the parameter" ;;
 *) fail "a bad --set strategy value names the parameter" "$out" ;;
+esac
+# "none" would leave the getter nothing in range (it read 0: never averaged)
+# shellcheck disable=SC2086
+out=$(staged "$tandem" train $common --strategy "localsgd sync-every=none" 2>&1)
+case $out in
+*"localsgd: sync-every=none: expected an integer in [1, 1e+06] ('none' is not accepted)"*)
+    ok "sync-every=none is refused, not read as 0" ;;
+*) fail "sync-every=none is refused, not read as 0" "$out" ;;
 esac
 
 # ---- the dataset reader and the transform ---------------------------------
