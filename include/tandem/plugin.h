@@ -262,8 +262,8 @@ typedef enum {
  * @TDM_PARAM_MIN_EXCLUSIVE: (min, ...: min itself is refused
  * @TDM_PARAM_MAX_EXCLUSIVE: ..., max): max itself is refused
  * @TDM_PARAM_ALLOW_NONE: the value "none" is accepted and means "off":
- *   tdm_params_has_value() is FALSE, which the feature must check (since
- *   1.1; without it, "none" is refused when the spec has a default)
+ *   tdm_params_has_value() is FALSE, which the feature must check (without
+ *   the flag, "none" is refused when the spec has a default)
  *
  * A #TdmParamSpec's flags, or-ed together.
  */
