@@ -36,6 +36,10 @@ gboolean tdm_file_corrupt(GError **error, const char *path, const char *fmt, ...
 /* device.c: the backend's memory and transfer slots, for tensor.c and
  * loader.c (every file of the core but device.c, stream.c and ops-*.c
  * leaves the backend table alone). */
+/* strategy.c: whether the strategy's class has an end hook (1.3 or later,
+ * slot set): the trainer evaluates again after one at an early stop. */
+gboolean tdm_strategy_has_end(const TdmStrategy *s);
+
 /* tensor.c: a storage for bytes [offset, offset + nbytes) of `parent`
  * (itself not a slice), holding a reference to it: tensors on the slice
  * see nbytes, so tdm_tensor_ensure() gives one that needs more its own

@@ -241,11 +241,16 @@ void tdm_strategy_free(TdmStrategy *s)
     g_free(strategy_box(s));
 }
 
+gboolean tdm_strategy_has_end(const TdmStrategy *s)
+{
+    /* a class of 1.2 or older has a reserved slot where end is */
+    return TDM_IFACE_VERSION_MINOR(s->klass->iface_version) >= 3 && s->klass->end != NULL;
+}
+
 gboolean tdm_strategy_end(TdmStrategy *s, TdmStrategyEnd what, int epoch, GError **error)
 {
     g_return_val_if_fail(s != NULL, FALSE);
-    /* a class of 1.2 or older has a reserved slot where end is */
-    if (TDM_IFACE_VERSION_MINOR(s->klass->iface_version) < 3 || s->klass->end == NULL) {
+    if (!tdm_strategy_has_end(s)) {
         return TRUE;
     }
     if (!s->klass->end(s, what, epoch, error)) {

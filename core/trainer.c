@@ -100,6 +100,8 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
     gboolean first = TRUE; /* before the first step of this process */
     gboolean stop = cfg->max_steps > 0 && sum.steps >= cfg->max_steps; /* train.max_steps */
     int last_epoch = tdm_train_ckpt_first_epoch(ckpt); /* the last epoch run */
+    gboolean ended = FALSE;         /* the strategy's end of training has run */
+    gboolean stopped_early = FALSE; /* by early stopping, after an evaluation */
 
     /* The loop: epochs x steps. */
     for (int epoch = tdm_train_ckpt_first_epoch(ckpt); epoch < cfg->epochs && !stop; epoch++) {
@@ -158,8 +160,13 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             goto out;
         }
         /* the strategy's end of epoch: before the evaluation and the
-         * epoch's checkpoint */
+         * epoch's checkpoint; in the last epoch (by count, or the step
+         * budget spent at its end) the end of training too, so that the
+         * final evaluation sees the weights --save writes (an EMA or SWA
+         * strategy swaps its average in there) */
         if (!tdm_strategy_end(run.strategy, TDM_STRATEGY_END_EPOCH, epoch, error) ||
+            ((epoch + 1 == cfg->epochs || stop) &&
+             !(ended = tdm_strategy_end(run.strategy, TDM_STRATEGY_END_TRAINING, epoch, error))) ||
             !epoch_read_stats(&run, log, &es, error)) {
             goto out;
         }
@@ -184,12 +191,28 @@ gboolean tdm_trainer_run(const TdmTrainConfig *cfg, TdmTrainSummary *summary, GE
             goto out;
         }
         if (stop) {
+            stopped_early = TRUE;
             break;
         }
     }
-    /* before the final checkpoint and --save: every rank's model is the same */
-    if (!tdm_strategy_end(run.strategy, TDM_STRATEGY_END_TRAINING, last_epoch, error) ||
-        !tdm_train_ckpt_finish(ckpt, &run, error)) {
+    /* A run that stopped early (early stopping, or mid-epoch) ends here,
+     * before the final checkpoint and --save: every rank's model is then
+     * the same. Early stopping has evaluated the model already: when the
+     * strategy has an end hook, which may change the weights, evaluate
+     * again, so that the summary describes the weights saved. */
+    if (!ended) {
+        if (!tdm_strategy_end(run.strategy, TDM_STRATEGY_END_TRAINING, last_epoch, error)) {
+            goto out;
+        }
+        if (stopped_early && run.test_loader != NULL && tdm_strategy_has_end(run.strategy)) {
+            if (!tdm_model_evaluate(run.model, run.test_loader, &sum.test_accuracy,
+                                    &sum.test_loss, error)) {
+                goto out;
+            }
+            tdm_train_log_eval(log, &run, last_epoch, &sum);
+        }
+    }
+    if (!tdm_train_ckpt_finish(ckpt, &run, error)) {
         goto out;
     }
 

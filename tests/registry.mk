@@ -97,4 +97,8 @@ TESTS += tests/test-registry tests/inspect.sh
 # which the test builds itself (it must not be on the fixtures' plugin path).
 TESTS += tests/check-plugin.sh
 EXTRA_DIST += tests/check-plugin.sh tests/fixtures/broken-kit.c
+# The strategy's end of training comes before the final evaluation
+# (tests/fixtures/end-swap.c, built by the test like broken-kit.c).
+TESTS += tests/end-order.sh
+EXTRA_DIST += tests/end-order.sh tests/fixtures/end-swap.c
 EXTRA_DIST += tests/inspect.sh

@@ -164,13 +164,18 @@ typedef struct {
  * @TDM_STRATEGY_END_EPOCH: after an epoch's last step, before its
  *   evaluation and checkpoint
  * @TDM_STRATEGY_END_TRAINING: after the run's last step, before the final
- *   checkpoint and --save
+ *   evaluation, checkpoint and --save (in the last epoch: right after its
+ *   %TDM_STRATEGY_END_EPOCH call)
  *
- * Where tdm_strategy_end() is called (the class's end slot).
+ * Where tdm_strategy_end() is called (the class's end slot). The last
+ * epoch gets both calls, EPOCH then TRAINING, both before its evaluation,
+ * so that the accuracy reported is that of the weights saved. A run that
+ * stops early gets TRAINING after its last evaluation; the trainer then
+ * evaluates again when the strategy has an end hook.
  */
 typedef enum {
     TDM_STRATEGY_END_EPOCH = 0, /* after an epoch's last step, before its evaluation */
-    TDM_STRATEGY_END_TRAINING,  /* after the run's last step, before --save */
+    TDM_STRATEGY_END_TRAINING,  /* after the run's last step, before the final evaluation */
 } TdmStrategyEnd;
 
 /**
@@ -311,8 +316,10 @@ struct _TdmStrategyClass {
      * or checkpoints: bring the ranks' parameters and buffers together
      * here if the steps do not (tdm_strategy_average_values). A collective;
      * it may change the parameters and buffers, never the gradients or the
-     * optimizer. Training that stops mid-epoch (train.max_steps, early
-     * stop) gets only the TRAINING call. (optional: NULL means the ranks
+     * optimizer. The last epoch gets EPOCH then TRAINING, both before its
+     * evaluation; training that stops mid-epoch (train.max_steps) gets only
+     * the TRAINING call, early stopping gets it after the last evaluation
+     * (and the trainer evaluates again). (optional: NULL means the ranks
      * hold equal parameters after every step) */
     gboolean (*end)(TdmStrategy *s, TdmStrategyEnd what, int epoch, GError **error);
 };
