@@ -133,33 +133,48 @@ static gboolean run_ops(TdmComm *comm, TdmDevice *dev, int64_t n, GError **error
     return ok && tdm_comm_barrier(comm, error);
 }
 
+gboolean check_worker_open(CheckWorker *w, const char *name, double timeout_s, GError **error)
+{
+    *w = (CheckWorker){0};
+    GError *local = NULL;
+    if (!tdm_dist_env_read(&w->env, &local)) {
+        fprintf(stderr, "check-plugin worker: %s\n", local->message);
+        g_error_free(local);
+        return FALSE;
+    }
+    TdmCommOptions co = {.timeout_s = timeout_s};
+    w->store = tdm_store_open_for_job(&w->env, &w->server, error);
+    w->dev = w->store != NULL ? tdm_device_get("ref", error) : NULL;
+    w->comm = w->dev != NULL ? tdm_comm_new(name, w->store, &w->env, w->dev, &co, error) : NULL;
+    return TRUE;
+}
+
+int check_worker_close(CheckWorker *w, gboolean ok, GError *error)
+{
+    if (!ok) {
+        fprintf(stderr, "check-plugin worker, rank %d of %d: %s\n", w->env.rank,
+                w->env.world_size, error->message);
+        g_error_free(error);
+    }
+    tdm_comm_free(w->comm);
+    tdm_store_free(w->store);
+    tdm_store_server_free(w->server);
+    tdm_dist_env_clear(&w->env);
+    return ok ? 0 : 1;
+}
+
 int check_collective_worker(const char *name, double timeout_s)
 {
     GError *error = NULL;
-    TdmDistEnv env;
-    TdmStoreServer *server = NULL;
-    TdmCommOptions co = {.timeout_s = timeout_s};
-    if (!tdm_dist_env_read(&env, &error)) {
-        fprintf(stderr, "check-plugin worker: %s\n", error->message);
+    CheckWorker w;
+    if (!check_worker_open(&w, name, timeout_s, &error)) {
         return 1;
     }
-    TdmStore *store = tdm_store_open_for_job(&env, &server, &error);
-    TdmDevice *dev = store != NULL ? tdm_device_get("ref", &error) : NULL;
-    TdmComm *comm = dev != NULL ? tdm_comm_new(name, store, &env, dev, &co, &error) : NULL;
-    gboolean ok = comm != NULL;
+    gboolean ok = w.comm != NULL;
     for (size_t k = 0; ok && k < G_N_ELEMENTS(sizes); k++) {
-        ok = run_ops(comm, dev, sizes[k], &error);
+        ok = run_ops(w.comm, w.dev, sizes[k], &error);
     }
-    if (!ok) {
-        fprintf(stderr, "check-plugin worker, rank %d of %d: %s\n", env.rank, env.world_size,
-                error->message);
-        g_error_free(error);
-    }
-    tdm_comm_free(comm);
-    tdm_store_free(store);
-    tdm_store_server_free(server);
-    tdm_dist_env_clear(&env);
-    return ok ? 0 : 1;
+    return check_worker_close(&w, ok, error);
 }
 
 gboolean check_spawn_job(const CheckOptions *o, int world, char **worker_args, char **out,

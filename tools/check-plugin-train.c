@@ -131,38 +131,23 @@ static double arena_difference(TdmModel *a, TdmModel *b, GError **error)
 int check_strategy_worker(const char *spec, const char *dir, double timeout_s)
 {
     GError *error = NULL;
-    TdmDistEnv env;
-    TdmStoreServer *server = NULL;
-    TdmCommOptions co = {.timeout_s = timeout_s};
-    if (!tdm_dist_env_read(&env, &error)) {
-        fprintf(stderr, "check-plugin worker: %s\n", error->message);
-        g_error_free(error);
+    CheckWorker w;
+    if (!check_worker_open(&w, "shm", timeout_s, &error)) {
         return 1;
     }
-    TdmStore *store = tdm_store_open_for_job(&env, &server, &error);
-    TdmDevice *dev = store != NULL ? tdm_device_get("ref", &error) : NULL;
-    TdmComm *comm = dev != NULL ? tdm_comm_new("shm", store, &env, dev, &co, &error) : NULL;
     TrainRun t = {0};
-    gboolean ok = comm != NULL &&
-                  train_with(&t, spec, dev, comm, 5 + 1000 * (guint32)env.rank, FALSE, &error);
+    gboolean ok = w.comm != NULL && train_with(&t, spec, w.dev, w.comm,
+                                               5 + 1000 * (guint32)w.env.rank, FALSE, &error);
     g_autofree float *values = ok ? tdm_tensor_read_f32(t.model->value_arena, &error) : NULL;
-    if (values != NULL) {
-        g_autofree char *base = g_strdup_printf("rank-%d.f32", env.rank);
+    ok = values != NULL;
+    if (ok) {
+        g_autofree char *base = g_strdup_printf("rank-%d.f32", w.env.rank);
         g_autofree char *path = g_build_filename(dir, base, NULL);
         ok = g_file_set_contents(path, (const char *)values,
                                  (gssize)(t.model->n_values * sizeof(float)), &error);
     }
-    if (!ok || values == NULL) {
-        fprintf(stderr, "check-plugin worker, rank %d of %d: %s\n", env.rank, env.world_size,
-                error->message);
-        g_error_free(error);
-    }
     train_run_clear(&t);
-    tdm_comm_free(comm);
-    tdm_store_free(store);
-    tdm_store_server_free(server);
-    tdm_dist_env_clear(&env);
-    return ok && values != NULL ? 0 : 1;
+    return check_worker_close(&w, ok, error);
 }
 
 /* The largest |w_r - w_0| over the ranks' weights in `dir`, relative to

@@ -31,6 +31,23 @@ CheckResult check_backend(const CheckOptions *o, TdmFeature *f);
  * (`tandem run`), and the worker those processes run. */
 CheckResult check_collective(const CheckOptions *o, TdmFeature *f);
 int check_collective_worker(const char *name, double timeout_s);
+/* A worker's place in the job `tandem run` started: its environment, the
+ * job's store, a ref device and a communicator of a collective. */
+typedef struct {
+    TdmDistEnv env;
+    TdmStoreServer *server;
+    TdmStore *store;
+    TdmDevice *dev;
+    TdmComm *comm;
+} CheckWorker;
+/* Joins the job with collective `name` (timeout_s for every wait). FALSE
+ * when the environment cannot be read (said on stderr; nothing to close);
+ * else w->comm is NULL with *error set when the store, device or
+ * collective could not be had. */
+gboolean check_worker_open(CheckWorker *w, const char *name, double timeout_s, GError **error);
+/* Says error on stderr with the rank when !ok (and frees it), closes w;
+ * the worker's exit status. */
+int check_worker_close(CheckWorker *w, gboolean ok, GError *error);
 /* Runs `tandem run --nproc-per-node WORLD -- tandem check-plugin --timeout
  * T WORKER_ARGS... FILE` under a time limit; *out (transfer full) gets the
  * job's output (or why it did not start). TRUE when the job succeeded;
