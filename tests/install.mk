@@ -7,25 +7,11 @@
 # examples/plugins/ (a strategy, a transform, a dataset reader) and trains
 # with them from the stage.
 TESTS += tests/install-example.sh tests/install-plugins.sh
+# (The examples they build reach the tarball as installed docs: docs/docs.mk.)
 EXTRA_DIST += \
 	tests/install-example.sh \
 	tests/install-plugins.sh \
-	tests/strategy-ranks.c \
-	examples/plugins/README.md \
-	examples/plugins/localsgd/Makefile \
-	examples/plugins/localsgd/README.md \
-	examples/plugins/localsgd/localsgd.c \
-	examples/plugins/invert/Makefile \
-	examples/plugins/invert/README.md \
-	examples/plugins/invert/invert.c \
-	examples/plugins/rawimg/Makefile \
-	examples/plugins/rawimg/README.md \
-	examples/plugins/rawimg/rawimg.c \
-	examples/README.md \
-	examples/train-mlp.c \
-	examples/plugin/Makefile \
-	examples/plugin/README.md \
-	examples/plugin/sign-sgd.c
+	tests/strategy-ranks.c
 # `make install` relinks the plugins in the build tree: libtool moves each
 # one aside while it links the copy it installs, so a test loading plugins
 # meanwhile finds none (seen as the oracle test's cpu cases skipped). The

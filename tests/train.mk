@@ -15,6 +15,4 @@ EXTRA_DIST += tests/bad-input.sh tests/train-smoke.sh tests/train-torch.sh tests
 	tests/train-zoo.sh tests/train-zoo-vgg.sh tests/train-zoo-lib.sh \
 	tests/finetune-torch.sh tests/finetune-reference.py tests/early-stop.sh \
 	tests/fuzz/fuzz-idx.c tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz-config.c \
-	tests/fuzz/fuzz-file.h \
-	examples/fashion-mlp.ini tests/example-transfer.sh examples/transfer-learning/README.md \
-	examples/transfer-learning/run.sh examples/transfer-learning/make_images.py
+	tests/fuzz/fuzz-file.h tests/example-transfer.sh
