@@ -46,15 +46,10 @@ else
 fi
 
 # ---- a plugin that breaks the rules ------------------------------------------
-# shellcheck disable=SC2046 # word splitting of flags is intended
-if "$CC" -std=gnu11 -Wall -Werror -fPIC -shared -fvisibility=hidden \
-    -DTDM_PLUGIN_VERSION='"1.0"' -I"$TDM_TOP_SRCDIR/include" -I"$TDM_TOP_BUILDDIR" \
-    $("$PKG_CONFIG" --cflags glib-2.0) -o "$tmp/libtdm-broken-kit.so" \
-    "$TDM_TOP_SRCDIR/tests/fixtures/broken-kit.c" -L"$TDM_TOP_BUILDDIR/core/.libs" -ltandem-1 \
-    $("$PKG_CONFIG" --libs glib-2.0) >"$tmp/cc.log" 2>&1; then
+if build_fixture_plugin tests/fixtures/broken-kit.c "$tmp/libtdm-broken-kit.so"; then
     ok "the broken plugin builds"
 else
-    fail "the broken plugin builds" "$(cat "$tmp/cc.log")"
+    fail "the broken plugin builds" "$(cat "$tmp/libtdm-broken-kit.so.log")"
 fi
 "$TANDEM" check-plugin "$tmp/libtdm-broken-kit.so" >"$tmp/broken.log" 2>&1
 rc=$?

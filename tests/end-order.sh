@@ -7,26 +7,17 @@
 # trainer evaluates again. Prints TAP.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
-[ -n "${CC:-}" ] || CC=cc
-PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tdm-end-order-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 export TDM_DATA_DIR="$TDM_TOP_SRCDIR/data"
 
-# shellcheck disable=SC2046 # word splitting of flags is intended
-if ! "$CC" -std=gnu11 -Wall -Werror -fPIC -shared -fvisibility=hidden \
-    -DTDM_PLUGIN_VERSION='"1.0"' -I"$TDM_TOP_SRCDIR/include" -I"$TDM_TOP_BUILDDIR" \
-    $("$PKG_CONFIG" --cflags glib-2.0) -o "$tmp/libtdm-end-swap.so" \
-    "$TDM_TOP_SRCDIR/tests/fixtures/end-swap.c" -L"$TDM_TOP_BUILDDIR/core/.libs" -ltandem-1 \
-    $("$PKG_CONFIG" --libs glib-2.0) >"$tmp/cc.log" 2>&1; then
-    bail "the end-swap fixture does not build: $(cat "$tmp/cc.log")"
-fi
+build_fixture_plugin tests/fixtures/end-swap.c "$tmp/libtdm-end-swap.so" ||
+    bail "the end-swap fixture does not build: $(cat "$tmp/libtdm-end-swap.so.log")"
 export TDM_PLUGIN_PATH=$tmp
 
 # accuracies FILE: the "eval" events' accuracies, one per line
 accuracies() { sed -n 's/.*"event": *"eval".*"accuracy": *\([0-9.]*\).*/\1/p' "$1"; }
-# below A B: A < B; same A B: within the 4 decimals `tandem eval` prints
-below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
+# same A B: within the 4 decimals `tandem eval` prints (lt: tap.sh)
 same() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }'; }
 
 common="--device ref --threads 1 --limit 2048 --batch-size 64 --quiet --seed 3"
@@ -36,8 +27,8 @@ if "$TANDEM" train $common --epochs 2 --strategy end-swap --save "$tmp/w.st" \
     last=$(accuracies "$tmp/log.jsonl" | sed -n 2p)
     "$TANDEM" eval --device ref --init "$tmp/w.st" >"$tmp/eval.out" 2>&1
     saved=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' "$tmp/eval.out" | head -n 1)
-    if [ -n "$first" ] && [ -n "$last" ] && [ -n "$saved" ] && below 0.4 "$first" &&
-        below "$last" 0.2 && same "$last" "$saved"; then
+    if [ -n "$first" ] && [ -n "$last" ] && [ -n "$saved" ] && lt 0.4 "$first" &&
+        lt "$last" 0.2 && same "$last" "$saved"; then
         ok "the last epoch is evaluated after the end of training ($first, then $last = the saved weights' $saved)"
     else
         fail "the last epoch is evaluated after the end of training" "epochs: '$first' '$last', saved: '$saved'

@@ -84,6 +84,18 @@ run_logged() {
     return 1
 }
 
+# build_fixture_plugin SRC OUT: compiles plugin source SRC (under the
+# source tree) against this build's headers and library into OUT; the
+# compiler's output goes to OUT.log.
+build_fixture_plugin() {
+    # shellcheck disable=SC2046 # word splitting of flags is intended
+    "${CC:-cc}" -std=gnu11 -Wall -Werror -fPIC -shared -fvisibility=hidden \
+        -DTDM_PLUGIN_VERSION='"1.0"' -I"$TDM_TOP_SRCDIR/include" -I"$TDM_TOP_BUILDDIR" \
+        $("${PKG_CONFIG:-pkg-config}" --cflags glib-2.0) -o "$2" "$TDM_TOP_SRCDIR/$1" \
+        -L"$TDM_TOP_BUILDDIR/core/.libs" -ltandem-1 \
+        $("${PKG_CONFIG:-pkg-config}" --libs glib-2.0) >"$2.log" 2>&1
+}
+
 # bail WHY: stop the whole test file (TAP "Bail out!").
 bail() {
     echo "Bail out! $1"
