@@ -12,8 +12,12 @@
  * A blocked tensor is a run of planes (one per image and channel block) of
  * [pixels][b] floats, b = 8 or 16 channels side by side. Each loop walks
  * whole planes, split over the OpenMP threads, and works on the b lanes of
- * a pixel 8 at a time (16 is two groups): one AVX2 vector on machines that
- * have it (several accumulators, FMA), plain C loops elsewhere.
+ * a pixel at once with AVX-512 when b = 16, else 8 at a time (16 is two
+ * groups) with AVX2 (several accumulators, FMA), plain C loops elsewhere.
+ * A lane's arithmetic is the same with AVX-512 and AVX2, so the two give
+ * the same bits. Planes of at most BN_CHUNK pixels
+ * (resnet's 2x2 to 16x16 layers) skip the double-precision bookkeeping,
+ * which then adds nothing but time (see moments8_small_avx2).
  *
  * Forward, training: one sweep computes each plane's per-lane mean and sum
  * of squared deviations (the plane is re-read from L1/L2, not memory); the
@@ -69,6 +73,13 @@ size_t cpu_bn_mask_bytes(const CpuBnGeom *g)
 static gboolean bn_parallel(const CpuBnGeom *g)
 {
     return g->n * g->cb * g->s * g->b > CPU_PAR_MIN;
+}
+
+/* the per-channel combining loops: over the threads from 64 blocks of
+ * planes' sums (about 1024 channels x 32 images) */
+static gboolean bn_combine_parallel(const CpuBnGeom *g)
+{
+    return g->n * g->cb >= 2048;
 }
 
 /* ---- the plane kernels: 8 lanes at x, pixel stride st floats; a mask
@@ -176,8 +187,64 @@ BN_V __m256 mask_lanes(unsigned bits)
     return _mm256_castsi256_ps(_mm256_cmpeq_epi32(v, sel));
 }
 
+/* The sum of a plane's lanes over its pixels, four accumulators as in
+ * the chunked loops below. */
+BN_V __m256 sum8(const float *x, int64_t s, int64_t st)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i * st));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + (i + 1) * st));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + (i + 2) * st));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + (i + 3) * st));
+    }
+    for (; i < s; i++) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i * st));
+    }
+    return _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+}
+
+/* A plane of at most BN_CHUNK pixels is one chunk: the double totals
+ * are 0 + one float sum, which the float sum 0 + v equals exactly (the
+ * + 0 turns -0 into +0, as the double sum does), so the statistics are
+ * those of the chunked loop without its per-plane double bookkeeping,
+ * which dominates on small planes (resnet's 2x2 to 8x8 layers). */
+BN_AVX2 void moments8_small_avx2(const float *x, int64_t s, int64_t st, float *mean, float *m2)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 tot = _mm256_add_ps(zero, sum8(x, s, st));
+    __m256d ds = _mm256_set1_pd((double)s);
+    __m256 vm = _mm256_set_m128(
+        _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(tot, 1)), ds)),
+        _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(tot)), ds)));
+    __m256 a0 = zero, a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + i * st), vm);
+        __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + (i + 1) * st), vm);
+        __m256 d2 = _mm256_sub_ps(_mm256_loadu_ps(x + (i + 2) * st), vm);
+        __m256 d3 = _mm256_sub_ps(_mm256_loadu_ps(x + (i + 3) * st), vm);
+        a0 = _mm256_fmadd_ps(d0, d0, a0);
+        a1 = _mm256_fmadd_ps(d1, d1, a1);
+        a2 = _mm256_fmadd_ps(d2, d2, a2);
+        a3 = _mm256_fmadd_ps(d3, d3, a3);
+    }
+    for (; i < s; i++) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i * st), vm);
+        a0 = _mm256_fmadd_ps(d, d, a0);
+    }
+    _mm256_storeu_ps(mean, vm);
+    _mm256_storeu_ps(
+        m2, _mm256_add_ps(zero, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))));
+}
+
 BN_AVX2 void moments8_avx2(const float *x, int64_t s, int64_t st, float *mean, float *m2)
 {
+    if (s <= BN_CHUNK) {
+        moments8_small_avx2(x, s, st, mean, m2);
+        return;
+    }
     double tot[8] = {0}, q[8] = {0};
     for (int64_t i0 = 0; i0 < s; i0 += BN_CHUNK) {
         int64_t i1 = MIN(s, i0 + BN_CHUNK), i = i0;
@@ -245,6 +312,8 @@ BN_AVX2 void grad_sums8_avx2(const float *x, const float *dy, const guint8 *mask
 {
     double t0[8] = {0}, t1[8] = {0};
     __m256 vm = _mm256_loadu_ps(mean);
+    /* one chunk: 0 + the float sums, exactly (see moments8_small_avx2) */
+    const gboolean small = s <= BN_CHUNK;
     for (int64_t i0 = 0; i0 < s; i0 += BN_CHUNK) {
         int64_t i1 = MIN(s, i0 + BN_CHUNK), i = i0;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
@@ -266,6 +335,12 @@ BN_AVX2 void grad_sums8_avx2(const float *x, const float *dy, const guint8 *mask
             }
             a0 = _mm256_add_ps(a0, g);
             b0 = _mm256_fmadd_ps(g, _mm256_sub_ps(_mm256_loadu_ps(x + i * st), vm), b0);
+        }
+        if (small) {
+            const __m256 zero = _mm256_setzero_ps();
+            _mm256_storeu_ps(sdy, _mm256_add_ps(zero, _mm256_add_ps(a0, a1)));
+            _mm256_storeu_ps(sdx, _mm256_add_ps(zero, _mm256_add_ps(b0, b1)));
+            return;
         }
         add_to_double(t0, _mm256_add_ps(a0, a1));
         add_to_double(t1, _mm256_add_ps(b0, b1));
@@ -291,6 +366,210 @@ BN_AVX2 void grad_apply8_avx2(const float *x, const float *dy, const guint8 *mas
 }
 #endif
 
+#ifdef BN_HAVE_AVX2
+/* The same four kernels on AVX-512, for b = 16: one pass over a plane for
+ * all 16 lanes instead of two 8-lane passes that each read half of every
+ * cache line. Each lane's arithmetic is the AVX2 kernels' (the same
+ * accumulators over the same pixels, the same chunks, the same fused
+ * multiply-adds), so the results are the same bits whichever runs. The
+ * mask of a pixel is its two bytes, lanes 0-7 then 8-15. */
+#define BN_V512 static inline __attribute__((always_inline, target("avx512f")))
+#define BN_AVX512 static __attribute__((target("avx512f"), noinline))
+
+BN_V512 void add_to_double16(double *t, __m512 v)
+{
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    _mm512_storeu_pd(t, _mm512_add_pd(_mm512_loadu_pd(t), lo));
+    _mm512_storeu_pd(t + 8, _mm512_add_pd(_mm512_loadu_pd(t + 8), hi));
+}
+
+BN_V512 __mmask16 load_mask16(const guint8 *mask, int64_t i)
+{
+    return (__mmask16)(mask[2 * i] | (unsigned)mask[2 * i + 1] << 8);
+}
+
+BN_V512 __m512 sum16(const float *x, int64_t s)
+{
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i * 16));
+        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + (i + 1) * 16));
+        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + (i + 2) * 16));
+        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + (i + 3) * 16));
+    }
+    for (; i < s; i++) {
+        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i * 16));
+    }
+    return _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+}
+
+/* see moments8_small_avx2 */
+BN_AVX512 void moments16_small_avx512(const float *x, int64_t s, float *mean, float *m2)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 tot = _mm512_add_ps(zero, sum16(x, s));
+    __m512d ds = _mm512_set1_pd((double)s);
+    __m256 lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(tot)), ds));
+    __m256 hi = _mm512_cvtpd_ps(_mm512_div_pd(
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(tot), 1))), ds));
+    __m512 vm = _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+    __m512 a0 = zero, a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 <= s; i += 4) {
+        __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + i * 16), vm);
+        __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + (i + 1) * 16), vm);
+        __m512 d2 = _mm512_sub_ps(_mm512_loadu_ps(x + (i + 2) * 16), vm);
+        __m512 d3 = _mm512_sub_ps(_mm512_loadu_ps(x + (i + 3) * 16), vm);
+        a0 = _mm512_fmadd_ps(d0, d0, a0);
+        a1 = _mm512_fmadd_ps(d1, d1, a1);
+        a2 = _mm512_fmadd_ps(d2, d2, a2);
+        a3 = _mm512_fmadd_ps(d3, d3, a3);
+    }
+    for (; i < s; i++) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i * 16), vm);
+        a0 = _mm512_fmadd_ps(d, d, a0);
+    }
+    _mm512_storeu_ps(mean, vm);
+    _mm512_storeu_ps(
+        m2, _mm512_add_ps(zero, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))));
+}
+
+BN_AVX512 void moments16_avx512(const float *x, int64_t s, int64_t st, float *mean, float *m2)
+{
+    double tot[16] = {0}, q[16] = {0};
+    (void)st;
+    if (s <= BN_CHUNK) {
+        moments16_small_avx512(x, s, mean, m2);
+        return;
+    }
+    for (int64_t i0 = 0; i0 < s; i0 += BN_CHUNK) {
+        int64_t i1 = MIN(s, i0 + BN_CHUNK), i = i0;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (; i + 4 <= i1; i += 4) {
+            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i * 16));
+            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + (i + 1) * 16));
+            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + (i + 2) * 16));
+            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + (i + 3) * 16));
+        }
+        for (; i < i1; i++) {
+            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + i * 16));
+        }
+        add_to_double16(tot, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+    float mu[16];
+    for (int l = 0; l < 16; l++) {
+        mu[l] = (float)(tot[l] / (double)s);
+    }
+    __m512 vm = _mm512_loadu_ps(mu);
+    for (int64_t i0 = 0; i0 < s; i0 += BN_CHUNK) {
+        int64_t i1 = MIN(s, i0 + BN_CHUNK), i = i0;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (; i + 4 <= i1; i += 4) {
+            __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + i * 16), vm);
+            __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + (i + 1) * 16), vm);
+            __m512 d2 = _mm512_sub_ps(_mm512_loadu_ps(x + (i + 2) * 16), vm);
+            __m512 d3 = _mm512_sub_ps(_mm512_loadu_ps(x + (i + 3) * 16), vm);
+            a0 = _mm512_fmadd_ps(d0, d0, a0);
+            a1 = _mm512_fmadd_ps(d1, d1, a1);
+            a2 = _mm512_fmadd_ps(d2, d2, a2);
+            a3 = _mm512_fmadd_ps(d3, d3, a3);
+        }
+        for (; i < i1; i++) {
+            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i * 16), vm);
+            a0 = _mm512_fmadd_ps(d, d, a0);
+        }
+        add_to_double16(q, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+    for (int l = 0; l < 16; l++) {
+        mean[l] = mu[l];
+        m2[l] = (float)q[l];
+    }
+}
+
+BN_AVX512 void affine16_avx512(const float *x, int64_t s, int64_t st, const float *a,
+                               const float *sh, gboolean relu, float *y, guint8 *mask)
+{
+    __m512 va = _mm512_loadu_ps(a), vs = _mm512_loadu_ps(sh), zero = _mm512_setzero_ps();
+    (void)st;
+    for (int64_t i = 0; i < s; i++) {
+        __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * 16), va, vs);
+        if (relu) {
+            __mmask16 pos = _mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ);
+            if (mask != NULL) {
+                mask[2 * i] = (guint8)pos;
+                mask[2 * i + 1] = (guint8)(pos >> 8);
+            }
+            v = _mm512_maskz_mov_ps(pos, v);
+        }
+        _mm512_storeu_ps(y + i * 16, v);
+    }
+}
+
+BN_AVX512 void grad_sums16_avx512(const float *x, const float *dy, const guint8 *mask, int64_t s,
+                                  int64_t st, const float *mean, float *sdy, float *sdx)
+{
+    double t0[16] = {0}, t1[16] = {0};
+    __m512 vm = _mm512_loadu_ps(mean);
+    (void)st;
+    /* one chunk: 0 + the float sums, exactly (see moments8_small_avx2) */
+    const gboolean small = s <= BN_CHUNK;
+    for (int64_t i0 = 0; i0 < s; i0 += BN_CHUNK) {
+        int64_t i1 = MIN(s, i0 + BN_CHUNK), i = i0;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+        for (; i + 2 <= i1; i += 2) {
+            __m512 g0 = _mm512_loadu_ps(dy + i * 16), g1 = _mm512_loadu_ps(dy + (i + 1) * 16);
+            if (mask != NULL) {
+                g0 = _mm512_maskz_mov_ps(load_mask16(mask, i), g0);
+                g1 = _mm512_maskz_mov_ps(load_mask16(mask, i + 1), g1);
+            }
+            a0 = _mm512_add_ps(a0, g0);
+            a1 = _mm512_add_ps(a1, g1);
+            b0 = _mm512_fmadd_ps(g0, _mm512_sub_ps(_mm512_loadu_ps(x + i * 16), vm), b0);
+            b1 = _mm512_fmadd_ps(g1, _mm512_sub_ps(_mm512_loadu_ps(x + (i + 1) * 16), vm), b1);
+        }
+        for (; i < i1; i++) {
+            __m512 g = _mm512_loadu_ps(dy + i * 16);
+            if (mask != NULL) {
+                g = _mm512_maskz_mov_ps(load_mask16(mask, i), g);
+            }
+            a0 = _mm512_add_ps(a0, g);
+            b0 = _mm512_fmadd_ps(g, _mm512_sub_ps(_mm512_loadu_ps(x + i * 16), vm), b0);
+        }
+        if (small) {
+            const __m512 zero = _mm512_setzero_ps();
+            _mm512_storeu_ps(sdy, _mm512_add_ps(zero, _mm512_add_ps(a0, a1)));
+            _mm512_storeu_ps(sdx, _mm512_add_ps(zero, _mm512_add_ps(b0, b1)));
+            return;
+        }
+        add_to_double16(t0, _mm512_add_ps(a0, a1));
+        add_to_double16(t1, _mm512_add_ps(b0, b1));
+    }
+    for (int l = 0; l < 16; l++) {
+        sdy[l] = (float)t0[l];
+        sdx[l] = (float)t1[l];
+    }
+}
+
+BN_AVX512 void grad_apply16_avx512(const float *x, const float *dy, const guint8 *mask, int64_t s,
+                                   int64_t st, const float *k, const float *p, const float *q,
+                                   float *dx)
+{
+    __m512 vk = _mm512_loadu_ps(k), vp = _mm512_loadu_ps(p), vq = _mm512_loadu_ps(q);
+    (void)st;
+    for (int64_t i = 0; i < s; i++) {
+        __m512 g = _mm512_loadu_ps(dy + i * 16);
+        if (mask != NULL) {
+            g = _mm512_maskz_mov_ps(load_mask16(mask, i), g);
+        }
+        __m512 v = _mm512_fmadd_ps(vp, _mm512_loadu_ps(x + i * 16), vq);
+        _mm512_storeu_ps(dx + i * 16, _mm512_fmadd_ps(vk, g, v));
+    }
+}
+#endif
+
 typedef struct {
     void (*moments)(const float *, int64_t, int64_t, float *, float *);
     void (*affine)(const float *, int64_t, int64_t, const float *, const float *, gboolean, float *,
@@ -299,16 +578,26 @@ typedef struct {
                       float *, float *);
     void (*grad_apply)(const float *, const float *, const guint8 *, int64_t, int64_t,
                        const float *, const float *, const float *, float *);
+    int64_t lanes; /* how many lanes of a pixel one call covers: 8 or 16 */
 } BnKernels;
 
-static const BnKernels *bn_kernels(void)
+/* The kernels for planes of b lanes: 16 lanes at once on AVX-512, 8 at
+ * a time on AVX2, plain C elsewhere. */
+static const BnKernels *bn_kernels(int64_t b)
 {
-    static const BnKernels plain = {moments8_c, affine8_c, grad_sums8_c, grad_apply8_c};
+    static const BnKernels plain = {moments8_c, affine8_c, grad_sums8_c, grad_apply8_c, 8};
 #ifdef BN_HAVE_AVX2
-    static const BnKernels avx2 = {moments8_avx2, affine8_avx2, grad_sums8_avx2, grad_apply8_avx2};
-    static int have = -1;
+    static const BnKernels avx2 = {moments8_avx2, affine8_avx2, grad_sums8_avx2, grad_apply8_avx2,
+                                   8};
+    static const BnKernels avx512 = {moments16_avx512, affine16_avx512, grad_sums16_avx512,
+                                     grad_apply16_avx512, 16};
+    static int have = -1, have512 = -1;
     if (have < 0) {
         have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        have512 = __builtin_cpu_supports("avx512f");
+    }
+    if (b == 16 && have512) {
+        return &avx512;
     }
     if (have) {
         return &avx2;
@@ -337,31 +626,44 @@ void cpu_bn_forward(const CpuBnGeom *g, const float *x, const float *gamma, cons
                     float eps, gboolean training, float *mean, float *var, gboolean relu, float *y,
                     guint8 *mask, void *work)
 {
-    const BnKernels *k = bn_kernels();
+    const BnKernels *k = bn_kernels(g->b);
     BnWork w = bn_work(g, work);
     int64_t planes = g->n * g->cb, b = g->b, s = g->s, plane = s * b;
     if (training) {
 #pragma omp parallel for schedule(static) if (bn_parallel(g))
         for (int64_t p = 0; p < planes; p++) {
-            for (int64_t l0 = 0; l0 < b; l0 += 8) {
+            for (int64_t l0 = 0; l0 < b; l0 += k->lanes) {
                 k->moments(x + p * plane + l0, s, b, w.pa + p * b + l0, w.pb + p * b + l0);
             }
         }
         /* combine the planes of each channel: the mean of the plane means;
-         * the planes' squared deviations plus s (plane mean - mean)^2 each */
-        for (int64_t ch = 0; ch < g->c; ch++) {
-            int64_t cb = ch / b, l = ch % b;
-            double m = 0, q = 0;
+         * the planes' squared deviations plus s (plane mean - mean)^2 each.
+         * A block's lanes side by side (the planes' order for each), and
+         * the blocks over the threads where there are many (resnet's 2048
+         * channels x 32 images): each channel's sums are the same. */
+#pragma omp parallel for schedule(static) if (bn_combine_parallel(g))
+        for (int64_t cb = 0; cb < g->cb; cb++) {
+            double m[16] = {0}, q[16] = {0};
             for (int64_t n = 0; n < g->n; n++) {
-                m += w.pa[(n * g->cb + cb) * b + l];
+                const float *pa = w.pa + (n * g->cb + cb) * b;
+                for (int64_t l = 0; l < b; l++) {
+                    m[l] += pa[l];
+                }
             }
-            m /= (double)g->n;
+            for (int64_t l = 0; l < b; l++) {
+                m[l] /= (double)g->n;
+            }
             for (int64_t n = 0; n < g->n; n++) {
-                double d = w.pa[(n * g->cb + cb) * b + l] - m;
-                q += w.pb[(n * g->cb + cb) * b + l] + (double)s * d * d;
+                const float *pa = w.pa + (n * g->cb + cb) * b, *pb = w.pb + (n * g->cb + cb) * b;
+                for (int64_t l = 0; l < b; l++) {
+                    double d = pa[l] - m[l];
+                    q[l] += pb[l] + (double)s * d * d;
+                }
             }
-            mean[ch] = (float)m;
-            var[ch] = (float)(q / (double)(g->n * s));
+            for (int64_t l = 0; l < b && cb * b + l < g->c; l++) {
+                mean[cb * b + l] = (float)m[l];
+                var[cb * b + l] = (float)(q[l] / (double)(g->n * s));
+            }
         }
     }
     for (int64_t ch = 0; ch < g->cb * b; ch++) {
@@ -377,7 +679,7 @@ void cpu_bn_forward(const CpuBnGeom *g, const float *x, const float *gamma, cons
 #pragma omp parallel for schedule(static) if (bn_parallel(g))
     for (int64_t p = 0; p < planes; p++) {
         int64_t cb = p % g->cb;
-        for (int64_t l0 = 0; l0 < b; l0 += 8) {
+        for (int64_t l0 = 0; l0 < b; l0 += k->lanes) {
             int64_t o = p * plane + l0;
             k->affine(x + o, s, b, w.ca + cb * b + l0, w.cb + cb * b + l0, relu, y + o,
                       relu && mask != NULL ? mask + o / 8 : NULL);
@@ -391,7 +693,7 @@ void cpu_bn_backward(const CpuBnGeom *g, const float *x, const float *dy, const 
                      const float *gamma, const float *mean, const float *var, float eps, float *dx,
                      float *dgamma, float *dbeta, void *work)
 {
-    const BnKernels *k = bn_kernels();
+    const BnKernels *k = bn_kernels(g->b);
     BnWork w = bn_work(g, work);
     int64_t planes = g->n * g->cb, b = g->b, s = g->s, plane = s * b;
     /* the channel means laid out per lane (padded lanes 0) */
@@ -401,40 +703,48 @@ void cpu_bn_backward(const CpuBnGeom *g, const float *x, const float *dy, const 
 #pragma omp parallel for schedule(static) if (bn_parallel(g))
     for (int64_t p = 0; p < planes; p++) {
         int64_t cb = p % g->cb;
-        for (int64_t l0 = 0; l0 < b; l0 += 8) {
+        for (int64_t l0 = 0; l0 < b; l0 += k->lanes) {
             int64_t o = p * plane + l0;
             k->grad_sums(x + o, dy + o, mask != NULL ? mask + o / 8 : NULL, s, b,
                          w.cc + cb * b + l0, w.pa + p * b + l0, w.pb + p * b + l0);
         }
     }
     double count = (double)(g->n * s);
-    for (int64_t ch = 0; ch < g->cb * b; ch++) {
-        float kk = 0.0f, pp = 0.0f, qq = 0.0f;
-        if (ch < g->c) {
-            int64_t cb = ch / b, l = ch % b;
-            double sdy = 0, sdx = 0;
-            for (int64_t n = 0; n < g->n; n++) {
-                sdy += w.pa[(n * g->cb + cb) * b + l];
-                sdx += w.pb[(n * g->cb + cb) * b + l];
+    /* per channel: its planes' sums in their order, a block's lanes side
+     * by side, the blocks over the threads where there are many */
+#pragma omp parallel for schedule(static) if (bn_combine_parallel(g))
+    for (int64_t cb = 0; cb < g->cb; cb++) {
+        double sdy[16] = {0}, sdx[16] = {0};
+        for (int64_t n = 0; n < g->n; n++) {
+            const float *pa = w.pa + (n * g->cb + cb) * b, *pb = w.pb + (n * g->cb + cb) * b;
+            for (int64_t l = 0; l < b; l++) {
+                sdy[l] += pa[l];
+                sdx[l] += pb[l];
             }
-            double inv = 1.0 / sqrt((double)var[ch] + (double)eps);
-            double gm = gamma != NULL ? gamma[ch] : 1.0;
-            dbeta[ch] = (float)sdy;
-            dgamma[ch] = (float)(sdx * inv);
-            /* dx = gm inv (g - sdy / count - (x - mean) inv^2 sdx / count) */
-            double kd = gm * inv, r = inv * inv * sdx / count;
-            kk = (float)kd;
-            pp = (float)(-kd * r);
-            qq = (float)(kd * (r * mean[ch] - sdy / count));
         }
-        w.ca[ch] = kk;
-        w.cb[ch] = pp;
-        w.cc[ch] = qq;
+        for (int64_t l = 0; l < b; l++) {
+            const int64_t ch = cb * b + l;
+            float kk = 0.0f, pp = 0.0f, qq = 0.0f;
+            if (ch < g->c) {
+                double inv = 1.0 / sqrt((double)var[ch] + (double)eps);
+                double gm = gamma != NULL ? gamma[ch] : 1.0;
+                dbeta[ch] = (float)sdy[l];
+                dgamma[ch] = (float)(sdx[l] * inv);
+                /* dx = gm inv (g - sdy / count - (x - mean) inv^2 sdx / count) */
+                double kd = gm * inv, r = inv * inv * sdx[l] / count;
+                kk = (float)kd;
+                pp = (float)(-kd * r);
+                qq = (float)(kd * (r * mean[ch] - sdy[l] / count));
+            }
+            w.ca[ch] = kk;
+            w.cb[ch] = pp;
+            w.cc[ch] = qq;
+        }
     }
 #pragma omp parallel for schedule(static) if (bn_parallel(g))
     for (int64_t p = 0; p < planes; p++) {
         int64_t cb = p % g->cb;
-        for (int64_t l0 = 0; l0 < b; l0 += 8) {
+        for (int64_t l0 = 0; l0 < b; l0 += k->lanes) {
             int64_t o = p * plane + l0;
             k->grad_apply(x + o, dy + o, mask != NULL ? mask + o / 8 : NULL, s, b,
                           w.ca + cb * b + l0, w.cb + cb * b + l0, w.cc + cb * b + l0, dx + o);
