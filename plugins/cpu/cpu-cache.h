@@ -141,7 +141,7 @@ typedef enum {
     CPU_CONV_BWF8,   /* cpu-conv-bwf8.c: backward weights on nChw8c */
     CPU_CONV_WINO,   /* cpu-conv-wino.c: Winograd F(4x4, 3x3) on nChw8c */
     CPU_CONV_ONEDNN_WINO, /* oneDNN's Winograd primitive */
-    CPU_CONV_GEMM,   /* cpu-conv-gemm.c: backward weights as one sgemm */
+    CPU_CONV_GEMM,   /* cpu-conv-gemm.c: sgemms over gathered copies */
     CPU_CONV_N
 } CpuConvImpl;
 
@@ -173,6 +173,7 @@ typedef struct {
 typedef struct {
     CpuConvOwn own;
     CpuConvFwdPrim dnnl[2]; /* direct, Winograd */
+    CpuConvert gemm_w_in;   /* the plain weights tap-major, for the sgemms */
 } CpuConvFwdOp;
 
 /* conv2d backward data on a oneDNN primitive */
@@ -186,6 +187,7 @@ typedef struct {
 typedef struct {
     CpuConvOwn own;
     CpuConvBwdDataPrim dnnl[2]; /* direct, Winograd */
+    CpuConvert gemm_w_in;       /* the plain weights tap-major, for the sgemms */
 } CpuConvBwdDataOp;
 
 /* conv2d backward weights on a oneDNN primitive: it computes into the

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* plugins/cpu/cpu-conv-gemm.c - backward weights as one matrix product:
+/* plugins/cpu/cpu-conv-gemm.c - convolution as oneDNN sgemms over
+ * gathered copies of the tensors, in any layout. Backward weights is one
+ * matrix product (the forward and backward data, further down, are one
+ * per filter tap and run of output pixels):
  * dw [O][C*KH*KW] += dy^T [O][P] x col [P][C*KH*KW], P = N*OH*OW, where
  * col is x unrolled (im2col) and dy^T is the output gradient with its
  * pixels as rows, both gathered from the tensors' own layouts (nChw16c,
@@ -126,4 +129,155 @@ gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy,
     }
     return dnnl_sgemm('T', 'N', g->o, nc, np, 1.0f, dyt, g->o, col, nc, 1.0f, dw, nc) ==
            dnnl_success;
+}
+
+/* ---- forward and backward data as sgemms over pixel rows ----
+ *
+ * With the activations copied pixel-major ([y][x][image][channel]: one row
+ * of C floats per image and pixel) and the weights tap-major, one tap of
+ * the filter moves a whole run of output pixels against a run of input
+ * pixels: for tap (ky, kx) and output row oy, the outputs ox of the run
+ * whose input ix = ox * sw - pw + kx falls inside the image read input
+ * row iy = oy * sh - ph + ky. With stride 1 the run's rows are contiguous
+ * in both copies, so it is one sgemm of run x N rows; with a larger
+ * stride every output pixel is its own N rows. Taps that fall into the
+ * padding are never multiplied: on the small planes of resnet's last
+ * stages (a 3x3 filter over a 2x2 image reads only 16 of its 36 window
+ * positions) this is less than half the arithmetic of a direct kernel,
+ * which is why the tuner may prefer it there. */
+
+static int64_t act_rows(int64_t n, int64_t h, int64_t w)
+{
+    return n * h * w;
+}
+
+size_t cpu_gemm_rows_work_bytes(const CpuGemmGeom *g)
+{
+    return sizeof(float) *
+           (size_t)(act_rows(g->n, g->h, g->w) * g->c + act_rows(g->n, g->oh, g->ow) * g->o);
+}
+
+/* rows [y][x][image][channel] of a tensor of `ch` channels seen as planes
+ * (ppi planes per image of [h][w][b] floats) */
+static void to_rows(const float *t, int64_t ppi, int64_t b, int64_t n, int64_t ch, int64_t h,
+                    int64_t w, float *rows)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n * h * w; r++) {
+        const int64_t pix = r / n, img = r % n;
+        float *dst = rows + r * ch;
+        for (int64_t c = 0; c < ch; c++) {
+            dst[c] = t[channel_base(ppi, b, h, w, img, c) + pix * b];
+        }
+    }
+}
+
+/* the rows back into the planes, every channel of the layout (a block's
+ * padding gets zeros), plus bias and then ReLU when given */
+static void from_rows(const float *rows, int64_t ppi, int64_t b, int64_t n, int64_t ch, int64_t h,
+                      int64_t w, const float *bias, gboolean relu, float *t)
+{
+    const int64_t chp = ppi * b;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n * h * w; r++) {
+        const int64_t pix = r / n, img = r % n;
+        const float *src = rows + r * ch;
+        for (int64_t c = 0; c < chp; c++) {
+            float v = 0.0f;
+            if (c < ch) {
+                v = src[c] + (bias != NULL ? bias[c] : 0.0f);
+                v = relu && !(v > 0.0f) ? 0.0f : v;
+            }
+            t[channel_base(ppi, b, h, w, img, c) + pix * b] = v;
+        }
+    }
+}
+
+/* The weights tap-major, as a layout of the [O][C][KH][KW] tensor:
+ * [KH][KW][C][O] for the forward (out_o), [KH][KW][O][C] for backward
+ * data. The op reorders the plain weights into it (oneDNN's reorder,
+ * into the device's transient weights buffer) before each call. */
+gboolean cpu_gemm_rows_weights_md(const CpuGemmGeom *g, gboolean out_o, dnnl_memory_desc_t *md)
+{
+    const dnnl_dims_t d = {g->o, g->c, g->kh, g->kw};
+    const int64_t co = g->c * g->o;
+    const dnnl_dims_t st = {out_o ? 1 : g->c, out_o ? g->o : 1, g->kw * co, co};
+    return dnnl_memory_desc_init_by_strides(md, 4, d, dnnl_f32, st) == dnnl_success;
+}
+
+/* For each tap and output row, the run of outputs [*lo, *hi) whose input
+ * column is inside the image. */
+static void tap_run(const CpuGemmGeom *g, int64_t kx, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, z = g->ow;
+    while (a < z && a * g->sw - g->pw + kx < 0) {
+        a++;
+    }
+    while (z > a && (z - 1) * g->sw - g->pw + kx >= g->w) {
+        z--;
+    }
+    *lo = a;
+    *hi = z;
+}
+
+/* out rows += in rows x wt over every tap: forward (in = x, out = y,
+ * wt [T][C][O]) or backward data (in = dy, out = dx, wt [T][O][C]) */
+static gboolean tap_gemms(const CpuGemmGeom *g, gboolean forward, const float *in, const float *wt,
+                          float *out)
+{
+    const int64_t N = g->n, C = g->c, O = g->o;
+    const int64_t kin = forward ? C : O, kout = forward ? O : C;
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        for (int64_t kx = 0; kx < g->kw; kx++) {
+            const float *wtap = wt + (ky * g->kw + kx) * C * O;
+            int64_t lo, hi;
+            tap_run(g, kx, &lo, &hi);
+            for (int64_t oy = 0; oy < g->oh && lo < hi; oy++) {
+                const int64_t iy = oy * g->sh - g->ph + ky;
+                if (iy < 0 || iy >= g->h) {
+                    continue;
+                }
+                const int64_t step = g->sw == 1 ? hi - lo : 1;
+                for (int64_t ox = lo; ox < hi; ox += step) {
+                    const int64_t xrow = (iy * g->w + ox * g->sw - g->pw + kx) * N;
+                    const int64_t yrow = (oy * g->ow + ox) * N;
+                    const float *a = in + (forward ? xrow * C : yrow * O);
+                    float *c = out + (forward ? yrow * O : xrow * C);
+                    if (dnnl_sgemm('N', 'N', step * N, kout, kin, 1.0f, a, kin, wtap, kout, 1.0f, c,
+                                   kout) != dnnl_success) {
+                        return FALSE;
+                    }
+                }
+            }
+        }
+    }
+    return TRUE;
+}
+
+gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *wt, const float *bias,
+                          gboolean relu, float *y, void *work)
+{
+    const int64_t xr = act_rows(g->n, g->h, g->w), yr = act_rows(g->n, g->oh, g->ow);
+    float *xg = work, *yg = xg + xr * g->c;
+    to_rows(x, g->xplanes, g->xb, g->n, g->c, g->h, g->w, xg);
+    memset(yg, 0, sizeof(float) * (size_t)(yr * g->o));
+    if (!tap_gemms(g, TRUE, xg, wt, yg)) {
+        return FALSE;
+    }
+    from_rows(yg, g->yplanes, g->yb, g->n, g->o, g->oh, g->ow, bias, relu, y);
+    return TRUE;
+}
+
+gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const float *wt, float *dx,
+                               void *work)
+{
+    const int64_t xr = act_rows(g->n, g->h, g->w);
+    float *dxg = work, *dyg = dxg + xr * g->c;
+    to_rows(dy, g->yplanes, g->yb, g->n, g->o, g->oh, g->ow, dyg);
+    memset(dxg, 0, sizeof(float) * (size_t)(xr * g->c));
+    if (!tap_gemms(g, FALSE, dyg, wt, dxg)) {
+        return FALSE;
+    }
+    from_rows(dxg, g->xplanes, g->xb, g->n, g->c, g->h, g->w, NULL, FALSE, dx);
+    return TRUE;
 }

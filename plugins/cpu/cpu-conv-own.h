@@ -6,7 +6,8 @@
  * nChw8c (cpu-conv-bwf8.c, AVX2 machines) and Winograd F(4x4, 3x3) for 3x3
  * stride-1 convolutions on nChw8c: forward, backward data and backward
  * weights (cpu-conv-wino.c); backward weights as one sgemm over gathered
- * columns, in any layout (cpu-conv-gemm.c). Their geometry structs are named in
+ * columns, forward and backward data as sgemms over pixel rows, in any
+ * layout (cpu-conv-gemm.c). Their geometry structs are named in
  * cpu-cache.h, whose convolution entries point to them. */
 #ifndef TDM_CPU_CONV_OWN_H
 #define TDM_CPU_CONV_OWN_H
@@ -41,8 +42,8 @@ void cpu_stem_backward_filter(const CpuStemGeom *g, const float *x, const float 
 /* ---- backward weights, input and output gradient in nChw8c ---- */
 
 struct CpuBwf8Geom {
-    int64_t n, ic, icp, h, w;  /* input; icp: channels padded to 8 */
-    int64_t oc, ocp, oh, ow;   /* output gradient */
+    int64_t n, ic, icp, h, w; /* input; icp: channels padded to 8 */
+    int64_t oc, ocp, oh, ow;  /* output gradient */
     int64_t kh, kw, sh, sw, ph, pw;
     int threads;
 };
@@ -74,6 +75,23 @@ size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g);
  * FALSE if sgemm refuses. */
 gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy, float *dw,
                           float *db, void *work);
+
+/* The forward and backward data as sgemms over pixel-major copies of the
+ * activations and tap-major weights (same geometry: x the convolution's
+ * input, or dx; y its output, or dy). Bytes of work space (the two
+ * activation copies) a call needs. */
+size_t cpu_gemm_rows_work_bytes(const CpuGemmGeom *g);
+/* The tap-major layout of the weights a call reads: [KH][KW][C][O] for the
+ * forward (out_o), [KH][KW][O][C] for backward data. */
+gboolean cpu_gemm_rows_weights_md(const CpuGemmGeom *g, gboolean out_o, dnnl_memory_desc_t *md);
+/* y = conv(x, w) + bias (bias may be NULL), then ReLU when relu, wt the
+ * weights in the forward's tap-major layout; FALSE if sgemm refuses. */
+gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *wt, const float *bias,
+                          gboolean relu, float *y, void *work);
+/* dx = the input gradient for output gradient dy, wt the weights in the
+ * backward data's tap-major layout; FALSE if sgemm refuses. */
+gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const float *wt, float *dx,
+                               void *work);
 
 /* ---- Winograd F(4x4, 3x3): 3x3, stride 1, padding 1, nChw8c in and out:
  * forward, backward data and backward weights ---- */

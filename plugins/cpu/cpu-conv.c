@@ -19,12 +19,14 @@
  * backward weights, into and from the blocked layout oneDNN would have
  * used), backward weights with input and output gradient both in nChw8c
  * (AVX2 machines), and 3x3 stride-1 convolutions between nChw8c tensors
- * (Winograd F(4x4, 3x3): forward, backward data and backward weights);
- * and on AVX-512 oneDNN has Winograd kernels of its own for 3x3 stride-1
- * convolutions. Which of the valid candidates runs a shape is measured
- * (cpu-tune.c), so every candidate writes the same output layout: oneDNN's
- * direct primitive descriptor is always made first, and names it. The
- * descs and primitive descriptors are made in cpu-conv-desc.c.
+ * (Winograd F(4x4, 3x3): forward, backward data and backward weights),
+ * and any layout as sgemms over gathered copies (cpu-conv-gemm.c: every
+ * pass, for few pixels and many channels); and on AVX-512 oneDNN has
+ * Winograd kernels of its own for 3x3 stride-1 convolutions. Which of the
+ * valid candidates runs a shape is measured (cpu-tune.c), so every
+ * candidate writes the same output layout: oneDNN's direct primitive
+ * descriptor is always made first, and names it. The descs and primitive
+ * descriptors are made in cpu-conv-desc.c.
  *
  * Each op is a setup, run on a cache miss, that finds which candidates are
  * valid, asks cpu-tune.c which to set up (all of them while the shape is
@@ -44,6 +46,51 @@
 #include "cpu-conv-desc.h"
 #include "cpu-conv-own.h"
 #include "cpu-tune.h"
+
+/* Whether the pixel-row sgemms (cpu-conv-gemm.c) are a candidate for
+ * weights w between layouts xmd (the convolution's input) and ymd (its
+ * output): plain weights, a work space within the limit, and, unless the
+ * tuner is forced to them, activation copies no larger than the weights
+ * times the threads. They are meant for few pixels and many channels
+ * (resnet's last stages at small images); elsewhere timing them would only
+ * grow the scratchpad for a kernel that loses. */
+static gboolean gemm_rows_valid(const dnnl_memory_desc_t *xmd, const dnnl_memory_desc_t *ymd,
+                                const TdmTensor *w, const TdmConv2dParams *p, CpuGemmGeom *gg)
+{
+    return w->layout == NULL && tdm_tensor_is_contiguous(w) &&
+           cpu_gemm_bwf_geom(xmd, ymd, w->shape, p, gg) &&
+           cpu_gemm_rows_work_bytes(gg) <= cpu_conv_workspace_limit() &&
+           (cpu_gemm_rows_work_bytes(gg) <= tdm_tensor_nbytes(w) * (size_t)omp_get_max_threads() ||
+            cpu_tune_forced(CPU_CONV_GEMM));
+}
+
+/* Sets the pixel-row sgemms up for geometry gg: their geometry, work
+ * space and the reorder of the plain weights (wplain) into the pass's
+ * tap-major layout (forward or backward data). */
+static gboolean gemm_rows_setup(TdmDevice *dev, CpuEntry *e, CpuConvOwn *own, const CpuGemmGeom *gg,
+                                gboolean forward, const dnnl_memory_desc_t *wplain,
+                                CpuConvert *w_in, GError **error)
+{
+    dnnl_memory_desc_t wt;
+    own->gemm = cpu_conv_own_take(e, gg, sizeof *gg, 0, NULL, "out of memory", error);
+    return own->gemm != NULL && cpu_scratch_reserve(dev, cpu_gemm_rows_work_bytes(gg), error) &&
+           cpu_check(cpu_gemm_rows_weights_md(gg, forward, &wt) ? dnnl_success
+                                                                : dnnl_invalid_arguments,
+                     "tap-major weights desc", error) &&
+           cpu_convert_init_transient(dev, e, w_in, wplain, &wt, CPU_TRANSIENT_WEIGHTS, error);
+}
+
+/* ok, or FALSE with an error naming the pass when sgemm refused */
+static gboolean gemm_ran(gboolean ok, const char *pass, const TdmTensor *w, GError **error)
+{
+    if (!ok) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_BACKEND,
+                    "cpu conv2d: sgemm refused the %s of a [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                    ", %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "] filter",
+                    pass, w->shape[0], w->shape[1], w->shape[2], w->shape[3]);
+    }
+    return ok;
+}
 
 /* ---- forward ---- */
 
@@ -110,6 +157,10 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
     if (cpu_conv_stem_enabled() && cpu_stem_geom(x, w, p, pdst, &sg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_STEM);
     }
+    CpuGemmGeom gg;
+    if (gemm_rows_valid(&xmd, pdst, w, p, &gg)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_GEMM);
+    }
     char *tkey = cpu_conv_tune_key("conv_fwd", p, x->shape, w->shape, x, x, bias != NULL, relu);
     const guint want = cpu_tune_plan(tkey, valid, &own->tune);
     g_free(tkey);
@@ -122,6 +173,9 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
             cpu_conv_own_take(e, &sg, sizeof sg, cpu_stem_work_bytes(&sg, FALSE), &own->stem_work,
                               "cannot allocate the stem convolution's work buffer", error);
         ok = own->stem != NULL;
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_GEMM))) {
+        ok = gemm_rows_setup(dev, e, own, &gg, TRUE, &wplain, &op->gemm_w_in, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
         ok = fwd_prim_setup(dev, e, &op->dnnl[1], wpd, &xmd, &wplain, bias ? &bmd : NULL, error);
@@ -198,6 +252,15 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
                              own->stem_work);
         }
         break;
+    case CPU_CONV_GEMM: {
+        const void *wt = cpu_convert_run(dev, e, &e->conv_fwd.gemm_w_in, tdm_tensor_data(w), error);
+        ok = wt != NULL && cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error) &&
+             gemm_ran(cpu_gemm_fwd_run(own->gemm, tdm_tensor_data(x), wt,
+                                       bias != NULL ? tdm_tensor_data(bias) : NULL, relu,
+                                       tdm_tensor_data(y), CPU_DEV(dev)->scratch),
+                      "forward", w, error);
+        break;
+    }
     default:
         ok = conv_forward_onednn(dev, e, &e->conv_fwd.dnnl[impl == CPU_CONV_ONEDNN_WINO], &g, x, w,
                                  bias, y, error);
@@ -269,6 +332,10 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
     if (cpu_conv_onednn_wino_pd(dev, &wspec, dnnl_query_diff_src_md, pdsrc, &wpd)) {
         valid |= CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO);
     }
+    CpuGemmGeom gg;
+    if (gemm_rows_valid(pdsrc, &dymd, w, p, &gg)) {
+        valid |= CPU_CONV_BIT(CPU_CONV_GEMM);
+    }
     char *tkey =
         cpu_conv_tune_key("conv_bwd_data", p, x_like->shape, w->shape, dy, x_like, FALSE, FALSE);
     const guint want = cpu_tune_plan(tkey, valid, &own->tune);
@@ -276,6 +343,9 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
     gboolean ok = TRUE;
     if (want & CPU_CONV_BIT(CPU_CONV_WINO)) {
         ok = cpu_conv_wino_setup(dev, e, own, &wg, error);
+    }
+    if (ok && (want & CPU_CONV_BIT(CPU_CONV_GEMM))) {
+        ok = gemm_rows_setup(dev, e, own, &gg, FALSE, &wplain, &op->gemm_w_in, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
         ok = bwd_data_prim_setup(dev, e, &op->dnnl[1], wpd, &dymd, &wplain, error);
@@ -337,6 +407,13 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
             cpu_wino_run(own->wino, tdm_tensor_data(dy), tdm_tensor_data(w), NULL, FALSE,
                          tdm_tensor_data(dx), CPU_DEV(dev)->scratch);
         }
+    } else if (impl == CPU_CONV_GEMM) {
+        const void *wt =
+            cpu_convert_run(dev, e, &e->conv_bwd_data.gemm_w_in, tdm_tensor_data(w), error);
+        ok = wt != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error) &&
+             gemm_ran(cpu_gemm_bwd_data_run(own->gemm, tdm_tensor_data(dy), wt, tdm_tensor_data(dx),
+                                            CPU_DEV(dev)->scratch),
+                      "backward data", w, error);
     } else {
         ok = conv_backward_data_onednn(dev, e, &e->conv_bwd_data.dnnl[impl == CPU_CONV_ONEDNN_WINO],
                                        dy, w, x_like, dx, error);
