@@ -173,7 +173,6 @@ typedef struct {
 typedef struct {
     CpuConvOwn own;
     CpuConvFwdPrim dnnl[2]; /* direct, Winograd */
-    CpuConvert gemm_w_in;   /* the plain weights tap-major, for the sgemms */
 } CpuConvFwdOp;
 
 /* conv2d backward data on a oneDNN primitive */
@@ -187,7 +186,6 @@ typedef struct {
 typedef struct {
     CpuConvOwn own;
     CpuConvBwdDataPrim dnnl[2]; /* direct, Winograd */
-    CpuConvert gemm_w_in;       /* the plain weights tap-major, for the sgemms */
 } CpuConvBwdDataOp;
 
 /* conv2d backward weights on a oneDNN primitive: it computes into the

@@ -61,15 +61,11 @@ size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g)
     return sizeof(float) * (size_t)(rows(g) * (cols(g) + g->o));
 }
 
-/* Where element (n, c, 0, 0) of a tensor seen as planes of [h][w][b]
- * floats (cpu_planes) is: NCHW has b = 1, NHWC one plane per image with
- * b = C, nChw8c / nChw16c one plane per image and channel block. Pixel
- * (y, x) of that channel is (y * w + x) * b further. */
-static inline int64_t channel_base(int64_t planes_per_image, int64_t b, int64_t h, int64_t w,
-                                   int64_t n, int64_t c)
-{
-    return (n * planes_per_image + c / b) * h * w * b + c % b;
-}
+/* A tensor seen as planes of [h][w][b] floats (cpu_planes): NCHW has
+ * b = 1, NHWC one plane per image with b = C, nChw8c / nChw16c one plane
+ * per image and channel block. Channel c of image n is lane c % b of
+ * plane n * planes_per_image + c / b; pixel (y, x) is (y * w + x) * b
+ * into it. The loops below walk blocks and lanes instead of dividing. */
 
 /* col [P][C][KH][KW]: row (n, oy, ox) holds the input window of that
  * output pixel, zero where it falls in the padding. */
@@ -79,9 +75,15 @@ static void gather_columns(const CpuGemmGeom *g, const float *x, float *col)
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < np; r++) {
         const int64_t n = r / (g->oh * g->ow), oy = r / g->ow % g->oh, ox = r % g->ow;
+        const float *plane = x + n * g->xplanes * g->h * g->w * b;
         float *dst = col + r * nc;
-        for (int64_t c = 0; c < g->c; c++) {
-            const float *src = x + channel_base(g->xplanes, b, g->h, g->w, n, c);
+        /* channel c is lane l of its block's plane: no division per channel */
+        for (int64_t c = 0, l = 0; c < g->c; c++, l++) {
+            if (l == b) {
+                plane += g->h * g->w * b;
+                l = 0;
+            }
+            const float *src = plane + l;
             for (int64_t ky = 0; ky < g->kh; ky++) {
                 const int64_t y = oy * g->sh - g->ph + ky;
                 if (y < 0 || y >= g->h) {
@@ -98,17 +100,28 @@ static void gather_columns(const CpuGemmGeom *g, const float *x, float *col)
     }
 }
 
+/* The ch channels of pixel pix of image img, from a tensor seen as planes
+ * (ppi planes per image of [hw][b] floats), into row (ch floats): block by
+ * block, no division per element. */
+static inline void pixel_to_row(const float *t, int64_t ppi, int64_t b, int64_t hw, int64_t ch,
+                                int64_t img, int64_t pix, float *row)
+{
+    for (int64_t cb = 0; cb < ppi; cb++) {
+        const float *src = t + ((img * ppi + cb) * hw + pix) * b;
+        const int64_t c0 = cb * b, n = MIN(b, ch - c0);
+        for (int64_t l = 0; l < n; l++) {
+            row[c0 + l] = src[l];
+        }
+    }
+}
+
 /* dyt [P][O]: the output gradient, one row per pixel. */
 static void gather_rows(const CpuGemmGeom *g, const float *dy, float *dyt)
 {
-    const int64_t np = rows(g);
+    const int64_t np = rows(g), hw = g->oh * g->ow;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < np; r++) {
-        const int64_t n = r / (g->oh * g->ow), oy = r / g->ow % g->oh, ox = r % g->ow;
-        const int64_t pix = (oy * g->ow + ox) * g->yb;
-        for (int64_t o = 0; o < g->o; o++) {
-            dyt[r * g->o + o] = dy[channel_base(g->yplanes, g->yb, g->oh, g->ow, n, o) + pix];
-        }
+        pixel_to_row(dy, g->yplanes, g->yb, hw, g->o, r / hw, r % hw, dyt + r * g->o);
     }
 }
 
@@ -164,11 +177,7 @@ static void to_rows(const float *t, int64_t ppi, int64_t b, int64_t n, int64_t c
 {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n * h * w; r++) {
-        const int64_t pix = r / n, img = r % n;
-        float *dst = rows + r * ch;
-        for (int64_t c = 0; c < ch; c++) {
-            dst[c] = t[channel_base(ppi, b, h, w, img, c) + pix * b];
-        }
+        pixel_to_row(t, ppi, b, h * w, ch, r % n, r / n, rows + r * ch);
     }
 }
 
@@ -177,32 +186,106 @@ static void to_rows(const float *t, int64_t ppi, int64_t b, int64_t n, int64_t c
 static void from_rows(const float *rows, int64_t ppi, int64_t b, int64_t n, int64_t ch, int64_t h,
                       int64_t w, const float *bias, gboolean relu, float *t)
 {
-    const int64_t chp = ppi * b;
+    const int64_t hw = h * w;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n * h * w; r++) {
+    for (int64_t r = 0; r < n * hw; r++) {
         const int64_t pix = r / n, img = r % n;
         const float *src = rows + r * ch;
-        for (int64_t c = 0; c < chp; c++) {
-            float v = 0.0f;
-            if (c < ch) {
-                v = src[c] + (bias != NULL ? bias[c] : 0.0f);
-                v = relu && !(v > 0.0f) ? 0.0f : v;
+        for (int64_t cb = 0; cb < ppi; cb++) {
+            float *dst = t + ((img * ppi + cb) * hw + pix) * b;
+            for (int64_t l = 0; l < b; l++) {
+                const int64_t c = cb * b + l;
+                float v = 0.0f;
+                if (c < ch) {
+                    v = src[c] + (bias != NULL ? bias[c] : 0.0f);
+                    v = relu && !(v > 0.0f) ? 0.0f : v;
+                }
+                dst[l] = v;
             }
-            t[channel_base(ppi, b, h, w, img, c) + pix * b] = v;
         }
     }
 }
 
-/* The weights tap-major, as a layout of the [O][C][KH][KW] tensor:
- * [KH][KW][C][O] for the forward (out_o), [KH][KW][O][C] for backward
- * data. The op reorders the plain weights into it (oneDNN's reorder,
- * into the device's transient weights buffer) before each call. */
-gboolean cpu_gemm_rows_weights_md(const CpuGemmGeom *g, gboolean out_o, dnnl_memory_desc_t *md)
+/* ---- the weights tap-major: [T][C][O] for the forward (out_o), [T][O][C]
+ * for backward data (T = KH x KW taps), from the plain [O][C][T] ----
+ *
+ * Each pass runs before every call (the weights change every step), so it
+ * must cost no more than oneDNN's own reorder into its blocked layout;
+ * oneDNN's generic reorder into these orders took 0.7-1.8 ms for a
+ * 512x512x3x3 filter, about as long as the sgemms. Here tiles of 16 x 16
+ * (o, c) pairs, whose 16 x 16 x T source floats stay in L1, are
+ * transposed with 16-lane gathers on AVX-512, one destination line per
+ * gather; the plain loop handles partial tiles and other machines. */
+
+static void by_tap_tile_plain(const float *w, int64_t O, int64_t C, int64_t T, int64_t o0,
+                              int64_t o1, int64_t c0, int64_t c1, gboolean out_o, float *wt)
 {
-    const dnnl_dims_t d = {g->o, g->c, g->kh, g->kw};
-    const int64_t co = g->c * g->o;
-    const dnnl_dims_t st = {out_o ? 1 : g->c, out_o ? g->o : 1, g->kw * co, co};
-    return dnnl_memory_desc_init_by_strides(md, 4, d, dnnl_f32, st) == dnnl_success;
+    for (int64_t t = 0; t < T; t++) {
+        if (out_o) {
+            for (int64_t c = c0; c < c1; c++) {
+                for (int64_t o = o0; o < o1; o++) {
+                    wt[(t * C + c) * O + o] = w[(o * C + c) * T + t];
+                }
+            }
+        } else {
+            for (int64_t o = o0; o < o1; o++) {
+                for (int64_t c = c0; c < c1; c++) {
+                    wt[(t * O + o) * C + c] = w[(o * C + c) * T + t];
+                }
+            }
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BY_TAP_GATHER 1
+/* a full tile: 16 o from o0, 16 c from c0 */
+static __attribute__((target("avx512f"), noinline)) void
+by_tap_tile_avx512(const float *w, int64_t O, int64_t C, int64_t T, int64_t o0, int64_t c0,
+                   gboolean out_o, float *wt)
+{
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    /* lanes over o (stride C T floats) or over c (stride T) */
+    const __m512i idx = _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int)(out_o ? C * T : T)));
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t k = 0; k < 16; k++) {
+            if (out_o) {
+                const float *src = w + (o0 * C + c0 + k) * T + t;
+                _mm512_storeu_ps(wt + (t * C + c0 + k) * O + o0,
+                                 _mm512_i32gather_ps(idx, src, 4));
+            } else {
+                const float *src = w + ((o0 + k) * C + c0) * T + t;
+                _mm512_storeu_ps(wt + (t * O + o0 + k) * C + c0,
+                                 _mm512_i32gather_ps(idx, src, 4));
+            }
+        }
+    }
+}
+#endif
+
+void cpu_gemm_weights_by_tap(const CpuGemmGeom *g, const float *w, gboolean out_o, float *wt)
+{
+    const int64_t O = g->o, C = g->c, T = g->kh * g->kw;
+    const int64_t ot = (O + 15) / 16, ct = (C + 15) / 16;
+#ifdef BY_TAP_GATHER
+    /* int32 gather offsets: 16 rows of C x T floats */
+    const gboolean gather = __builtin_cpu_supports("avx512f") && 16 * C * T < G_MAXINT32;
+#else
+    const gboolean gather = FALSE;
+#endif
+#pragma omp parallel for schedule(static)
+    for (int64_t tile = 0; tile < ot * ct; tile++) {
+        const int64_t o0 = tile / ct * 16, c0 = tile % ct * 16;
+        const int64_t o1 = MIN(O, o0 + 16), c1 = MIN(C, c0 + 16);
+#ifdef BY_TAP_GATHER
+        if (gather && o1 - o0 == 16 && c1 - c0 == 16) {
+            by_tap_tile_avx512(w, O, C, T, o0, c0, out_o, wt);
+            continue;
+        }
+#endif
+        by_tap_tile_plain(w, O, C, T, o0, o1, c0, c1, out_o, wt);
+    }
 }
 
 /* For each tap and output row, the run of outputs [*lo, *hi) whose input

@@ -81,9 +81,9 @@ gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy,
  * input, or dx; y its output, or dy). Bytes of work space (the two
  * activation copies) a call needs. */
 size_t cpu_gemm_rows_work_bytes(const CpuGemmGeom *g);
-/* The tap-major layout of the weights a call reads: [KH][KW][C][O] for the
- * forward (out_o), [KH][KW][O][C] for backward data. */
-gboolean cpu_gemm_rows_weights_md(const CpuGemmGeom *g, gboolean out_o, dnnl_memory_desc_t *md);
+/* The plain weights w [O][C][KH][KW] tap-major into wt: [KH][KW][C][O]
+ * for the forward (out_o), [KH][KW][O][C] for backward data. */
+void cpu_gemm_weights_by_tap(const CpuGemmGeom *g, const float *w, gboolean out_o, float *wt);
 /* y = conv(x, w) + bias (bias may be NULL), then ReLU when relu, wt the
  * weights in the forward's tap-major layout; FALSE if sgemm refuses. */
 gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *wt, const float *bias,

@@ -64,20 +64,25 @@ static gboolean gemm_rows_valid(const dnnl_memory_desc_t *xmd, const dnnl_memory
             cpu_tune_forced(CPU_CONV_GEMM));
 }
 
-/* Sets the pixel-row sgemms up for geometry gg: their geometry, work
- * space and the reorder of the plain weights (wplain) into the pass's
- * tap-major layout (forward or backward data). */
+/* Sets the pixel-row sgemms up for geometry gg: their geometry, their
+ * work space, and room in the device's transient weights buffer for the
+ * weights tap-major. */
 static gboolean gemm_rows_setup(TdmDevice *dev, CpuEntry *e, CpuConvOwn *own, const CpuGemmGeom *gg,
-                                gboolean forward, const dnnl_memory_desc_t *wplain,
-                                CpuConvert *w_in, GError **error)
+                                const TdmTensor *w, GError **error)
 {
-    dnnl_memory_desc_t wt;
     own->gemm = cpu_conv_own_take(e, gg, sizeof *gg, 0, NULL, "out of memory", error);
     return own->gemm != NULL && cpu_scratch_reserve(dev, cpu_gemm_rows_work_bytes(gg), error) &&
-           cpu_check(cpu_gemm_rows_weights_md(gg, forward, &wt) ? dnnl_success
-                                                                : dnnl_invalid_arguments,
-                     "tap-major weights desc", error) &&
-           cpu_convert_init_transient(dev, e, w_in, wplain, &wt, CPU_TRANSIENT_WEIGHTS, error);
+           cpu_transient_reserve(dev, CPU_TRANSIENT_WEIGHTS, tdm_tensor_nbytes(w), error);
+}
+
+/* The weights tap-major (forward or backward data) in the device's
+ * transient weights buffer. */
+static const float *gemm_rows_weights(TdmDevice *dev, const CpuGemmGeom *gg, TdmTensor *w,
+                                      gboolean forward)
+{
+    float *wt = cpu_transient(dev, CPU_TRANSIENT_WEIGHTS);
+    cpu_gemm_weights_by_tap(gg, tdm_tensor_data(w), forward, wt);
+    return wt;
 }
 
 /* ok, or FALSE with an error naming the pass when sgemm refused */
@@ -175,7 +180,7 @@ static CpuEntry *conv_forward_setup(TdmDevice *dev, TdmOpCache **cache, const Cp
         ok = own->stem != NULL;
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_GEMM))) {
-        ok = gemm_rows_setup(dev, e, own, &gg, TRUE, &wplain, &op->gemm_w_in, error);
+        ok = gemm_rows_setup(dev, e, own, &gg, w, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
         ok = fwd_prim_setup(dev, e, &op->dnnl[1], wpd, &xmd, &wplain, bias ? &bmd : NULL, error);
@@ -253,8 +258,8 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         }
         break;
     case CPU_CONV_GEMM: {
-        const void *wt = cpu_convert_run(dev, e, &e->conv_fwd.gemm_w_in, tdm_tensor_data(w), error);
-        ok = wt != NULL && cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error) &&
+        const float *wt = gemm_rows_weights(dev, own->gemm, w, TRUE);
+        ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error) &&
              gemm_ran(cpu_gemm_fwd_run(own->gemm, tdm_tensor_data(x), wt,
                                        bias != NULL ? tdm_tensor_data(bias) : NULL, relu,
                                        tdm_tensor_data(y), CPU_DEV(dev)->scratch),
@@ -345,7 +350,7 @@ static CpuEntry *conv_backward_data_setup(TdmDevice *dev, TdmOpCache **cache, co
         ok = cpu_conv_wino_setup(dev, e, own, &wg, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_GEMM))) {
-        ok = gemm_rows_setup(dev, e, own, &gg, FALSE, &wplain, &op->gemm_w_in, error);
+        ok = gemm_rows_setup(dev, e, own, &gg, w, error);
     }
     if (ok && (want & CPU_CONV_BIT(CPU_CONV_ONEDNN_WINO))) {
         ok = bwd_data_prim_setup(dev, e, &op->dnnl[1], wpd, &dymd, &wplain, error);
@@ -408,9 +413,8 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
                          tdm_tensor_data(dx), CPU_DEV(dev)->scratch);
         }
     } else if (impl == CPU_CONV_GEMM) {
-        const void *wt =
-            cpu_convert_run(dev, e, &e->conv_bwd_data.gemm_w_in, tdm_tensor_data(w), error);
-        ok = wt != NULL && cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error) &&
+        const float *wt = gemm_rows_weights(dev, own->gemm, w, FALSE);
+        ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error) &&
              gemm_ran(cpu_gemm_bwd_data_run(own->gemm, tdm_tensor_data(dy), wt, tdm_tensor_data(dx),
                                             CPU_DEV(dev)->scratch),
                       "backward data", w, error);
