@@ -126,9 +126,16 @@ plane_bwd(const float *restrict dyp, const guint8 *restrict wp, float *restrict 
                     }
                     float *d = dxp + (ih * g->w + iw) * B;
                     const guint8 k = (guint8)(kh * g->kw + kw);
+                    const PoolBits *yb = (const PoolBits *)yo;
 #pragma omp simd
                     for (int64_t c = 0; c < B; c++) {
-                        d[c] += wo[c] == k ? yo[c] : 0.0f;
+                        /* dy's bits or +0 through an integer mask, which
+                         * vectorises for 8 lanes too (as in plane_bwd_tiled) */
+                        const union {
+                            guint32 bits;
+                            float f;
+                        } add = {.bits = yb[c] & (0u - (guint32)(wo[c] == k))};
+                        d[c] += add.f;
                     }
                 }
             }
