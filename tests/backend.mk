@@ -11,6 +11,7 @@ tests_test_conformance_SOURCES = \
 	tests/test-conformance.c \
 	tests/conformance-vector.c \
 	tests/conformance-chain.c \
+	tests/conformance-pool.c \
 	tests/conformance-util.c \
 	tests/conformance-util.h
 

@@ -287,36 +287,6 @@ static const BwfCase bwf_cases[] = {
     {"n2c16h5w11o8k3s1p1_bias", 2, 16, 5, 8, 3, 1, 1, TRUE, 11},
 };
 
-/* out (an empty pair) = a 1x1 convolution of a random plain tensor of
- * shape s, plus a random per-channel bias in [bias_lo, bias_hi] when
- * bias_hi > bias_lo, on ref and on the device: each side's tensor arrives in
- * the layout its backend keeps between layers, which the single-op tests
- * (plain inputs) never give. */
-static gboolean conf_pair_produced(TdmDevice *dev, const int64_t *s, double bias_lo,
-                                   double bias_hi, Pair *out)
-{
-    const int64_t ws[4] = {s[1], s[1], 1, 1};
-    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
-    Pair x0 = conf_pair_random(dev, 4, s, -1, 1), w = conf_pair_random(dev, 4, ws, -0.5, 0.5);
-    Pair b = {NULL, NULL};
-    gboolean ok = FALSE;
-    if (bias_hi > bias_lo) {
-        b = conf_pair_random(dev, 1, &s[1], bias_lo, bias_hi);
-    }
-    for (int side = 0; side < 2; side++) {
-        TdmDevice *dv = side == 0 ? conf_ref : dev;
-#define T_(p) (side == 0 ? (p).r : (p).t)
-        TRY(dv->backend->conv2d_forward(dv, NULL, &one, T_(x0), T_(w), T_(b), T_(*out), &err));
-#undef T_
-    }
-    ok = TRUE;
-out:
-    conf_pair_clear(&x0);
-    conf_pair_clear(&w);
-    conf_pair_clear(&b);
-    return ok;
-}
-
 /* x and dy arrive in the backend's own layout (conf_pair_produced); dw and
  * db accumulate into random values. */
 static void test_chain_conv_bwf(gconstpointer data)

@@ -64,6 +64,33 @@ void conf_pair_clear(Pair *p)
     g_clear_pointer(&p->t, tdm_tensor_unref);
 }
 
+/* A 1x1 convolution is an op every backend has, and its output is in the
+ * layout the backend keeps between layers. */
+gboolean conf_pair_produced(TdmDevice *dev, const int64_t *s, double bias_lo, double bias_hi,
+                            Pair *out)
+{
+    const int64_t ws[4] = {s[1], s[1], 1, 1};
+    const TdmConv2dParams one = {1, 1, 0, 0, 1, 1, 1};
+    Pair x0 = conf_pair_random(dev, 4, s, -1, 1), w = conf_pair_random(dev, 4, ws, -0.5, 0.5);
+    Pair b = {NULL, NULL};
+    gboolean ok = FALSE;
+    if (bias_hi > bias_lo) {
+        b = conf_pair_random(dev, 1, &s[1], bias_lo, bias_hi);
+    }
+    for (int side = 0; side < 2; side++) {
+        TdmDevice *dv = side == 0 ? conf_ref : dev;
+#define T_(p) (side == 0 ? (p).r : (p).t)
+        TRY(dv->backend->conv2d_forward(dv, NULL, &one, T_(x0), T_(w), T_(b), T_(*out), &err));
+#undef T_
+    }
+    ok = TRUE;
+out:
+    conf_pair_clear(&x0);
+    conf_pair_clear(&w);
+    conf_pair_clear(&b);
+    return ok;
+}
+
 float *conf_read_values(TdmTensor *t)
 {
     int64_t n = tdm_tensor_numel(t);

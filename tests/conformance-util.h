@@ -42,6 +42,13 @@ Pair conf_pair_random(TdmDevice *dev, int ndim, const int64_t *shape, double lo,
 /* Empty output slots on both devices. */
 Pair conf_pair_empty(TdmDevice *dev, TdmDType dtype);
 void conf_pair_clear(Pair *p);
+/* out (an empty pair) = a 1x1 convolution of a random plain tensor of
+ * shape s, plus a random per-channel bias in [bias_lo, bias_hi] when
+ * bias_hi > bias_lo, on ref and on the device: each side's tensor arrives in
+ * the layout its backend keeps between layers, which the single-op tests
+ * (plain inputs) never give. FALSE (and the test marked failed) on error. */
+gboolean conf_pair_produced(TdmDevice *dev, const int64_t *s, double bias_lo, double bias_hi,
+                            Pair *out);
 
 /* Read any tensor, converted to f32 values (transfer full); NULL + test
  * failure if the read fails. */
@@ -86,8 +93,11 @@ void conf_add(const char *group, const char *name, const char *suffix, TdmDevice
 
 /* conformance-chain.c: chains of ops without host round trips, reorder,
  * read and write; conformance-vector.c: vector ops, loss and optimizer
- * updates. `suffix` is appended to each path ("" or "/cpu"). */
+ * updates; conformance-pool.c: max pooling on ties, NaNs and -inf, in the
+ * backend's layout and plain. `suffix` is appended to each path ("" or
+ * "/cpu"). */
 void conf_add_chain_tests(TdmDevice *dev, const char *suffix);
 void conf_add_vector_tests(TdmDevice *dev, const char *suffix);
+void conf_add_pool_tests(TdmDevice *dev, const char *suffix);
 
 #endif /* TDM_CONFORMANCE_UTIL_H */

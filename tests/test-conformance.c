@@ -19,7 +19,8 @@
  * /conformance/<op>/<case>/<backend> (several), so a single op runs with
  * `-p /conformance/conv2d_forward`. Loss, dropout, vector ops, casts and
  * optimizer updates are in conformance-vector.c; chains of ops, reorder,
- * read and write in conformance-chain.c.
+ * read and write in conformance-chain.c; max pooling on ties and NaNs, in
+ * the backend's layout, in conformance-pool.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -835,6 +836,7 @@ int main(int argc, char **argv)
         conf_add_op_tests(dev, suffix);
         conf_add_vector_tests(dev, suffix);
         conf_add_chain_tests(dev, suffix);
+        conf_add_pool_tests(dev, suffix);
     }
     g_ptr_array_unref(tested);
     return g_test_run();
