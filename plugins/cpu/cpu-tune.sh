@@ -10,7 +10,9 @@
 # a second run uses without timing again (an edited choice in the file is
 # obeyed), while a corrupt file or one from another machine is ignored with
 # a warning naming it, then replaced; TDM_CPU_WORKSPACE_LIMIT keeps a
-# kernel with a larger scratchpad out. Prints TAP.
+# kernel with a larger scratchpad out. Max pooling's conformance tests run
+# on AVX2's nChw8c too (its vector loops are compiled for 16 and 8 lanes).
+# Prints TAP.
 . "$TDM_TOP_SRCDIR/tests/tap.sh"
 
 conf="$TDM_TOP_BUILDDIR/tests/test-conformance"
@@ -95,6 +97,28 @@ if TDM_CPU_PROFILE=1 conv_conformance && ! grep -q '^not ok' "$tmp/conf.out" &&
     ok "conformance with tuning on"
 else
     fail "conformance with tuning on" "$(conf_failures)"
+fi
+
+# ---- max pooling's vector loops on nChw8c ----
+
+# make check's conformance run gives the max pools nChw16c inputs on an
+# AVX-512 machine; with ONEDNN_MAX_CPU_ISA=AVX2 they get nChw8c, the other
+# block width plugins/cpu/cpu-maxpool-vec.h is compiled for
+name="max pooling conformance on nChw8c (AVX2)"
+if [ $avx2 = no ]; then
+    skip "$name" "no AVX2 on this machine"
+elif ONEDNN_MAX_CPU_ISA=AVX2 "$conf" -p /conformance/maxpool2d_layout \
+        -p /conformance/maxpool2d_forward -p /conformance/maxpool2d_backward \
+        -p /conformance/chain >"$tmp/conf.out" 2>"$tmp/conf.err" &&
+        ! grep -q '^not ok' "$tmp/conf.out"; then
+    if grep -q '^# x layout: nChw8c$' "$tmp/conf.out" &&
+       ! grep '^# x layout: ' "$tmp/conf.out" | grep -qv 'nChw8c$'; then
+        ok "$name"
+    else
+        fail "$name" "inputs not all nChw8c: $(grep '^# x layout: ' "$tmp/conf.out" | sort | uniq -c)"
+    fi
+else
+    fail "$name" "$(conf_failures)"
 fi
 
 # ---- tuning in training, the profile, the cache file ----
