@@ -7,7 +7,8 @@
  * suffix for the names) defined: GCC types a vector comparison by the
  * target of the function it is parsed in, so the vector code has to be
  * compiled under the target it runs on, helpers included. The entry is
- * k_pool_fwd_vec_ISA_B (see cpu-maxpool.c for what it computes).
+ * k_pool_fwd_vec_<isa>_<b>, e.g. k_pool_fwd_vec_avx512_16 (cpu-maxpool.c
+ * says what it computes and when it runs).
  */
 #define POOL_VEC_CAT_(a, b) a##b
 #define POOL_VEC_CAT(a, b) POOL_VEC_CAT_(a, b)
@@ -17,18 +18,19 @@
 #define POOL_VEC_U POOL_VEC_CAT(PoolU, POOL_VEC_B)
 
 /* One output: the taps [kh0, kh1) x [kw0, kw1) of the window whose tap
- * (0, 0) is v0, in a plane w pixels wide (the taps outside the image left
- * out). The running maximum starts at -inf with the first tap's position,
- * which a tap replaces when it is larger or a NaN: the first tap itself
- * unless it is -inf, which leaves both as they are, so the choice is the
- * first maximum in window order (the last NaN if there are any), as in
- * plane_fwd. */
+ * (0, 0) is v0, in a plane w pixels wide (the caller leaves out the taps
+ * outside the image). The running maximum starts at -inf with the first
+ * tap's position, which a tap replaces when it is larger or a NaN: the
+ * first tap itself unless it is -inf, which leaves both as they are, so
+ * the choice is the first maximum in window order (the last NaN if there
+ * are any), as in plane_fwd. */
 static inline __attribute__((always_inline)) void
 POOL_VEC_FN(window_fwd_)(const float *v0, int64_t w, int64_t kh0, int64_t kh1, int64_t kw0,
                          int64_t kw1, const int64_t KW, float *yo, guint8 *wo)
 {
     POOL_VEC_F best = (POOL_VEC_F){0} - INFINITY;
     POOL_VEC_I at = (POOL_VEC_I){0} + (gint32)(kh0 * KW + kw0);
+    /* unrolled fully for the constant 3x3 and 2x2 windows (-O2 does not) */
 #pragma GCC unroll 4
     for (int64_t kh = kh0; kh < kh1; kh++) {
 #pragma GCC unroll 4
