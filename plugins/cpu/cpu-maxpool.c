@@ -225,7 +225,9 @@ plane_bwd_tiled(const float *restrict dyp, const guint8 *restrict wp, float *res
  * the edges, whose window is clipped to the image. Same choices, bit for
  * bit, as plane_fwd and plane_fwd_tiled. */
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* GCC 12 for __builtin_shufflevector (AVX2's narrowing of the positions). */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__) &&           \
+    defined(__linux__)
 #define POOL_VEC 1
 
 /* The outputs [*lo, *hi) along one axis whose windows (k taps from
