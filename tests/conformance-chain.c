@@ -402,13 +402,13 @@ typedef struct {
 } BnLayoutCase;
 
 /* ResNet-like shapes, channels that pad a block (12, 5), a plane larger than
- * the own loops' float chunk (23x23 > 256 pixels), a single image, and
- * enough planes (64 images x 512 channels) for the per-channel combining
- * loops to go over the threads. */
+ * the own loops' float chunk (23x23 > 256 pixels), a single image, enough
+ * planes (64 images x 512 channels) for the per-channel combining loops to
+ * go over the threads, and a tensor over 1 MiB (streamed stores). */
 static const BnLayoutCase bn_layout_cases[] = {
     {"n4c16h7w7", 4, 16, 7, 7},   {"n3c32h5w5", 3, 32, 5, 5},     {"n2c12h9w9", 2, 12, 9, 9},
     {"n3c5h6w4", 3, 5, 6, 4},     {"n2c8h23w23", 2, 8, 23, 23},   {"n1c24h3w3", 1, 24, 3, 3},
-    {"n64c512h2w2", 64, 512, 2, 2},
+    {"n64c512h2w2", 64, 512, 2, 2}, {"n8c64h23w23", 8, 64, 23, 23},
 };
 
 /* x and dy arrive in the backend's own layout (conf_pair_produced), with an
