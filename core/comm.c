@@ -55,20 +55,6 @@ const char *tdm_reduce_op_name(TdmReduceOp op)
     return "?";
 }
 
-static gboolean debug_flag_set(const char *value, const char *flag)
-{
-    if (value == NULL) {
-        return FALSE;
-    }
-    gboolean found = FALSE;
-    char **items = g_strsplit_set(value, ",: ", -1);
-    for (guint i = 0; items[i] != NULL && !found; i++) {
-        found = strcmp(items[i], flag) == 0 || strcmp(items[i], "all") == 0;
-    }
-    g_strfreev(items);
-    return found;
-}
-
 void tdm_comm_options_init(TdmCommOptions *opts)
 {
     g_return_if_fail(opts != NULL);
@@ -86,7 +72,7 @@ void tdm_comm_options_init(TdmCommOptions *opts)
                       opts->timeout_s);
         }
     }
-    opts->debug = debug_flag_set(g_getenv("TDM_DEBUG"), "collectives");
+    opts->debug = tdm_debug_flag("collectives");
 }
 
 /* ---- selection ---- */

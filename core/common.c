@@ -5,6 +5,7 @@
  * from (about) process start. */
 #include "config.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -59,6 +60,21 @@ double tdm_time_now(void)
 double tdm_time_since_start(void)
 {
     return monotonic_seconds() - start_time;
+}
+
+gboolean tdm_debug_flag(const char *flag)
+{
+    const char *value = g_getenv("TDM_DEBUG");
+    if (value == NULL) {
+        return FALSE;
+    }
+    gboolean found = FALSE;
+    char **items = g_strsplit_set(value, ",: ", -1);
+    for (guint i = 0; items[i] != NULL && !found; i++) {
+        found = strcmp(items[i], flag) == 0 || strcmp(items[i], "all") == 0;
+    }
+    g_strfreev(items);
+    return found;
 }
 
 const char *tdm_version(void)

@@ -335,6 +335,14 @@ void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)
     gp->state = POOL_PLANNED;
     GArray *trace = gp->trace;
     gp->trace = NULL;
+    /* The own buffers made before the plan (the first forward's lent
+     * outputs, module-private.h) are not needed any more: forwards take the
+     * slices from now on, which are all free then. */
+    for (guint i = gp->storages->len; i-- > 0;) {
+        if (!held(g_ptr_array_index(gp->storages, i))) {
+            g_ptr_array_remove_index_fast(gp->storages, i);
+        }
+    }
     /* Gradients still held (never released in the pass) keep their own
      * storage; the plan leaves them out. */
     for (guint i = 0; i < trace->len; i++) {

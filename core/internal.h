@@ -20,6 +20,10 @@ void tdm_device_count_bytes(TdmDevice *dev, gint64 delta);
  * the library constructor). */
 double tdm_time_since_start(void);
 
+/* TRUE when TDM_DEBUG lists `flag` (or "all"): items separated by commas,
+ * colons or spaces. Read at each call. */
+gboolean tdm_debug_flag(const char *flag);
+
 /* "true", "yes", "on", "1" and "false", "no", "off", "0" (any case): the one
  * spelling of a boolean in configs and feature parameters. */
 gboolean tdm_parse_bool_word(const char *s, gboolean *out);

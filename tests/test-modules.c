@@ -694,11 +694,13 @@ static void test_fused_and_fallback(void)
         g_assert_cmpmem(gf, mf->n_grads * sizeof(float), gu, mu->n_grads * sizeof(float));
         g_autofree float *vf = test_read(mf->value_arena), *vu = test_read(mu->value_arena);
         g_assert_cmpmem(vf, mf->n_values * sizeof(float), vu, mu->n_values * sizeof(float));
-        /* stem + one per block: bn1 then relu; each block's sum then relu */
-        g_assert_cmpint(wf->bn_relu, ==, 4);
+        /* stem + one per block: bn1 then relu, and each block's bn1 again
+         * for conv2's backward (its output is lent); each block's sum
+         * then relu */
+        g_assert_cmpint(wf->bn_relu, ==, 4 + 3);
         g_assert_cmpint(wf->add_relu, ==, 3);
         g_assert_cmpint(wf->relu, ==, 0);
-        g_assert_cmpint(wu->relu, ==, 7);
+        g_assert_cmpint(wu->relu, ==, 7 + 3); /* unfused: the same ReLUs */
         if (pass == 1) {
             live_f = wf->live; /* ref's fused backward allocates a temporary */
             allocs_u = wu->allocs;
@@ -818,6 +820,50 @@ static void test_grad_pool_planned(void)
     g_free(wu);
 }
 
+/* Batch norm outputs lent by the gradient pool (module-private.h): each
+ * block's bn1 (read by conv2's backward, computed again for it) and each
+ * downsample's batch norm (read by the sum only) keep no buffer of their
+ * own, so a resnet8 step holds at least 2 stage-1 activations less than
+ * with TDM_DEBUG=keep-outputs (1 in layer1, 2 halves in layer2, 2 quarters
+ * in layer3: 2.5). The forward is the same to the bit; the gradients are
+ * the same but for the rounding of ref's eval-mode batch norm (it
+ * normalises with the batch statistics rounded to f32, the training forward
+ * with them in double). */
+static void test_lent_outputs(void)
+{
+    Wrap *wl = wrap_new(TRUE), *wk = wrap_new(TRUE);
+    TdmModelConfig cfg = {1, 10, 16, {0}};
+    TdmModel *ml = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &wl->dev, 5);
+    TdmModel *mk = test_model(tdm_model_zoo_create("resnet8", &cfg, NULL), &wk->dev, 5);
+    TdmTensor *xl = input_batch(&wl->dev, 8, 1, 16, 3), *xk = input_batch(&wk->dev, 8, 1, 16, 3);
+    double worst = 0.0;
+    for (int i = 0; i < 3; i++) {
+        g_autofree float *gl = grads_after(ml, xl, TRUE);
+        g_setenv("TDM_DEBUG", "keep-outputs", TRUE);
+        g_autofree float *gk = grads_after(mk, xk, TRUE);
+        g_unsetenv("TDM_DEBUG");
+        for (size_t j = 0; j < ml->n_grads; j++) {
+            double d = fabs((double)gl[j] - gk[j]) / (fabs((double)gk[j]) + 1e-3);
+            worst = MAX(worst, d);
+        }
+        g_autofree float *ll = test_read(test_forward(ml, xl));
+        g_autofree float *lk = test_read(test_forward(mk, xk));
+        g_assert_cmpmem(ll, 8 * 10 * sizeof(float), lk, 8 * 10 * sizeof(float));
+    }
+    int64_t act = 8 * 16 * 16 * 16 * 4;
+    g_test_message("gradients: largest relative difference %.3g; live after a step: lent %" G_GINT64_FORMAT
+                   ", kept %" G_GINT64_FORMAT " bytes (%.2f stage-1 activations less)",
+                   worst, wl->live, wk->live, (double)(wk->live - wl->live) / (double)act);
+    g_assert_cmpfloat(worst, <, 1e-4);
+    g_assert_cmpint(wk->live - wl->live, >=, 2 * act);
+    tdm_tensor_unref(xl);
+    tdm_tensor_unref(xk);
+    tdm_model_free(ml);
+    tdm_model_free(mk);
+    g_free(wl);
+    g_free(wk);
+}
+
 int main(int argc, char **argv)
 {
     g_setenv("TDM_REF_DEVICES", "2", TRUE);
@@ -838,5 +884,6 @@ int main(int argc, char **argv)
     g_test_add_func("/modules/fused-and-fallback", test_fused_and_fallback);
     g_test_add_func("/modules/grad-pool-bounded", test_grad_pool_bounded);
     g_test_add_func("/modules/grad-pool-planned", test_grad_pool_planned);
+    g_test_add_func("/modules/lent-outputs", test_lent_outputs);
     return g_test_run();
 }

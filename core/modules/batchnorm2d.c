@@ -18,6 +18,13 @@
  * and backward masks the gradient before the batch norm's own backward:
  * tdm_op_batchnorm_relu_*, one pass each where the backend has the fused
  * ops.
+ * When a container lends its output (tdm_batchnorm_lend_output: a
+ * convolution that follows reads it, or a residual sum), y comes from the
+ * model's gradient pool and goes back to it as soon as its reader is done
+ * with it; tdm_batchnorm_restore_output() computes it again for the reader's
+ * backward from the kept input and the statistics the forward normalised
+ * with (an eval-mode forward: one elementwise pass), and the batch norm's own
+ * backward gives it back once more.
  */
 #include "config.h"
 
@@ -39,6 +46,11 @@ typedef struct {
     TdmOpCache *cache_eval_bwd, *cache_relu_bwd;
     TdmTensor *zeros;   /* [C] of 0: the mean and bias of dx's affine map */
     TdmTensor *dmasked; /* dy through the ReLU this batch norm applied */
+    /* y lent by the model's gradient pool */
+    gboolean lend_next; /* the next forward takes y from the pool */
+    gboolean lent;      /* the last forward did */
+    gboolean y_dropped; /* ... and y went back: restore before it is read */
+    TdmOpCache *cache_restore;
 } BatchNormPriv;
 
 /* Both affine parameters frozen: the layer keeps eval mode in training. */
@@ -63,6 +75,58 @@ gboolean tdm_batchnorm_applied_relu(const TdmModule *m)
     return bp->fwd_relu;
 }
 
+void tdm_batchnorm_lend_output(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
+    BatchNormPriv *bp = m->priv;
+    bp->lend_next = TRUE;
+}
+
+void tdm_batchnorm_drop_output(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
+    BatchNormPriv *bp = m->priv;
+    if (!bp->lent || bp->y == NULL || bp->y->storage == NULL) {
+        return;
+    }
+    tdm_module_grad_release(m, bp->y);
+    bp->y_dropped = bp->y->storage == NULL; /* not the pool's: kept */
+}
+
+gboolean tdm_batchnorm_restore_output(TdmModule *m, GError **error)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
+    BatchNormPriv *bp = m->priv;
+    if (!bp->y_dropped) {
+        return TRUE;
+    }
+    TdmDevice *dev = m->device;
+    TdmParam *gamma = g_ptr_array_index(m->params, 0);
+    TdmParam *beta = g_ptr_array_index(m->params, 1);
+    /* The statistics the forward normalised with: the batch's (kept for the
+     * backward) in training, else the running ones, which an eval-mode
+     * forward leaves as they were. */
+    TdmTensor *mean = bp->fwd_training ? bp->save_mean
+                                       : ((TdmParam *)g_ptr_array_index(m->params, 2))->value;
+    TdmTensor *var = bp->fwd_training ? bp->save_var
+                                      : ((TdmParam *)g_ptr_array_index(m->params, 3))->value;
+    TdmTensor *y = tdm_module_grad_slot(m, &bp->y, bp->x);
+    gboolean ok =
+        bp->fwd_relu
+            ? tdm_op_batchnorm_relu_forward(dev, &bp->cache_restore, bp->x, gamma->value,
+                                            beta->value, mean, var, bp->momentum, bp->eps, FALSE,
+                                            NULL, NULL, NULL, y, error)
+            : tdm_op_batchnorm_forward(dev, &bp->cache_restore, bp->x, gamma->value, beta->value,
+                                       mean, var, bp->momentum, bp->eps, FALSE, NULL, NULL, y,
+                                       error);
+    if (!ok) {
+        g_prefix_error(error, "BatchNorm2d(%d): computing the output again: ", bp->num_features);
+        return FALSE;
+    }
+    bp->y_dropped = FALSE;
+    return TRUE;
+}
+
 static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     BatchNormPriv *bp = m->priv;
@@ -70,6 +134,9 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
     gboolean relu = bp->relu_next;
     bp->relu_next = FALSE;
     bp->fwd_relu = FALSE;
+    bp->lent = bp->lend_next && m->model != NULL;
+    bp->lend_next = FALSE;
+    bp->y_dropped = FALSE;
     if ((x->ndim != 4 && x->ndim != 2) || x->shape[1] != bp->num_features) {
         g_autofree char *s = tdm_tensor_shape_string(x);
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
@@ -77,7 +144,8 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
                     bp->num_features);
         return FALSE;
     }
-    TdmTensor *out = tdm_module_slot(m, &bp->y, TDM_DTYPE_F32);
+    TdmTensor *out = bp->lent ? tdm_module_grad_slot(m, &bp->y, x)
+                              : tdm_module_slot(m, &bp->y, TDM_DTYPE_F32);
     TdmTensor *sm = tdm_module_slot(m, &bp->save_mean, TDM_DTYPE_F32);
     TdmTensor *sv = tdm_module_slot(m, &bp->save_var, TDM_DTYPE_F32);
     TdmParam *gamma = g_ptr_array_index(m->params, 0);
@@ -147,8 +215,9 @@ static gboolean batchnorm_eval_backward(TdmModule *m, TdmTensor *dy, TdmTensor *
                                     g, error);
 }
 
-static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
-                                   GError **error)
+/* The backward, with y restored when it was lent. */
+static gboolean batchnorm_backward_body(TdmModule *m, TdmTensor *dy, gboolean need_dx,
+                                        TdmTensor **dx, GError **error)
 {
     BatchNormPriv *bp = m->priv;
     TdmDevice *dev = m->device;
@@ -160,6 +229,11 @@ static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx
     if (bp->x == NULL) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "BatchNorm2d(%d): backward before forward",
                     bp->num_features);
+        return FALSE;
+    }
+    /* The ReLU's mask needs y: back if it was lent (the reader that asked
+     * for it, a convolution's backward, usually has it restored already). */
+    if (bp->fwd_relu && !tdm_batchnorm_restore_output(m, error)) {
         return FALSE;
     }
     if (!bp->fwd_training && batchnorm_frozen(m)) {
@@ -209,6 +283,14 @@ static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx
     return TRUE;
 }
 
+static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
+                                   GError **error)
+{
+    gboolean ok = batchnorm_backward_body(m, dy, need_dx, dx, error);
+    tdm_batchnorm_drop_output(m); /* lent: nothing reads it any more */
+    return ok;
+}
+
 static TdmModule *batchnorm_clone(const TdmModule *self, GError **error)
 {
     const BatchNormPriv *bp = self->priv;
@@ -218,8 +300,8 @@ static TdmModule *batchnorm_clone(const TdmModule *self, GError **error)
 static void batchnorm_finalize(TdmModule *m)
 {
     BatchNormPriv *bp = m->priv;
-    TdmOpCache **caches[] = {&bp->cache_fwd, &bp->cache_bwd, &bp->cache_eval_bwd,
-                             &bp->cache_relu_bwd, NULL};
+    TdmOpCache **caches[] = {&bp->cache_fwd,      &bp->cache_bwd,     &bp->cache_eval_bwd,
+                             &bp->cache_relu_bwd, &bp->cache_restore, NULL};
     TdmTensor **slots[] = {&bp->y,
                            &bp->dx,
                            &bp->save_mean,

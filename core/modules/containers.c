@@ -64,16 +64,44 @@ static void sequential_fuse(TdmModule *m, guint i)
     }
 }
 
+/* Whether m's forward lends batch norm outputs (module-private.h): in
+ * training, unless TDM_DEBUG has "keep-outputs" (every output then stays,
+ * as before lending existed: a comparison of memory and values). */
+static gboolean lends_outputs(const TdmModule *m)
+{
+    return m->training && !tdm_debug_flag("keep-outputs");
+}
+
+/* Children i, i+1, i+2 are a batch norm, a ReLU and a convolution: after
+ * the forward the batch norm's output is read only by the convolution's
+ * backward (the ReLU passes it through, or keeps its own output), so it is
+ * lent: dropped once the convolution's forward has run, computed again
+ * before its backward. */
+static gboolean lends_to_conv(TdmModule *m, guint i)
+{
+    return i + 2 < m->children->len &&
+           child_at(m, i)->klass == &tdm_batchnorm2d_class &&
+           child_at(m, i + 1)->klass == &tdm_relu_class &&
+           child_at(m, i + 2)->klass == &tdm_conv2d_class;
+}
+
 static gboolean sequential_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     TdmTensor *cur = x;
+    const gboolean lend = lends_outputs(m);
     for (guint i = 0; i < m->children->len; i++) {
         TdmModule *c = child_at(m, i);
         TdmTensor *out = NULL;
         sequential_fuse(m, i);
+        if (lend && lends_to_conv(m, i)) {
+            tdm_batchnorm_lend_output(c);
+        }
         if (!tdm_module_forward(c, cur, &out, error)) {
             prefix_child_error(error, c);
             return FALSE;
+        }
+        if (lend && i >= 2 && lends_to_conv(m, i - 2)) {
+            tdm_batchnorm_drop_output(child_at(m, i - 2));
         }
         cur = out;
     }
@@ -105,6 +133,11 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
             break;
         }
         TdmTensor *g = NULL;
+        if (k >= 2 && lends_to_conv(m, k - 2) &&
+            !tdm_batchnorm_restore_output(child_at(m, k - 2), error)) {
+            prefix_child_error(error, child_at(m, k - 2));
+            return FALSE;
+        }
         if (!tdm_module_backward(c, cur, child_need_dx, &g, error)) {
             prefix_child_error(error, c);
             return FALSE;
@@ -175,6 +208,16 @@ static gboolean output_disposable(const TdmModule *m)
     return m->klass == &tdm_linear_class;
 }
 
+/* The batch norm whose output is m's output (m itself, or the last child
+ * of a Sequential, recursively), or NULL. */
+static TdmModule *trailing_batchnorm(TdmModule *m)
+{
+    while (m != NULL && m->klass == &tdm_sequential_class) {
+        m = m->children->len > 0 ? child_at(m, m->children->len - 1) : NULL;
+    }
+    return m != NULL && m->klass == &tdm_batchnorm2d_class ? m : NULL;
+}
+
 static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     ResidualPriv *rp = m->priv;
@@ -184,6 +227,13 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
     TdmTensor *yb = NULL, *ys = x;
     if (!tdm_module_forward(body, x, &yb, error)) {
         return FALSE;
+    }
+    /* A shortcut ending in a batch norm (a downsample): the sum is the
+     * only reader of its output (neither the sum's backward nor the batch
+     * norm's reads it), so the output is lent and given back after the sum. */
+    TdmModule *lent = lends_outputs(m) ? trailing_batchnorm(shortcut) : NULL;
+    if (lent != NULL) {
+        tdm_batchnorm_lend_output(lent);
     }
     if (shortcut != NULL && !tdm_module_forward(shortcut, x, &ys, error)) {
         prefix_child_error(error, shortcut);
@@ -211,6 +261,9 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
         if (!tdm_op_add(dev, &rp->cache_add, yb, ys, out, error)) {
             return FALSE;
         }
+    }
+    if (lent != NULL && out->storage != ys->storage) {
+        tdm_batchnorm_drop_output(lent);
     }
     tdm_module_keep(&rp->y, out);
     *y = out;

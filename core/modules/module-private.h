@@ -95,6 +95,22 @@ gboolean tdm_batchnorm_applied_relu(const TdmModule *bn);
  * it), and so is the matching backward. */
 void tdm_relu_request_passthrough(TdmModule *relu);
 
+/* ---- batch norm outputs lent by the gradient pool ----
+ * A batch norm's output that its own backward does not read (or reads
+ * only for the ReLU mask) is needed after the forward by at most its reader:
+ * a convolution's backward weights, or nobody for the shortcut of a
+ * residual sum. The container asks for it to be lent before the forward;
+ * the output then comes from the model's gradient pool, the container gives
+ * it back once the reader's forward is done (drop), and before the reader's
+ * backward has it computed again (restore: an eval-mode forward with the
+ * statistics the training forward used, the same values). The batch norm's
+ * own backward restores it when it applied a ReLU and gives it back at its
+ * end. A ResNet then keeps one activation fewer per conv-bn-relu-conv
+ * chain. Outside a model all three do nothing. */
+void tdm_batchnorm_lend_output(TdmModule *bn);
+void tdm_batchnorm_drop_output(TdmModule *bn);
+gboolean tdm_batchnorm_restore_output(TdmModule *bn, GError **error);
+
 /* ---- the same for the pair (Conv2d, ReLU) ----
  * Asks the convolution to apply the ReLU that follows it in its next
  * forward (tdm_op_conv2d_relu_forward). */
