@@ -308,40 +308,77 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
     return TRUE;
 }
 
+/* The largest scratchpad a kernel other than oneDNN's direct one may use,
+ * in bytes, for a convolution whose input, weights and output (or their
+ * gradients) take operand_bytes: TDM_CPU_WORKSPACE_LIMIT MiB when that is
+ * set, else 4 x operand_bytes, at least 16 MiB.
+ *
+ * The scratchpad is shared by every op of the device, so one candidate,
+ * even timed once and dropped, sets the process's peak memory; like
+ * cuDNN's workspace limit, the cap keeps a kernel out, not the op (the
+ * direct kernel is always there). oneDNN's Winograd kernels keep their
+ * transformed tiles (2.25 x the activations for F(4x4, 3x3)) and
+ * transformed weights (4 x the weights) there. Where that is what they
+ * need, they fit in 4 x the operands: on resnet18 at 224 px (batch 32)
+ * 51-63 MiB for the 128- to 512-channel layers' forward and backward data
+ * (2.5-3.9 x), and they run those passes in half the direct kernels' time
+ * (resnet18 224 px on a Zen 5 EPYC: 46 -> 55 img/s, peak RSS +52 MiB).
+ * Where they need far more than their operands they stay out: the 256-
+ * and 512-channel layers at 64 px (17-120 MiB, 4.9-8.8 x, for a layer of
+ * under 1 MiB of activations, where they saved about 4% of a step for
+ * 3.5% more memory) and the 512-channel backward weights at 224 px
+ * (134 MiB). A fixed 16 MiB, the rule before, kept Winograd off every
+ * layer past the first at 224 px. */
+size_t cpu_conv_workspace_limit(size_t operand_bytes)
+{
+    static gsize fixed = 0; /* the variable's bytes plus one; 1: not set */
+    if (g_once_init_enter(&fixed)) {
+        guint64 mib = 0;
+        const char *s = g_getenv("TDM_CPU_WORKSPACE_LIMIT");
+        gsize v = 1;
+        if (s != NULL && *s != '\0') {
+            if (g_ascii_string_to_unsigned(s, 10, 0, 1 << 20, &mib, NULL)) {
+                v = (gsize)(mib << 20) + 2;
+            } else {
+                g_warning("cpu backend: TDM_CPU_WORKSPACE_LIMIT=%s is not a size in MiB "
+                          "(0 to 1048576); using the default (4 x a convolution's operands, "
+                          "at least 16 MiB)",
+                          s);
+            }
+        }
+        g_once_init_leave(&fixed, v); /* g_once_init_leave refuses 0 */
+    }
+    if (fixed > 1) {
+        return (size_t)(fixed - 2);
+    }
+    return MAX((size_t)16 << 20, 4 * operand_bytes);
+}
+
+/* The bytes of a convolution primitive's input, weights and output (or
+ * their gradients, whichever it has). */
+static size_t pd_operand_bytes(const_dnnl_primitive_desc_t pd)
+{
+    static const dnnl_query_t q[3][2] = {{dnnl_query_src_md, dnnl_query_diff_src_md},
+                                         {dnnl_query_weights_md, dnnl_query_diff_weights_md},
+                                         {dnnl_query_dst_md, dnnl_query_diff_dst_md}};
+    size_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t most = 0;
+        for (int j = 0; j < 2; j++) {
+            const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q[i][j], 0);
+            if (md != NULL) {
+                most = MAX(most, dnnl_memory_desc_get_size(md));
+            }
+        }
+        total += most;
+    }
+    return total;
+}
+
 /* oneDNN's Winograd primitive descriptor for the pass of `direct` (the
  * direct one's spec, the output's layout in it fixed when out_md is not
  * NULL: the output must come out in that layout), or FALSE when oneDNN
- * has none for this shape. */
-/* The largest scratchpad an alternative kernel may use, in bytes:
- * TDM_CPU_WORKSPACE_LIMIT in MiB, 16 by default. oneDNN's Winograd
- * kernels keep transformed weights and tiles in theirs, 5 to 13 times the
- * weights on resnet18's 256- and 512-channel layers (up to 120 MiB at
- * batch 32); the scratchpad is shared by every op of the device, so one
- * such candidate, even timed once and dropped, sets the process's peak
- * memory. Like cudnn's workspace limit, the cap keeps a kernel out, not
- * the op: the direct kernel is always there. 16 rather than 32: on
- * resnet18 at 64 px (batch 32) the 256-channel layers' forward Winograd
- * (17 MiB) saved about 4 ms of a 100 ms step and the 128-channel backward
- * weights' (19 MiB) 0.4 ms, for 9 MiB more peak memory, 3.5% of it; the
- * 64- and 128-channel kernels that stay in (9-11 MiB) save about 10 ms. */
-size_t cpu_conv_workspace_limit(void)
-{
-    static gsize limit = 0;
-    if (g_once_init_enter(&limit)) {
-        guint64 mib = 16;
-        const char *s = g_getenv("TDM_CPU_WORKSPACE_LIMIT");
-        if (s != NULL && *s != '\0' && !g_ascii_string_to_unsigned(s, 10, 0, 1 << 20, &mib, NULL)) {
-            g_warning("cpu backend: TDM_CPU_WORKSPACE_LIMIT=%s is not a size in MiB "
-                      "(0 to 1048576); using 16",
-                      s);
-            mib = 16;
-        }
-        /* stored plus one: g_once_init_leave refuses 0 */
-        g_once_init_leave(&limit, (gsize)(mib << 20) + 1);
-    }
-    return (size_t)(limit - 1);
-}
-
+ * has none for this shape or its scratchpad is over the limit. */
 gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
                                  dnnl_query_t out_query, const dnnl_memory_desc_t *out_md,
                                  dnnl_primitive_desc_t *pd)
@@ -355,7 +392,8 @@ gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
     if (dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
         impl == NULL || strstr(impl, "wino") == NULL ||
         dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md,
-                                                               0)) > cpu_conv_workspace_limit() ||
+                                                               0)) >
+            cpu_conv_workspace_limit(pd_operand_bytes(*pd)) ||
         (out_md != NULL &&
          !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(*pd, out_query, 0), out_md))) {
         dnnl_primitive_desc_destroy(*pd);

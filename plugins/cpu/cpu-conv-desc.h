@@ -48,7 +48,7 @@ gboolean cpu_conv_pd_make(TdmDevice *dev, const void *spec, gboolean any, dnnl_p
 /* oneDNN's Winograd primitive descriptor for the pass of `direct`, its
  * output (out_query) in layout out_md when that is not NULL; FALSE when
  * oneDNN has none for the shape, its scratchpad is over
- * TDM_CPU_WORKSPACE_LIMIT, or TDM_CPU_ONEDNN_WINO=0). */
+ * cpu_conv_workspace_limit(), or TDM_CPU_ONEDNN_WINO=0). */
 gboolean cpu_conv_onednn_wino_pd(TdmDevice *dev, const CpuConvPdSpec *direct,
                                  dnnl_query_t out_query, const dnnl_memory_desc_t *out_md,
                                  dnnl_primitive_desc_t *pd);
@@ -58,8 +58,10 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
                              dnnl_memory_desc_t *md);
 
 /* The largest scratchpad a candidate other than oneDNN's direct kernel
- * may need, in bytes (TDM_CPU_WORKSPACE_LIMIT, MiB; 16 by default). */
-size_t cpu_conv_workspace_limit(void);
+ * may need, in bytes, for a convolution whose input, weights and output
+ * take operand_bytes (TDM_CPU_WORKSPACE_LIMIT MiB when set, else 4 x
+ * operand_bytes, at least 16 MiB). */
+size_t cpu_conv_workspace_limit(size_t operand_bytes);
 
 /* Whether the stem and bwf8 loops are candidates (TDM_CPU_STEM,
  * TDM_CPU_BWF8 not "0"). */

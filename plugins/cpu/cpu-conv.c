@@ -54,12 +54,19 @@
  * times the threads. They are meant for few pixels and many channels
  * (resnet's last stages at small images); elsewhere timing them would only
  * grow the scratchpad for a kernel that loses. */
+/* The bytes of the input, weights and output of geometry gg. */
+static size_t gemm_operand_bytes(const CpuGemmGeom *gg)
+{
+    return sizeof(float) * (size_t)(gg->n * gg->c * gg->h * gg->w + gg->o * gg->c * gg->kh * gg->kw +
+                                    gg->n * gg->o * gg->oh * gg->ow);
+}
+
 static gboolean gemm_rows_valid(const dnnl_memory_desc_t *xmd, const dnnl_memory_desc_t *ymd,
                                 const TdmTensor *w, const TdmConv2dParams *p, CpuGemmGeom *gg)
 {
     return w->layout == NULL && tdm_tensor_is_contiguous(w) &&
            cpu_gemm_bwf_geom(xmd, ymd, w->shape, p, gg) &&
-           cpu_gemm_rows_work_bytes(gg) <= cpu_conv_workspace_limit() &&
+           cpu_gemm_rows_work_bytes(gg) <= cpu_conv_workspace_limit(gemm_operand_bytes(gg)) &&
            (cpu_gemm_rows_work_bytes(gg) <= tdm_tensor_nbytes(w) * (size_t)omp_get_max_threads() ||
             cpu_tune_forced(CPU_CONV_GEMM));
 }
@@ -519,7 +526,7 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     CpuGemmGeom gg;
     if (dw->layout == NULL && tdm_tensor_is_contiguous(dw) &&
         cpu_gemm_bwf_geom(&xmd, &dymd, dw->shape, p, &gg) &&
-        cpu_gemm_bwf_work_bytes(&gg) <= cpu_conv_workspace_limit() &&
+        cpu_gemm_bwf_work_bytes(&gg) <= cpu_conv_workspace_limit(gemm_operand_bytes(&gg)) &&
         (cpu_gemm_bwf_work_bytes(&gg) <= tdm_tensor_nbytes(dw) * (size_t)omp_get_max_threads() ||
          cpu_tune_forced(CPU_CONV_GEMM))) {
         valid |= CPU_CONV_BIT(CPU_CONV_GEMM);
