@@ -26,6 +26,11 @@
  * candidate, not all samples of one. The first run of a candidate also
  * pays its one-time costs (first touch of its buffers), which the minimum
  * leaves out.
+ *
+ * The cache file (TDM_CPU_TUNE_CACHE) keeps, with each choice, the
+ * candidates it was made among: a shape whose candidates differ in this
+ * process (a newer build with another kernel, another workspace limit) is
+ * timed again rather than held to a choice made without them.
  */
 #include "config.h"
 
@@ -36,13 +41,14 @@
 #include "cpu-tune.h"
 #include "cpu.h"
 
-#define CACHE_MAGIC "tandem-cpu-tune 1"
+#define CACHE_MAGIC "tandem-cpu-tune 2"
 
 typedef enum { TUNE_ON, TUNE_OFF, TUNE_FORCE } TuneMode;
 
 struct CpuTuneShape {
     char *key;
     guint valid;     /* the candidates valid for the shape; 0: not known yet (read from file) */
+    guint cached;    /* read from the file: the candidates its choice was made among */
     gint choice;     /* a CpuConvImpl; -1 while timing */
     const char *why; /* "timed", "cache", "forced", "rule", "only" */
     int ncand;
@@ -107,8 +113,25 @@ static void shape_free(gpointer p)
     g_free(s);
 }
 
+/* The candidates named in a comma-separated list, 0 when one is unknown. */
+static guint impls_from_names(const char *list)
+{
+    char **names = g_strsplit(list, ",", -1);
+    guint set = 0;
+    for (guint i = 0; names[i] != NULL; i++) {
+        int impl = impl_from_name(names[i]);
+        if (impl < 0) {
+            set = 0;
+            break;
+        }
+        set |= CPU_CONV_BIT(impl);
+    }
+    g_strfreev(names);
+    return set;
+}
+
 /* Why the cache file's text is unusable, NULL when it is not (transfer
- * full); fills `choices` (key -> choice name, both in text). */
+ * full); fills `choices` (key -> the candidates << 8 | the choice). */
 static char *cache_parse(char *text, GHashTable *choices)
 {
     char **lines = g_strsplit(text, "\n", -1);
@@ -119,7 +142,9 @@ static char *cache_parse(char *text, GHashTable *choices)
     while (lines[n] != NULL) {
         n++;
     }
-    if (n < 4 || strcmp(lines[0], CACHE_MAGIC) != 0) {
+    if (n >= 1 && strcmp(lines[0], "tandem-cpu-tune 1") == 0) {
+        why = g_strdup("written by an older Tandem (format 1: no candidates with the choices)");
+    } else if (n < 4 || strcmp(lines[0], CACHE_MAGIC) != 0) {
         why = g_strdup("not a tandem cpu tuning cache (no '" CACHE_MAGIC "' line first)");
     }
     for (int i = 1; why == NULL && i < 4; i++) {
@@ -138,17 +163,23 @@ static char *cache_parse(char *text, GHashTable *choices)
         if (lines[i][0] == '\0') {
             continue;
         }
-        char *tab = strchr(lines[i], '\t');
-        if (tab == NULL || tab[1] == '\0' || strchr(tab + 1, '\t') != NULL) {
-            why = g_strdup_printf("line %d: expected 'CHOICE<tab>SHAPE'", i + 1);
-            break;
+        char **f = g_strsplit(lines[i], "\t", -1);
+        guint cands = 0;
+        int choice = f[0] != NULL ? impl_from_name(f[0]) : -1;
+        if (g_strv_length(f) != 3 || f[2][0] == '\0') {
+            why = g_strdup_printf("line %d: expected 'CHOICE<tab>CANDIDATES<tab>SHAPE'", i + 1);
+        } else if (choice < 0) {
+            why = g_strdup_printf("line %d: unknown kernel '%s'", i + 1, f[0]);
+        } else if ((cands = impls_from_names(f[1])) == 0) {
+            why = g_strdup_printf("line %d: unknown kernel among '%s'", i + 1, f[1]);
+        } else if (!(cands & CPU_CONV_BIT(choice))) {
+            why = g_strdup_printf("line %d: '%s' is not among its candidates '%s'", i + 1, f[0],
+                                  f[1]);
+        } else {
+            g_hash_table_insert(choices, g_strdup(f[2]),
+                                GUINT_TO_POINTER(cands << 8 | (guint)choice));
         }
-        *tab = '\0';
-        if (impl_from_name(lines[i]) < 0) {
-            why = g_strdup_printf("line %d: unknown kernel '%s'", i + 1, lines[i]);
-            break;
-        }
-        g_hash_table_insert(choices, g_strdup(tab + 1), g_strdup(lines[i]));
+        g_strfreev(f);
     }
     g_string_free(theirs, TRUE);
     g_free(ours);
@@ -170,18 +201,19 @@ static void cache_read(void)
         g_error_free(err);
         return;
     }
-    GHashTable *choices = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    GHashTable *choices = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     char *why = cache_parse(text, choices);
     if (why != NULL) {
         g_warning("TDM_CPU_TUNE_CACHE %s: %s; ignored", cache_path, why);
         g_free(why);
     } else {
         GHashTableIter it;
-        gpointer key, name;
+        gpointer key, packed;
         g_hash_table_iter_init(&it, choices);
-        while (g_hash_table_iter_next(&it, &key, &name)) {
+        while (g_hash_table_iter_next(&it, &key, &packed)) {
             CpuTuneShape *s = shape_new(key);
-            s->choice = impl_from_name(name);
+            s->choice = (gint)(GPOINTER_TO_UINT(packed) & 0xff);
+            s->cached = GPOINTER_TO_UINT(packed) >> 8;
             s->why = "cache";
         }
     }
@@ -239,9 +271,11 @@ static void shape_settle(CpuTuneShape *s, guint valid)
             s->cand[s->ncand++] = i;
         }
     }
-    if (s->choice >= 0 && (valid & CPU_CONV_BIT(s->choice))) {
-        return; /* from the file, and still valid */
+    if (s->choice >= 0 && s->cached == valid) {
+        return; /* from the file, made among the same candidates */
     }
+    /* else (from the file, but the candidates differ: another build or
+     * workspace limit) timed again */
     s->choice = -1;
     s->why = NULL;
     if (s->ncand == 1) {
@@ -413,8 +447,10 @@ static void report_shape(FILE *out, const CpuTuneShape *s)
     fprintf(out, ")\n");
 }
 
-/* (Declared above shape_decide.) The file: the machine's lines, then "CHOICE<tab>SHAPE" for every timed
- * or still valid cached choice, written to a temporary file and renamed. */
+/* (Declared above shape_decide.) The file: the machine's lines, then
+ * "CHOICE<tab>CANDIDATES<tab>SHAPE" for every timed or still valid cached
+ * choice (CANDIDATES: the kernels it was chosen among, comma-separated),
+ * written to a temporary file and renamed. */
 static void cache_write(void)
 {
     GString *text = g_string_new(CACHE_MAGIC "\n");
@@ -425,7 +461,15 @@ static void cache_write(void)
         const CpuTuneShape *s = g_ptr_array_index(tune_order, i);
         if (s->choice >= 0 && s->why != NULL &&
             (strcmp(s->why, "timed") == 0 || strcmp(s->why, "cache") == 0)) {
-            g_string_append_printf(text, "%s\t%s\n", impl_names[s->choice], s->key);
+            const guint cands = s->valid != 0 ? s->valid : s->cached;
+            g_string_append_printf(text, "%s\t", impl_names[s->choice]);
+            for (int c = 0, first = 1; c < CPU_CONV_N; c++) {
+                if (cands & CPU_CONV_BIT(c)) {
+                    g_string_append_printf(text, "%s%s", first ? "" : ",", impl_names[c]);
+                    first = 0;
+                }
+            }
+            g_string_append_printf(text, "\t%s\n", s->key);
         }
     }
     GError *err = NULL;

@@ -8,8 +8,10 @@
 # times its image-input shapes, and TDM_CPU_PROFILE=1 names each choice with
 # the times measured; TDM_CPU_TUNE_CACHE keeps the choices in a file that
 # a second run uses without timing again (an edited choice in the file is
-# obeyed), while a corrupt file or one from another machine is ignored with
-# a warning naming it, then replaced; TDM_CPU_WORKSPACE_LIMIT keeps a
+# obeyed, and a choice made among other candidates than the run has is
+# timed again), while a corrupt file, one from another machine or one of
+# the older format is ignored with a warning naming it, then replaced;
+# TDM_CPU_WORKSPACE_LIMIT keeps a
 # kernel with a larger scratchpad out. Max pooling's conformance tests run
 # on AVX2's nChw8c too (its vector loops are compiled for 16 and 8 lanes).
 # Prints TAP.
@@ -164,7 +166,7 @@ ntimed=$(grep -c '(timed' "$tmp/err")
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 head4=$(head -n 4 "$cache" 2>/dev/null)
-if [ "$(sed -n 1p "$cache" 2>/dev/null)" = "tandem-cpu-tune 1" ] &&
+if [ "$(sed -n 1p "$cache" 2>/dev/null)" = "tandem-cpu-tune 2" ] &&
    [ "$(sed -n 2p "$cache")" = "cpu ${model:-unknown}" ] &&
    sed -n 3p "$cache" | grep -qE '^isa [a-z0-9_]+$' &&
    sed -n 4p "$cache" | grep -qE '^onednn [0-9]+\.[0-9]+\.[0-9]+$'; then
@@ -176,7 +178,9 @@ same=yes
 for pass in conv_fwd conv_bwd_filter; do
     choice=$(stem_line $pass | sed 's/.*: \([a-z0-9]*\) (timed.*/\1/')
     key=$(stem_line $pass | sed 's/^  \(.*\): [a-z0-9]* (timed.*/\1/')
-    grep -qxF "$choice	$key" "$cache" || same="no: '$choice	$key'"
+    # CHOICE<tab>CANDIDATES<tab>SHAPE, the stem among the candidates
+    awk -F '\t' -v c="$choice" -v k="$key" '$1 == c && $3 == k && $2 ~ /(^|,)stem(,|$)/ { f = 1 }
+        END { exit !f }' "$cache" || same="no: '$choice ... $key'"
 done
 if [ "$same" = yes ] && [ "$(grep -c '	' "$cache")" -eq "$ntimed" ]; then
     ok "the cache file holds the $ntimed timed choices"
@@ -195,8 +199,9 @@ else
     fail "a second run takes the choices from the file" "$(grep -E '^  conv' "$tmp/err")"
 fi
 
-# the file is obeyed: every choice edited to the stem
-sed 's/^onednn	/stem	/' "$tmp/first.txt" >"$cache"
+# the file is obeyed: every choice made among candidates with the stem
+# edited to the stem
+sed 's/^onednn	\([a-z0-9_,]*stem[a-z0-9_,]*\)	/stem	\1	/' "$tmp/first.txt" >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 if stem_line conv_fwd | grep -qF ": stem (cache $cache)" &&
    stem_line conv_bwd_filter | grep -qF ": stem (cache $cache)"; then
@@ -210,7 +215,7 @@ fi
 warned_and_retimed() {
     if grep -F "TDM_CPU_TUNE_CACHE $cache: " "$tmp/err" | grep -qF "$2" &&
        stem_line conv_fwd | grep -q '(timed' &&
-       [ "$(sed -n 1p "$cache")" = "tandem-cpu-tune 1" ] &&
+       [ "$(sed -n 1p "$cache")" = "tandem-cpu-tune 2" ] &&
        [ "$(grep -c '	' "$cache")" -eq "$ntimed" ]; then
         ok "$1"
     else
@@ -218,7 +223,7 @@ warned_and_retimed() {
 $(cat "$cache")"
     fi
 }
-printf 'tandem-cpu-tune 1\ncpu x\n\001\002 garbage\n' >"$cache"
+printf 'tandem-cpu-tune 2\ncpu x\n\001\002 garbage\n' >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 warned_and_retimed "a corrupt cache file is ignored with a warning naming it" "line 3: expected"
 sed 's/^cpu .*/cpu Some Other Processor 9000/' "$tmp/first.txt" >"$cache"
@@ -228,6 +233,25 @@ warned_and_retimed "a cache file from another machine is ignored with a warning"
 sed 's/^onednn	/sse2	/; s/^stem	/sse2	/; s/^gemm	/sse2	/' "$tmp/first.txt" >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 warned_and_retimed "a cache file naming an unknown kernel is ignored" "unknown kernel 'sse2'"
+sed '1s/ 2$/ 1/; s/^\([a-z0-9_]*\)	[a-z0-9_,]*	/\1	/' "$tmp/first.txt" >"$cache"
+train TDM_CPU_TUNE_CACHE="$cache"
+warned_and_retimed "a cache file of the format before candidates were kept is ignored" \
+    "written by an older Tandem (format 1"
+# a choice made among other candidates than this process has: the image
+# input's forward with the stem left out of its candidates is timed again,
+# the other shapes are taken from the file, and nothing is warned about
+awk -F '\t' -v OFS='\t' 'NR > 4 && $3 ~ /^conv_fwd n16 c1 h28 w28 o6 / { $1 = "onednn"; $2 = "onednn" }
+    { print }' "$tmp/first.txt" >"$cache"
+train TDM_CPU_TUNE_CACHE="$cache"
+if stem_line conv_fwd | grep -q '(timed' && stem_line conv_bwd_filter | grep -qF "(cache $cache)" &&
+   ! grep -q "TDM_CPU_TUNE_CACHE" "$tmp/err" &&
+   awk -F '\t' '$3 ~ /^conv_fwd n16 c1 h28 w28 o6 / && $2 ~ /stem/ { f = 1 } END { exit !f }' \
+       "$cache"; then
+    ok "a cached choice made among other candidates is timed again"
+else
+    fail "a cached choice made among other candidates is timed again" "$(grep -E '^  conv|TDM_CPU' "$tmp/err")
+$(cat "$cache")"
+fi
 
 # ---- the fixed rules and a bad mode ----
 
