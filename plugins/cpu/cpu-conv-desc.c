@@ -322,7 +322,7 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
  * need, they fit in 4 x the operands: on resnet18 at 224 px (batch 32)
  * 51-63 MiB for the 128- to 512-channel layers' forward and backward data
  * (2.5-3.9 x), and they run those passes in half the direct kernels' time
- * (resnet18 224 px on a Zen 5 EPYC: 46 -> 55 img/s, peak RSS +52 MiB).
+ * (resnet18 224 px on a Zen 5 EPYC: 43 -> 55 img/s, peak RSS +52 MiB).
  * Where they need far more than their operands they stay out: the 256-
  * and 512-channel layers at 64 px (17-120 MiB, 4.9-8.8 x, for a layer of
  * under 1 MiB of activations, where they saved about 4% of a step for
