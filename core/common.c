@@ -64,17 +64,17 @@ double tdm_time_since_start(void)
 
 gboolean tdm_debug_flag(const char *flag)
 {
-    const char *value = g_getenv("TDM_DEBUG");
-    if (value == NULL) {
-        return FALSE;
+    const char *v = g_getenv("TDM_DEBUG");
+    const size_t n = strlen(flag);
+    /* in place, no copy: containers ask at every training forward */
+    while (v != NULL && *v != '\0') {
+        const size_t len = strcspn(v, ",: ");
+        if ((len == n && strncmp(v, flag, n) == 0) || (len == 3 && strncmp(v, "all", 3) == 0)) {
+            return TRUE;
+        }
+        v += len + (v[len] != '\0');
     }
-    gboolean found = FALSE;
-    char **items = g_strsplit_set(value, ",: ", -1);
-    for (guint i = 0; items[i] != NULL && !found; i++) {
-        found = strcmp(items[i], flag) == 0 || strcmp(items[i], "all") == 0;
-    }
-    g_strfreev(items);
-    return found;
+    return FALSE;
 }
 
 const char *tdm_version(void)
