@@ -195,8 +195,8 @@ typedef struct {
 typedef struct {
     int prim;
     int src, diff_dst, diff_weights, diff_bias;
-    int dw_sum, dw_sum_from, dw_sum_to; /* the summing reorder and its memory */
     gboolean dw_own; /* the own loop sums instead (a 1x1 filter, cpu-conv.c) */
+    int dw_sum, dw_sum_from, dw_sum_to; /* else the summing reorder and its memory */
     float *db_buf;      /* NULL without a bias */
     CpuConvert x_in;    /* x into the primitive's source layout */
     CpuConvert dy_in;   /* dy into the primitive's layout */

@@ -548,11 +548,12 @@ static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFil
                                              error) &&
                   cpu_convert_init_transient(dev, e, &op->dy_in, dymd, pddst,
                                              CPU_TRANSIENT_DIFF_DST, error) &&
-                  cpu_prim_create(dev, e, pd, &op->prim, error) &&
-                  cpu_reorder_prim(dev, e, pdwei, wplain, TRUE, &op->dw_sum, &op->dw_sum_from,
-                                   &op->dw_sum_to, error);
+                  cpu_prim_create(dev, e, pd, &op->prim, error);
+    /* the summing reorder, unless the own loop does its work */
+    op->dw_own = dw_sum_own(pdwei, wplain);
+    ok = ok && (op->dw_own || cpu_reorder_prim(dev, e, pdwei, wplain, TRUE, &op->dw_sum,
+                                               &op->dw_sum_from, &op->dw_sum_to, error));
     if (ok) {
-        op->dw_own = dw_sum_own(pdwei, wplain);
         op->src = cpu_entry_mem(dev, e, psrc);
         op->diff_dst = cpu_entry_mem(dev, e, pddst);
         op->diff_weights = cpu_entry_mem(dev, e, pdwei);
