@@ -233,6 +233,14 @@ warned_and_retimed "a cache file from another machine is ignored with a warning"
 sed 's/^onednn	/sse2	/; s/^stem	/sse2	/; s/^gemm	/sse2	/' "$tmp/first.txt" >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 warned_and_retimed "a cache file naming an unknown kernel is ignored" "unknown kernel 'sse2'"
+sed 's/^\([a-z0-9_]*\)	[a-z0-9_,]*	/\1	onednn,sse2	/' "$tmp/first.txt" >"$cache"
+train TDM_CPU_TUNE_CACHE="$cache"
+warned_and_retimed "a cache file naming an unknown candidate is ignored" \
+    "unknown kernel among 'onednn,sse2'"
+sed 's/^[a-z0-9_]*	[a-z0-9_,]*	/stem	onednn	/' "$tmp/first.txt" >"$cache"
+train TDM_CPU_TUNE_CACHE="$cache"
+warned_and_retimed "a cache file whose choice is not among its candidates is ignored" \
+    "'stem' is not among its candidates 'onednn'"
 sed '1s/ 2$/ 1/; s/^\([a-z0-9_]*\)	[a-z0-9_,]*	/\1	/' "$tmp/first.txt" >"$cache"
 train TDM_CPU_TUNE_CACHE="$cache"
 warned_and_retimed "a cache file of the format before candidates were kept is ignored" \
