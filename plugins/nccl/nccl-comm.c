@@ -50,12 +50,13 @@ typedef struct {
     cudaStream_t stream;  /* the plugin's own */
     cudaStream_t compute; /* the device's, transfer none */
     int ordinal;
+    int world;    /* the job's ranks (nccl_redop) */
     float *one;   /* the barrier's 1-float buffer */
     char *broken; /* why every call fails from now on */
     NcclRdzv rz;
     GArray *spare_events; /* cudaEvent_t, reused: no creation in a steady step */
     guint64 stall_seq;    /* test hook TDM_TEST_NCCL_STALL, 0 = off */
-    gint released;     /* the stalled operation may go on */
+    gint released;        /* the stalled operation may go on */
     double stall_cap_s;
 } NcclComm;
 
@@ -227,7 +228,6 @@ static void parse_stall_hook(NcclComm *s, double timeout_s)
 #endif
 }
 
-
 static void pause_step(gint64 *pause)
 {
     g_usleep((gulong)*pause);
@@ -286,6 +286,7 @@ static gboolean nccl_init(TdmComm *comm, GError **error)
 {
     static gint init_counter = 0;
     NcclComm *s = g_new0(NcclComm, 1);
+    s->world = comm->world;
     s->spare_events = g_array_new(FALSE, FALSE, sizeof(cudaEvent_t));
     nccl_rdzv_init(&s->rz, comm->store, comm->rank, comm->world, comm->opts.timeout_s,
                    g_atomic_int_add(&init_counter, 1));
@@ -399,11 +400,17 @@ static gboolean nccl_dtype(TdmDType dtype, ncclDataType_t *out)
     return FALSE;
 }
 
-static ncclRedOp_t nccl_redop(TdmReduceOp op)
+/* At world 1 an average is the sum of one value: ncclSum, which NCCL runs
+ * as a plain copy. NCCL 2.27-2.29.6 run a one-rank ncclAvg through a
+ * reduction kernel that leaves the last count % blocks elements of the
+ * output unwritten (NVIDIA/nccl issue 1950, fixed in 2.29.7): an
+ * out-of-place reduce-scatter (ZeRO-1 at world 1) then reads stale
+ * gradients. */
+static ncclRedOp_t nccl_redop(TdmReduceOp op, int world)
 {
     switch (op) {
     case TDM_REDUCE_AVG:
-        return ncclAvg;
+        return world == 1 ? ncclSum : ncclAvg;
     case TDM_REDUCE_MAX:
         return ncclMax;
     case TDM_REDUCE_MIN:
@@ -450,12 +457,15 @@ static void comm_break(TdmComm *comm, const char *why)
     if (s->broken == NULL) {
         s->broken = g_strdup(why);
     }
+    /* First let the test hook's held-back stream go: ncclCommAbort frees
+     * device memory, which waits for every stream of the device, that one
+     * too (the hook's cap, the timeout + 60 s, later). */
+    g_atomic_int_set(&s->released, 1);
     if (s->nc != NULL) {
         fprintf(stderr, "nccl: rank %d: aborting the communicator: %s\n", comm->rank, why);
         (void)ncclCommAbort(s->nc);
         s->nc = NULL;
     }
-    g_atomic_int_set(&s->released, 1);
 }
 
 /* ---- test hook: an operation held back ---- */
@@ -562,7 +572,8 @@ static ncclResult_t issue_allreduce(NcclComm *s, TdmWork *w, gconstpointer p)
     ncclDataType_t dt = ncclFloat32;
     (void)nccl_dtype(w->a->dtype, &dt);
     void *buf = tdm_tensor_data(w->a);
-    return ncclAllReduce(buf, buf, count_of(w->a), dt, nccl_redop(args->rop), s->nc, s->stream);
+    return ncclAllReduce(buf, buf, count_of(w->a), dt, nccl_redop(args->rop, s->world), s->nc,
+                         s->stream);
 }
 
 static ncclResult_t issue_broadcast(NcclComm *s, TdmWork *w, gconstpointer p)
@@ -589,7 +600,7 @@ static ncclResult_t issue_reduce_scatter(NcclComm *s, TdmWork *w, gconstpointer 
     ncclDataType_t dt = ncclFloat32;
     (void)nccl_dtype(w->b->dtype, &dt);
     return ncclReduceScatter(tdm_tensor_data(w->a), tdm_tensor_data(w->b), count_of(w->b), dt,
-                             nccl_redop(args->rop), s->nc, s->stream);
+                             nccl_redop(args->rop, s->world), s->nc, s->stream);
 }
 
 static ncclResult_t issue_barrier(NcclComm *s, TdmWork *w, gconstpointer p)
@@ -744,5 +755,5 @@ TDM_PLUGIN_INIT_FEATURE(nccl_plugin_init, TDM_FEATURE_COLLECTIVE, "nccl", 80, &n
                         "collectives over NCCL between GPUs (one GPU per rank; cuda tensors)", NULL,
                         nccl_probe)
 
-TDM_PLUGIN_DEFINE(nccl, "MIT", "NCCL collectives for tensors on cuda devices",
-                  "tandem", nccl_plugin_init)
+TDM_PLUGIN_DEFINE(nccl, "MIT", "NCCL collectives for tensors on cuda devices", "tandem",
+                  nccl_plugin_init)
