@@ -256,6 +256,13 @@ static void check_reduce_scatter(Worker *w, int64_t n, TdmReduceOp op, gboolean 
         die(w, "tensor_new_view", view_error);
     }
     float *host = g_new(float, total + 1);
+    if (!in_place) {
+        /* Poisoned: an element the op leaves unwritten shows. */
+        for (int64_t i = 0; i < n; i++) {
+            host[i] = -7777.5f;
+        }
+        put(w, out, host);
+    }
     for (int64_t i = 0; i < total; i++) {
         host[i] = val_f32(w->rank, i);
     }
@@ -271,13 +278,11 @@ static void check_reduce_scatter(Worker *w, int64_t n, TdmReduceOp op, gboolean 
             float v_ = val_f32(r_, base + (i));                                                    \
             a_ = op == TDM_REDUCE_MAX ? MAX(a_, v_) : a_ + v_;                                     \
         }                                                                                          \
-        a_;                                                                                        \
+        op == TDM_REDUCE_AVG ? a_ / (float)w->world : a_;                                          \
     })
-    CHECK_EQ(w,
-             op == TDM_REDUCE_MAX ? "reduce_scatter max"
-             : in_place           ? "reduce_scatter sum in place"
-                                  : "reduce_scatter sum",
-             n, got, EXPECT, "%g");
+    g_autofree char *what =
+        g_strdup_printf("reduce_scatter %s%s", tdm_reduce_op_name(op), in_place ? " in place" : "");
+    CHECK_EQ(w, what, n, got, EXPECT, "%g");
 #undef EXPECT
     g_free(got);
     g_free(host);
@@ -447,6 +452,10 @@ static void worker_ops(Worker *w)
         check_reduce_scatter(w, n, TDM_REDUCE_SUM, FALSE);
         check_reduce_scatter(w, n, TDM_REDUCE_SUM, TRUE);
         check_reduce_scatter(w, n, TDM_REDUCE_MAX, FALSE);
+        if ((w->world & (w->world - 1)) == 0) {
+            /* exact only where the division by the world is (1, 2, 4) */
+            check_reduce_scatter(w, n, TDM_REDUCE_AVG, FALSE);
+        }
         ok_or_die(w, "barrier", tdm_comm_barrier(w->comm, &error), &error);
     }
     check_async(w);
@@ -672,39 +681,74 @@ static void driver_run(const char *coll)
     }
 }
 
-/* One process, no store: every op is local and exact. */
-static void single_process(const char *coll)
+/* The child of single_process: a device and a communicator of its own,
+ * every op; exit 2 when there is no communicator, 1 on a failed check. */
+static G_GNUC_NORETURN void single_process_child(const char *coll)
 {
-    JobResult res = {.output = g_strdup("")};
     GError *error = NULL;
     TdmDistEnv env = {.rank = 0, .world_size = 1, .local_world_size = 1, .source = "none"};
     Worker w = {.rank = 0, .world = 1};
     w.dev = tdm_device_get(test_device(), &error);
     w.comm = w.dev != NULL ? tdm_comm_new(coll, NULL, &env, w.dev, NULL, &error) : NULL;
-    g_autofree char *title = g_strdup_printf("%s: every op in a single process", coll);
     if (w.comm == NULL) {
-        g_free(res.output);
-        res.output = g_strdup(error->message);
-        report(FALSE, title, &res, "no communicator");
-        g_error_free(error);
-    } else {
-        /* The checks _exit on a mismatch: run them in a child. */
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            check_allreduce_f32(&w, 1023, TDM_REDUCE_AVG);
-            check_allreduce_int(&w, 7);
-            check_broadcast(&w, 5, 0);
-            check_allgather(&w, 9, FALSE);
-            check_reduce_scatter(&w, 11, TDM_REDUCE_SUM, FALSE);
-            check_async(&w);
-            _exit(0);
-        }
-        int status = 1;
-        waitpid(pid, &status, 0);
-        report(WIFEXITED(status) && WEXITSTATUS(status) == 0, title, &res, "a check failed");
-        tdm_comm_free(w.comm);
+        fprintf(stderr, "%s\n", error->message);
+        fflush(stderr);
+        _exit(2);
     }
+    check_allreduce_f32(&w, 1023, TDM_REDUCE_AVG);
+    check_allreduce_int(&w, 7);
+    check_broadcast(&w, 5, 0);
+    check_allgather(&w, 9, FALSE);
+    check_reduce_scatter(&w, 11, TDM_REDUCE_SUM, FALSE);
+    check_reduce_scatter(&w, 100003, TDM_REDUCE_AVG, FALSE);
+    check_async(&w);
+    tdm_comm_free(w.comm);
+    _exit(0);
+}
+
+/* One process, no store: every op is local and exact. The checks _exit on
+ * a mismatch, so they run in a child, which also opens the device: CUDA
+ * set up before a fork cannot be used in the child. */
+static void single_process(const char *coll)
+{
+    JobResult res = {.output = NULL};
+    g_autofree char *title = g_strdup_printf("%s: every op in a single process", coll);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        res.output = g_strdup_printf("pipe: %s", g_strerror(errno));
+        report(FALSE, title, &res, "no child");
+        g_free(res.output);
+        return;
+    }
+    const double t0 = tdm_time_now();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[1]);
+        single_process_child(coll);
+    }
+    close(fds[1]);
+    GString *out = g_string_new(NULL);
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fds[0], buf, sizeof buf)) > 0 || (got < 0 && errno == EINTR)) {
+        if (got > 0) {
+            g_string_append_len(out, buf, got);
+        }
+    }
+    close(fds[0]);
+    int status = 1;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+        g_string_append_printf(out, "fork or waitpid: %s", g_strerror(errno));
+        status = 1;
+    }
+    res.output = g_string_free(out, FALSE);
+    res.seconds = tdm_time_now() - t0;
+    const gboolean no_comm = WIFEXITED(status) && WEXITSTATUS(status) == 2;
+    report(WIFEXITED(status) && WEXITSTATUS(status) == 0, title, &res,
+           no_comm ? "no communicator" : "a check failed");
     g_free(res.output);
 }
 
@@ -714,18 +758,16 @@ static void driver_device(const char *coll)
     single_process(coll);
     job("every op at world 1", coll, 1, "ops", NULL, 60, NULL);
     if (strcmp(coll, "shm") == 0 || strcmp(coll, "gloo") == 0) {
-        job("every op staged through host memory, 2 ranks on one device", coll, 2, "ops", NULL,
-            90, "TDM_TEST_EXPECT_STAGED=1", NULL);
+        job("every op staged through host memory, 2 ranks on one device", coll, 2, "ops", NULL, 90,
+            "TDM_TEST_EXPECT_STAGED=1", NULL);
         const char *timeout[] = {"allreduce #2 (1000 x f32) timed out after 2.0 s on rank 0: "
                                  "ranks 1 never arrived",
                                  NULL};
         job("staged: timeout names op, sequence number and missing rank", coll, 2, "timeout",
             timeout, 30, "TDM_TIMEOUT=2", NULL);
         if (strcmp(coll, "shm") == 0) {
-            const char *dead[] = {"allreduce #2 (1000 x f32) failed on rank 0: rank 1 (pid",
-                                  NULL};
-            job("staged: a dead rank is named", coll, 2, "dead", dead, 30, "TDM_TIMEOUT=20",
-                NULL);
+            const char *dead[] = {"allreduce #2 (1000 x f32) failed on rank 0: rank 1 (pid", NULL};
+            job("staged: a dead rank is named", coll, 2, "dead", dead, 30, "TDM_TIMEOUT=20", NULL);
         }
     }
 #ifdef TDM_ENABLE_TEST_HOOKS
@@ -733,8 +775,8 @@ static void driver_device(const char *coll)
         const char *stall[] = {"allreduce #2 (1000 x f32) timed out after 2.0 s on rank 0",
                                "nccl: rank 0: aborting the communicator: allreduce #2",
                                "next call refused in 0.", NULL};
-        job("an operation held back times out and aborts the communicator", coll, 1, "stall",
-            stall, 14, "TDM_TIMEOUT=2", "TDM_TEST_NCCL_STALL=2", NULL);
+        job("an operation held back times out and aborts the communicator", coll, 1, "stall", stall,
+            14, "TDM_TIMEOUT=2", "TDM_TEST_NCCL_STALL=2", NULL);
     }
 #endif
 }
