@@ -360,18 +360,27 @@ void *cuda_workspace(TdmDevice *dev, size_t nbytes, GError **error)
         return d->workspace;
     }
     /* Grow by at least half again, so that a slowly growing series of
-     * shapes does not reallocate at each one. The old block is reused in
-     * stream order (the allocator's rule), after the work that used it. */
+     * shapes does not reallocate at each one. The old block goes back
+     * first: the allocator hands memory out again in stream order, after
+     * the work that used it, so old and new never both count. */
     size_t want = MAX(nbytes, d->workspace_bytes + d->workspace_bytes / 2);
+    cuda_workspace_drop(dev);
     void *p = cuda_alloc_get(d->alloc, want, error);
     if (p == NULL) {
         g_prefix_error(error, "%s workspace of %zu bytes: ", d->name, want);
         return NULL;
     }
-    cuda_alloc_put(d->alloc, d->workspace);
     d->workspace = p;
     d->workspace_bytes = want;
     return p;
+}
+
+void cuda_workspace_drop(TdmDevice *dev)
+{
+    CudaDevice *d = cuda_dev(dev);
+    cuda_alloc_put(d->alloc, d->workspace);
+    d->workspace = NULL;
+    d->workspace_bytes = 0;
 }
 
 /* ---- precision ---- */

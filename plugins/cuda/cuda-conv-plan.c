@@ -12,7 +12,7 @@
  *
  * Algorithms: cuDNN ranks them, by its _v7 heuristic or (under
  * TDM_CUDA_BENCHMARK=1) by timing each with cudnnFind*AlgorithmEx. Kept,
- * best first, are those that succeeded, need at most CONV_WORKSPACE_LIMIT,
+ * best first, are those that succeeded, need at most the workspace limit,
  * and do not report tensor-op math in strict FP32 (each then runs with FMA
  * math whatever its record says); in deterministic mode only those that
  * report CUDNN_DETERMINISTIC (and never the ones cuDNN's header marks as
@@ -113,6 +113,50 @@ static gboolean algo_uses_atomics(CudaPlanKind kind, int algo)
                                                   algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
 }
 
+/* The workspace limit: TDM_CUDA_WORKSPACE_LIMIT MiB when that is set, else
+ * 4 x the f32 bytes of the call's input, weights and output, at least
+ * CONV_WORKSPACE_MIN and at most CONV_WORKSPACE_MAX. Timed trials get that
+ * much too (cuda-conv.c), so an algorithm that needs more is neither timed
+ * nor kept.
+ *
+ * A fixed limit (512 MiB for an algorithm, 128 MiB for the trials, the
+ * rule before) kept resnet18 at batch 256, 224 px, off cuDNN's FFT
+ * algorithms in FP32 and off every tensor-core algorithm in BF16, whose
+ * NCHW kernels transpose the operands into the workspace: the BF16 step
+ * ran on cuDNN's legacy non-tensor-core kernels, slower than FP32. On an
+ * H200 (resnet18, batch 256, 224 px, median step): FP32 126.5 -> 72.5 ms,
+ * BF16 166.6 -> 50.1 ms; the same at fixed limits of 2 and 8 GiB, 77.5 and
+ * 55.7 ms at 512 MiB. The upper bound keeps the trials of the largest
+ * layers (the stem's 4 x is 3.9 GiB there) from setting the peak memory
+ * for nothing. */
+size_t cuda_conv_workspace_limit(const ConvCall *c)
+{
+    static gsize fixed = 0; /* the variable's bytes plus two; 1: not set */
+    if (g_once_init_enter(&fixed)) {
+        guint64 mib = 0;
+        const char *s = g_getenv("TDM_CUDA_WORKSPACE_LIMIT");
+        gsize v = 1;
+        if (s != NULL && *s != '\0') {
+            if (g_ascii_string_to_unsigned(s, 10, 0, 1 << 20, &mib, NULL)) {
+                v = (gsize)(mib << 20) + 2;
+            } else {
+                g_warning("cuda backend: TDM_CUDA_WORKSPACE_LIMIT=%s is not a size in MiB "
+                          "(0 to 1048576); using the default (4 x a convolution's operands, "
+                          "%zu to %zu MiB)",
+                          s, CONV_WORKSPACE_MIN >> 20, CONV_WORKSPACE_MAX >> 20);
+            }
+        }
+        g_once_init_leave(&fixed, v); /* g_once_init_leave refuses 0 */
+    }
+    if (fixed > 1) {
+        return (size_t)(fixed - 2);
+    }
+    const size_t elems = (size_t)(c->N * c->C * c->H * c->W) +
+                         (size_t)(c->O * c->Cg * c->KH * c->KW) +
+                         (size_t)(c->N * c->O * c->OH * c->OW);
+    return CLAMP(4 * sizeof(float) * elems, CONV_WORKSPACE_MIN, CONV_WORKSPACE_MAX);
+}
+
 /* Asks cuDNN for its ranked algorithms of the plan's kind: the _v7
  * heuristic, or timed trials when `find` is given. */
 static gboolean conv_rank(const ConvCall *c, CudaConvPlan *p, const ConvFind *find, ConvPerf *perf,
@@ -208,12 +252,13 @@ static gboolean conv_choose(const ConvCall *c, CudaConvPlan *p, const ConvFind *
         return FALSE;
     }
     gboolean strict = c->precision == TDM_PRECISION_FP32;
+    const size_t limit = cuda_conv_workspace_limit(c);
     p->n_choices = 0;
     for (int pass = 0; pass < 2 && p->n_choices == 0; pass++) {
         gboolean allow_transform = !c->deterministic || pass == 1;
         for (int i = 0; i < n && p->n_choices < CUDA_CONV_CHOICES; i++) {
             const ConvPerf *r = &perf[i];
-            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > CONV_WORKSPACE_LIMIT ||
+            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > limit ||
                 (strict && (r->math == CUDNN_TENSOR_OP_MATH ||
                             r->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) ||
                 (c->deterministic &&
@@ -230,7 +275,7 @@ static gboolean conv_choose(const ConvCall *c, CudaConvPlan *p, const ConvFind *
                 continue;
             }
             ws = MAX(ws, r->memory);
-            if (ws > CONV_WORKSPACE_LIMIT) {
+            if (ws > limit) {
                 continue;
             }
             p->choice[p->n_choices++] = (CudaConvChoice){r->algo, math, ws};
@@ -248,7 +293,7 @@ static gboolean conv_choose(const ConvCall *c, CudaConvPlan *p, const ConvFind *
             cuda_conv_what(c, find ? "cudnnFind*AlgorithmEx" : "cudnnGet*_v7", -1);
         g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
                     "%s on %s: %s: no cuDNN algorithm fits (workspace <= %zu MiB); candidates:%s",
-                    c->op, c->cd->name, what, CONV_WORKSPACE_LIMIT >> 20, cands->str);
+                    c->op, c->cd->name, what, limit >> 20, cands->str);
         g_string_free(cands, TRUE);
         return FALSE;
     }

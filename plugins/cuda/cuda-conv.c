@@ -326,6 +326,33 @@ static gboolean env_benchmark(void)
     return g_strcmp0(g_getenv("TDM_CUDA_BENCHMARK"), "1") == 0;
 }
 
+/* The memory of timed trials: one block of its own, given back once the
+ * plan is made: `lead` bytes (the staged inputs and the trial output),
+ * then the trials' workspace, of the workspace limit or of as much less
+ * (halving, down to CONV_FIND_WORKSPACE_MIN) as the device has free. The
+ * device's workspace goes back first, so that the two do not count
+ * together in the peak (the next op grows it again). */
+static char *find_block(const ConvCall *c, size_t lead, ConvFind *find, GError **error)
+{
+    cuda_workspace_drop(c->dev);
+    find->ws_bytes = cuda_conv_workspace_limit(c);
+    for (;;) {
+        GError *local = NULL;
+        char *block = cuda_alloc_get(c->cd->alloc, lead + find->ws_bytes, &local);
+        if (block != NULL) {
+            find->ws = block + lead;
+            return block;
+        }
+        if (find->ws_bytes / 2 < CONV_FIND_WORKSPACE_MIN) {
+            g_propagate_prefixed_error(error, local, "%s on %s: memory for timed trials: ", c->op,
+                                       c->cd->name);
+            return NULL;
+        }
+        g_error_free(local);
+        find->ws_bytes /= 2;
+    }
+}
+
 /* Plan lookup (or choice), staging, the call (with the next choice when
  * cuDNN refuses one), finishing. The caller holds the device lock. */
 static gboolean conv_run(ConvCall *c, TdmOpCache **cache, ConvJob *job, GError **error)
@@ -346,25 +373,27 @@ static gboolean conv_run(ConvCall *c, TdmOpCache **cache, ConvJob *job, GError *
     char *base = NULL;
     if (plan == NULL) {
         ConvFind find, *fp = NULL;
+        char *trial = NULL;
         if (env_benchmark()) {
             /* Trials on the real (staged) inputs; backward filter's into
              * scratch past the pieces, never into dw. */
             size_t out_extra = c->kind == CUDA_PLAN_CONV_BWD_FILTER ? job->pc[P_OUT].n * 4 : 0;
             size_t extra = (out_extra + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
-            base = cuda_workspace(c->dev, job->scratch + extra + CONV_FIND_WORKSPACE, error);
-            if (base == NULL || !job_stage_in(c, job, base, error)) {
+            trial = find_block(c, job->scratch + extra, &find, error);
+            if (trial == NULL || !job_stage_in(c, job, trial, error)) {
+                cuda_alloc_put(c->cd->alloc, trial);
                 return FALSE;
             }
+            base = trial;
             gboolean bf16 = c->precision == TDM_PRECISION_BF16;
             find.in1 = piece_ptr(job, P_IN1, base);
             find.in2 = piece_ptr(job, P_IN2, base);
             find.out =
                 out_extra > 0 ? base + job->scratch : piece_ptr(job, bf16 ? P_OUT_BF : P_OUT, base);
-            find.ws = base + job->scratch + extra;
-            find.ws_bytes = CONV_FIND_WORKSPACE;
             fp = &find;
         }
         plan = cuda_conv_plan_make(c, &key, fp, error);
+        cuda_alloc_put(c->cd->alloc, trial); /* reused in stream order */
         if (plan == NULL) {
             return FALSE;
         }

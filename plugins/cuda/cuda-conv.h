@@ -9,9 +9,10 @@
 
 #include "cuda-cache.h"
 
-/* The most workspace an algorithm may take, and what timed trials get. */
-#define CONV_WORKSPACE_LIMIT ((size_t)512 << 20)
-#define CONV_FIND_WORKSPACE ((size_t)128 << 20)
+/* The bounds of the workspace limit, and the least that timed trials get. */
+#define CONV_WORKSPACE_MIN ((size_t)512 << 20)
+#define CONV_WORKSPACE_MAX ((size_t)2048 << 20)
+#define CONV_FIND_WORKSPACE_MIN ((size_t)128 << 20)
 
 /* One convolution call: its op name, parameters, plan kind, the mode read
  * under the device lock, and the geometry (x [N,C,H,W], w [O,Cg,KH,KW],
@@ -47,6 +48,10 @@ gboolean cuda_conv_dnn(const ConvCall *c, cudnnStatus_t rc, const char *call, in
 /* Descriptors and the ranked usable algorithms for one key: cuDNN's _v7
  * heuristic, or timed trials on `find`'s buffers when it is not NULL.
  * Caller holds the device lock. NULL with the error set. */
+/* The most workspace an algorithm of this call may take (cuda-conv-plan.c
+ * says why). */
+size_t cuda_conv_workspace_limit(const ConvCall *c);
+
 CudaPlan *cuda_conv_plan_make(const ConvCall *c, const CudaPlanKey *key, const ConvFind *find,
                               GError **error);
 

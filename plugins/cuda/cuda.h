@@ -118,6 +118,9 @@ gboolean cuda_ensure_out(TdmTensor *t, TdmDType dtype, int ndim, const int64_t *
  * device's workspace, grown when too small). Valid until the next call on
  * this device; callers hold dev's lock. NULL with error on failure. */
 void *cuda_workspace(TdmDevice *dev, size_t nbytes, GError **error);
+/* Gives the workspace back to the allocator (reused in stream order); the
+ * next cuda_workspace allocates anew. Callers hold dev's lock. */
+void cuda_workspace_drop(TdmDevice *dev);
 
 static inline float *cuda_f32(const TdmTensor *t)
 {
