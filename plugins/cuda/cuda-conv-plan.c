@@ -124,7 +124,7 @@ static gboolean algo_uses_atomics(CudaPlanKind kind, int algo)
  * algorithms in FP32 and off every tensor-core algorithm in BF16, whose
  * NCHW kernels transpose the operands into the workspace: the BF16 step
  * ran on cuDNN's legacy non-tensor-core kernels, slower than FP32. On an
- * H200 (resnet18, batch 256, 224 px, median step): FP32 126.5 -> 72.5 ms,
+ * H200 (resnet18, batch 256, 224 px, median step): FP32 126.5 -> 72.9 ms,
  * BF16 166.6 -> 50.1 ms; the same at fixed limits of 2 and 8 GiB, 77.5 and
  * 55.7 ms at 512 MiB. The upper bound keeps the trials of the largest
  * layers (the stem's 4 x is 3.9 GiB there) from setting the peak memory
