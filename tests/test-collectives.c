@@ -227,7 +227,13 @@ static void check_allgather(Worker *w, int64_t n, gboolean in_place)
     if (in == NULL) {
         die(w, "tensor_new_view", error);
     }
-    float *host = g_new(float, n + 1);
+    float *host = g_new(float, total + 1);
+    /* The whole output poisoned first (in place: then this rank's part
+     * written over it), so an element the op leaves unwritten shows. */
+    for (int64_t i = 0; i < total; i++) {
+        host[i] = -7777.5f;
+    }
+    put(w, out, host);
     for (int64_t i = 0; i < n; i++) {
         host[i] = val_f32(w->rank, i);
     }
