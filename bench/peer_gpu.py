@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """bench/peer_gpu.py - PyTorch eager's side of the GPU step benchmark.
 
-Usage: peer_gpu.py [--device cuda|cpu] [--warmup N] [--steps N] ROW...
+Usage: peer_gpu.py [--device cuda|cpu] [--warmup N] [--steps N] [--profile] ROW...
   ROW = MODEL:BATCH:CxHxW:CLASSES:PRECISION[:WARMUP:STEPS],
         e.g. resnet8:1024:1x28x28:10:fp32 (WARMUP, STEPS: the options' values)
   PRECISION = fp32 (strict: TF32 off), tf32, or bf16 (torch.autocast).
@@ -20,6 +20,10 @@ Peak memory: torch.cuda.max_memory_allocated (reset before each row), or
 printing its "RESULT impl=torch ..." line as soon as it is done, so a
 timeout keeps the rows already measured. A row that fails prints
 "RESULT impl=torch ... error=..." and the others still run.
+
+--profile: after a row's timed steps, one more step under torch.profiler,
+and its device kernels by total time ("KERNEL impl=torch" lines: the
+row, milliseconds, calls, name), for bench/gpu-profile.
 """
 import os
 import statistics
@@ -60,7 +64,27 @@ def set_precision(precision):
         raise ValueError("unknown precision %r (fp32, tf32 or bf16)" % precision)
 
 
-def run_row(dev, row, warmup, steps):
+def print_kernels(prof, row, cuda, top=30):
+    """The profiled step's device kernels (on the CPU: its ops), by total
+    time, one line each."""
+    rows = []
+    for e in prof.key_averages():
+        if not cuda:
+            t = e.self_cpu_time_total
+        else:  # torch 2 names it device time, 1.13 cuda time
+            t = getattr(e, "self_device_time_total", None)
+            if t is None:
+                t = getattr(e, "self_cuda_time_total", 0)
+        if t > 0:
+            rows.append((t / 1e3, e.count, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print("KERNEL impl=torch row=%s total_ms=%.3f kernels=%d" % (row, total, len(rows)), flush=True)
+    for ms, calls, name in rows[:top]:
+        print("KERNEL impl=torch row=%s %9.3f ms %5d  %s" % (row, ms, calls, name[:120]), flush=True)
+
+
+def run_row(dev, row, warmup, steps, profile=False):
     fields = row.split(":")
     if len(fields) == 7:
         warmup, steps = int(fields[5]), int(fields[6])
@@ -103,13 +127,24 @@ def run_row(dev, row, warmup, steps):
             times.append(start.elapsed_time(end) / 1e3 if cuda else time.perf_counter() - t0)
     med = statistics.median(times)
     peak = torch.cuda.max_memory_allocated(dev) / 2**20 if cuda else -1.0
+    if profile:
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+        acts = [ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]
+        with torch_profile(activities=acts) as prof:
+            opt.zero_grad(set_to_none=True)
+            with autocast:
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            loss.item()
+        print_kernels(prof, row, cuda)
     return ("model=%s batch=%d input=%s precision=%s steps=%d median_ms=%.4f img_per_s=%.1f "
             "peak_mib=%.1f loss=%.4f" % (name, batch, shape, precision, steps, med * 1e3,
                                          batch / med, peak, loss_value))
 
 
 def main(argv):
-    device, warmup, steps, rows = "cuda", 10, 50, []
+    device, warmup, steps, rows, profile = "cuda", 10, 50, [], False
     i = 1
     while i < len(argv):
         a = argv[i]
@@ -122,6 +157,10 @@ def main(argv):
             else:
                 steps = int(v)
             i += 2
+            continue
+        if a == "--profile":
+            profile = True
+            i += 1
             continue
         if a.startswith("-"):
             sys.stderr.write(__doc__.split("\n\n")[0] + "\nunknown option %s\n" % a)
@@ -143,7 +182,7 @@ def main(argv):
     failed = 0
     for row in rows:
         try:
-            result = run_row(dev, row, warmup, steps)
+            result = run_row(dev, row, warmup, steps, profile)
         except Exception as e:  # one bad row must not lose the others
             failed += 1
             result = "row=%s error=%s" % (row, str(e).replace(" ", "_")[:200])
