@@ -331,7 +331,7 @@ gboolean cpu_conv_stem_dy_md(TdmDevice *dev, const CpuConvGeom *g, const TdmTens
  * layer past the first at 224 px. */
 size_t cpu_conv_workspace_limit(size_t operand_bytes)
 {
-    static gsize fixed = 0; /* the variable's bytes plus one; 1: not set */
+    static gsize fixed = 0; /* the variable's bytes plus two; 1: not set */
     if (g_once_init_enter(&fixed)) {
         guint64 mib = 0;
         const char *s = g_getenv("TDM_CPU_WORKSPACE_LIMIT");

@@ -47,28 +47,37 @@
 #include "cpu-conv-own.h"
 #include "cpu-tune.h"
 
-/* Whether the pixel-row sgemms (cpu-conv-gemm.c) are a candidate for
- * weights w between layouts xmd (the convolution's input) and ymd (its
- * output): plain weights, a work space within the limit, and, unless the
- * tuner is forced to them, activation copies no larger than the weights
- * times the threads. They are meant for few pixels and many channels
- * (resnet's last stages at small images); elsewhere timing them would only
- * grow the scratchpad for a kernel that loses. */
 /* The bytes of the input, weights and output of geometry gg. */
 static size_t gemm_operand_bytes(const CpuGemmGeom *gg)
 {
-    return sizeof(float) * (size_t)(gg->n * gg->c * gg->h * gg->w + gg->o * gg->c * gg->kh * gg->kw +
-                                    gg->n * gg->o * gg->oh * gg->ow);
+    return sizeof(float) *
+           (size_t)(gg->n * gg->c * gg->h * gg->w + gg->o * gg->c * gg->kh * gg->kw +
+                    gg->n * gg->o * gg->oh * gg->ow);
 }
 
+/* Whether an sgemm candidate of geometry gg (cpu-conv-gemm.c) with weights
+ * or weight gradient w may be timed, given `work`, the bytes of its work
+ * space: plain contiguous w, the work space within the limit, and, unless
+ * the tuner is forced to it, no larger than w times the threads (the
+ * per-thread weight-gradient copies oneDNN's kernel keeps). The sgemms are
+ * meant for few pixels and many channels (resnet's last stages at small
+ * images); elsewhere timing them would only grow the scratchpad (lenet:
+ * 54 -> 65 MiB) for a kernel that loses. */
+static gboolean gemm_fits(const CpuGemmGeom *gg, size_t work, const TdmTensor *w)
+{
+    return w->layout == NULL && tdm_tensor_is_contiguous(w) &&
+           work <= cpu_conv_workspace_limit(gemm_operand_bytes(gg)) &&
+           (work <= tdm_tensor_nbytes(w) * (size_t)omp_get_max_threads() ||
+            cpu_tune_forced(CPU_CONV_GEMM));
+}
+
+/* Whether the pixel-row sgemms are a candidate for weights w between
+ * layouts xmd (the convolution's input) and ymd (its output); fills gg. */
 static gboolean gemm_rows_valid(const dnnl_memory_desc_t *xmd, const dnnl_memory_desc_t *ymd,
                                 const TdmTensor *w, const TdmConv2dParams *p, CpuGemmGeom *gg)
 {
-    return w->layout == NULL && tdm_tensor_is_contiguous(w) &&
-           cpu_gemm_bwf_geom(xmd, ymd, w->shape, p, gg) &&
-           cpu_gemm_rows_work_bytes(gg) <= cpu_conv_workspace_limit(gemm_operand_bytes(gg)) &&
-           (cpu_gemm_rows_work_bytes(gg) <= tdm_tensor_nbytes(w) * (size_t)omp_get_max_threads() ||
-            cpu_tune_forced(CPU_CONV_GEMM));
+    return cpu_gemm_bwf_geom(xmd, ymd, w->shape, p, gg) &&
+           gemm_fits(gg, cpu_gemm_rows_work_bytes(gg), w);
 }
 
 /* Sets the pixel-row sgemms up for geometry gg: their geometry, their
@@ -612,17 +621,10 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     if (cpu_conv_bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_BWF8);
     }
-    /* The gathered sgemm where its buffers are no larger than the
-     * per-thread weight-gradient copies oneDNN's kernel keeps: it is
-     * meant for the layers where those copies are the cost (few pixels,
-     * many channels), and elsewhere timing it would only grow the
-     * scratchpad (lenet: 54 -> 65 MiB) for a kernel that loses. */
+    /* The gathered sgemm (gemm_fits says where) */
     CpuGemmGeom gg;
-    if (dw->layout == NULL && tdm_tensor_is_contiguous(dw) &&
-        cpu_gemm_bwf_geom(&xmd, &dymd, dw->shape, p, &gg) &&
-        cpu_gemm_bwf_work_bytes(&gg) <= cpu_conv_workspace_limit(gemm_operand_bytes(&gg)) &&
-        (cpu_gemm_bwf_work_bytes(&gg) <= tdm_tensor_nbytes(dw) * (size_t)omp_get_max_threads() ||
-         cpu_tune_forced(CPU_CONV_GEMM))) {
+    if (cpu_gemm_bwf_geom(&xmd, &dymd, dw->shape, p, &gg) &&
+        gemm_fits(&gg, cpu_gemm_bwf_work_bytes(&gg), dw)) {
         valid |= CPU_CONV_BIT(CPU_CONV_GEMM);
     }
     char *tkey =
