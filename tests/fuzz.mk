@@ -16,6 +16,9 @@ TDM_FUZZ_TARGETS = checkpoint cifar config idx params pipeline png pth safetenso
 if TDM_BUILD_PLOT
 TDM_FUZZ_TARGETS += plot-log
 endif
+if TDM_BUILD_CPU
+TDM_FUZZ_TARGETS += cpu-tune
+endif
 FUZZ_SECONDS = 20
 FUZZ_JOBS = 2
 TDM_FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address -I$(top_srcdir)/include -I$(top_builddir) \
@@ -32,22 +35,27 @@ TDM_FUZZ_SOURCES_plot_log = tools/plot-log.c tools/plot-axis.c tools/plot-draw.c
 TDM_FUZZ_FLAGS_checkpoint = $(JSON_GLIB_CFLAGS) $(ZLIB_CFLAGS) $(JSON_GLIB_LIBS) $(ZLIB_LIBS)
 TDM_FUZZ_FLAGS_safetensors = $(JSON_GLIB_CFLAGS) $(JSON_GLIB_LIBS)
 TDM_FUZZ_FLAGS_pth = $(LIBZIP_CFLAGS) $(JSON_GLIB_CFLAGS) $(LIBZIP_LIBS) $(JSON_GLIB_LIBS)
+TDM_FUZZ_SOURCES_cpu_tune = plugins/cpu/cpu-tune.c plugins/cpu/cpu-tune.h plugins/cpu/cpu.h \
+	plugins/cpu/cpu-cache.h
+TDM_FUZZ_FLAGS_cpu_tune = -I$(top_srcdir)/plugins/cpu
 TDM_FUZZ_FLAGS_plot_log = -fsanitize=undefined -I$(top_srcdir)/tools $(JSON_GLIB_CFLAGS) \
 	$(CAIRO_CFLAGS) $(JSON_GLIB_LIBS) $(CAIRO_LIBS)
 EXTRA_DIST += tests/fuzz/configure.m4 tests/fuzz/run.sh tests/fuzz/make-corpus.py \
 	tests/fuzz/corpus
 CLEANFILES += tests/fuzz/fuzz-checkpoint tests/fuzz/fuzz-cifar tests/fuzz/fuzz-config \
 	tests/fuzz/fuzz-idx tests/fuzz/fuzz-params tests/fuzz/fuzz-pipeline tests/fuzz/fuzz-png \
-	tests/fuzz/fuzz-pth tests/fuzz/fuzz-safetensors tests/fuzz/fuzz-store tests/fuzz/fuzz-plot-log
+	tests/fuzz/fuzz-pth tests/fuzz/fuzz-safetensors tests/fuzz/fuzz-store tests/fuzz/fuzz-plot-log \
+	tests/fuzz/fuzz-cpu-tune
 
 # One compile per target; a target newer than its sources, the headers
-# and the library is kept.
+# and the library is kept. cpu-tune compiles the cpu plugin's file into
+# its own (`deps`: what it includes).
 fuzz: core/libtandem-1.la
 	@if test "$(TDM_HAVE_FUZZ)" != yes; then \
 	    echo "make fuzz: no libFuzzer: $(TDM_FUZZ_WHY)" >&2; exit 1; fi
 	@$(MKDIR_P) tests/fuzz
 	@for t in $(TDM_FUZZ_TARGETS); do \
-	    out=tests/fuzz/fuzz-$$t; \
+	    out=tests/fuzz/fuzz-$$t; deps=; \
 	    case $$t in \
 	    checkpoint) srcs='$(TDM_FUZZ_SOURCES_checkpoint)'; flags='$(TDM_FUZZ_FLAGS_checkpoint)' ;; \
 	    config) srcs='$(TDM_FUZZ_SOURCES_config)'; flags= ;; \
@@ -55,11 +63,13 @@ fuzz: core/libtandem-1.la
 	    pth) srcs='$(TDM_FUZZ_SOURCES_pth)'; flags='$(TDM_FUZZ_FLAGS_pth)' ;; \
 	    safetensors) srcs='$(TDM_FUZZ_SOURCES_safetensors)'; flags='$(TDM_FUZZ_FLAGS_safetensors)' ;; \
 	    plot-log) srcs='$(TDM_FUZZ_SOURCES_plot_log)'; flags='$(TDM_FUZZ_FLAGS_plot_log)' ;; \
+	    cpu-tune) srcs=; deps='$(TDM_FUZZ_SOURCES_cpu_tune)'; flags='$(TDM_FUZZ_FLAGS_cpu_tune)' ;; \
 	    *) srcs=; flags= ;; \
 	    esac; \
 	    paths="$(srcdir)/tests/fuzz/fuzz-$$t.c"; \
 	    for s in $$srcs; do paths="$$paths $(srcdir)/$$s"; done; \
-	    if test -f $$out && test -z "$$(find $$paths $(srcdir)/tests/fuzz/*.h \
+	    newer=$$paths; for d in $$deps; do newer="$$newer $(srcdir)/$$d"; done; \
+	    if test -f $$out && test -z "$$(find $$newer $(srcdir)/tests/fuzz/*.h \
 	            $(srcdir)/include/tandem $(srcdir)/core/*.h core/libtandem-1.la \
 	            -newer $$out 2>/dev/null)"; then continue; fi; \
 	    echo "  FUZZ     $$out"; \

@@ -5,7 +5,8 @@
 from the formats the tests already use (the idx files of fuzz-idx.c, the
 CIFAR record layout, safetensors as tests/make-fixtures.py writes them,
 the pipelines and parameter strings of the tests, the example INI file,
-store frames as core/store-wire.h describes them). `make fuzz-run` starts
+store frames as core/store-wire.h describes them, the cpu backend's
+tuning-cache files). `make fuzz-run` starts
 each target from these; the committed files are this script's output,
 plus plot-log/ (short `tandem train --log-file` logs) and pth/ (written by
 tests/pth-make.py style torch.save calls), which need a build or torch.
@@ -138,6 +139,17 @@ def main(root):
         "[model]\nname = mlp\nin_channels = 0\n[data]\ndataset = fashion-mnist\nlimit = 100\n"
         "batch_size = 64\nnormalize = true\n[optim]\nname = sgd\nmomentum = 0.9\nschedule = cosine\n"
         "[train]\ndevice = auto\nstrategy = single\naccumulate = 2\neval = false\n")
+
+    # cpu-tune: TDM_CPU_TUNE_CACHE files, made on the machine fuzz-cpu-tune.c
+    # pretends to be (CHOICE<tab>CANDIDATES<tab>SHAPE lines).
+    head = "tandem-cpu-tune 2\ncpu fuzz cpu\nisa avx2\nonednn 2.6.0\n"
+    put(root, "cpu-tune", "empty", head)
+    put(root, "cpu-tune", "choices", head
+        + "gemm\tonednn,gemm\tconv_fwd n32 c512 h2 w2 o512 k3x3 s1x1 p1x1 d1x1 g1 t2\n\n"
+        + "onednn_wino\tonednn,onednn_wino\tconv_bwd_data n32 c64 h16 w16 o64 k3x3 t2\n"
+        + "onednn\tonednn,stem\tconv_fwd n32 c3 h64 w64 o64 k7x7 s2x2 p3x3 t2\n")
+    put(root, "cpu-tune", "format-1", "tandem-cpu-tune 1\ncpu x\nisa avx2\nonednn 2.6.0\n"
+        "onednn\tconv_fwd n1\n")
 
     # store: requests after the handshake (the target adds it), one frame each.
     OP_SET, OP_GET, OP_WAIT, OP_ADD, OP_CAS, OP_DELETE, OP_CHECK = range(2, 9)
