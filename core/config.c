@@ -50,9 +50,10 @@ static const KeySpec key_specs[] = {TDM_TRAIN_CONFIG_KEYS(KEY_SPEC, NO_SPEC)};
 /* The structs' sizes are ABI (on 64-bit systems): a new key or figure
  * takes the room of a reserved slot. The fine-tuning keys (lr groups,
  * clipping, early stopping) and the six checkpoint keys outgrew the one
- * slot left and grew the config from 288 bytes: code built against older
- * headers must be rebuilt. */
-G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainConfig) == 344);
+ * slot left and grew the config from 288 bytes, model.recompute grew it
+ * again with four reserved slots: code built against older headers must be
+ * rebuilt. */
+G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainConfig) == 384);
 G_STATIC_ASSERT(sizeof(gpointer) != 8 || sizeof(TdmTrainSummary) == 96);
 
 /* "section.key" of every key, grouped by section in the order the

@@ -71,6 +71,7 @@ typedef struct {
     int clock;     /* events so far in the recorded pass */
     GArray *slices; /* Slice, in the order of the recorded requests */
     guint next;     /* index of the request the next slice is planned for */
+    TdmRecompute recompute; /* which lent outputs are recomputed (containers.c) */
 } GradPool;
 
 static GradPool *grad_pool(TdmModel *model, gboolean create)
@@ -364,6 +365,20 @@ void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)
         tdm_storage_unref(region); /* the slices hold it */
     }
     g_array_unref(trace);
+}
+
+void tdm_model_set_recompute(TdmModel *model, TdmRecompute what)
+{
+    g_return_if_fail(model != NULL);
+    g_return_if_fail(what >= TDM_RECOMPUTE_NONE && what <= TDM_RECOMPUTE_ALL);
+    grad_pool(model, TRUE)->recompute = what;
+}
+
+TdmRecompute tdm_model_get_recompute(TdmModel *model)
+{
+    g_return_val_if_fail(model != NULL, TDM_RECOMPUTE_NONE);
+    GradPool *gp = grad_pool(model, FALSE);
+    return gp != NULL ? gp->recompute : TDM_RECOMPUTE_NONE;
 }
 
 void tdm_model_grad_pool_free(TdmModel *model)

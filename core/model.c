@@ -297,6 +297,7 @@ TdmModel *tdm_model_replicate(TdmModel *model, TdmDevice *dev, GError **error)
     }
     g_ptr_array_unref(src_drop);
     g_ptr_array_unref(dst_drop);
+    tdm_model_set_recompute(copy, tdm_model_get_recompute(model));
     if (copy->n_values > 0) {
         float *host = tdm_tensor_read_f32(model->value_arena, error);
         gboolean ok = host != NULL && tdm_tensor_write(copy->value_arena, host, error);

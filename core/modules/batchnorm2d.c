@@ -93,12 +93,25 @@ void tdm_batchnorm_drop_output(TdmModule *m)
     bp->y_dropped = bp->y->storage == NULL; /* not the pool's: kept */
 }
 
+gboolean tdm_batchnorm_output_dropped(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
+    const BatchNormPriv *bp = m->priv;
+    return bp->y_dropped;
+}
+
 gboolean tdm_batchnorm_restore_output(TdmModule *m, GError **error)
 {
     g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
     BatchNormPriv *bp = m->priv;
     if (!bp->y_dropped) {
         return TRUE;
+    }
+    if (bp->x == NULL || bp->x->storage == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
+                    "BatchNorm2d(%d): computing the output again: the input is gone",
+                    bp->num_features);
+        return FALSE;
     }
     TdmDevice *dev = m->device;
     TdmParam *gamma = g_ptr_array_index(m->params, 0);

@@ -76,13 +76,93 @@ static gboolean lends_outputs(const TdmModule *m)
  * the forward the batch norm's output is read only by the convolution's
  * backward (the ReLU passes it through, or keeps its own output), so it is
  * lent: dropped once the convolution's forward has run, computed again
- * before its backward. */
-static gboolean lends_to_conv(TdmModule *m, guint i)
+ * before its backward (sequential_restore). Every bn1 of a ResNet block
+ * is such. A max pool as the reader (a ResNet's stem) reads only the
+ * shape in backward, but the batch norm's own backward then computes the
+ * output again (the ReLU's mask), at the end of the backward when the
+ * gradients of the stem's size are live too: the gradient region grows by
+ * as much as the buffer saved, or more (resnet18 at 224 px: 37 MiB more),
+ * unless the region's peak is elsewhere (resnet50: 115 MiB less). So it
+ * is lent to a max pool only under a recompute policy, which trades time
+ * for memory anyway. */
+static gboolean lends_to_reader(TdmModule *m, guint i)
 {
-    return i + 2 < m->children->len &&
-           child_at(m, i)->klass == &tdm_batchnorm2d_class &&
-           child_at(m, i + 1)->klass == &tdm_relu_class &&
-           child_at(m, i + 2)->klass == &tdm_conv2d_class;
+    if (i + 2 >= m->children->len || child_at(m, i)->klass != &tdm_batchnorm2d_class ||
+        child_at(m, i + 1)->klass != &tdm_relu_class) {
+        return FALSE;
+    }
+    const TdmModuleClass *reader = child_at(m, i + 2)->klass;
+    return reader == &tdm_conv2d_class ||
+           (reader == &tdm_maxpool2d_class && m->model != NULL &&
+            tdm_model_get_recompute(m->model) != TDM_RECOMPUTE_NONE);
+}
+
+/* Child i is a convolution read only by the batch norm after it, and the
+ * model's recompute policy names it: its output is lent (module-private.h),
+ * dropped after the batch norm's forward, computed again for its backward. */
+static gboolean conv_lends(TdmModule *m, guint i)
+{
+    if (i + 1 >= m->children->len || child_at(m, i)->klass != &tdm_conv2d_class ||
+        child_at(m, i + 1)->klass != &tdm_batchnorm2d_class || m->model == NULL) {
+        return FALSE;
+    }
+    switch (tdm_model_get_recompute(m->model)) {
+    case TDM_RECOMPUTE_ALL:
+        return TRUE;
+    case TDM_RECOMPUTE_POINTWISE:
+        return tdm_conv2d_kernel(child_at(m, i)) == 1;
+    default:
+        return FALSE;
+    }
+}
+
+/* Child j's output is read by the next child's backward: compute it again
+ * if it was lent and given back, its own input first when that went back
+ * too (a recomputed convolution reads the batch norm output before it,
+ * which reads the convolution before that). A ReLU passes the question on
+ * to the layer before it, whose output it passed through. */
+static gboolean sequential_restore(TdmModule *m, guint j, GError **error)
+{
+    TdmModule *c = child_at(m, j);
+    gboolean bn = c->klass == &tdm_batchnorm2d_class && tdm_batchnorm_output_dropped(c);
+    gboolean conv = c->klass == &tdm_conv2d_class && tdm_conv2d_output_dropped(c);
+    if (c->klass == &tdm_relu_class) {
+        return j == 0 || sequential_restore(m, j - 1, error);
+    }
+    if (!bn && !conv) {
+        return TRUE;
+    }
+    if (j > 0 && !sequential_restore(m, j - 1, error)) {
+        return FALSE;
+    }
+    if (!(bn ? tdm_batchnorm_restore_output(c, error) : tdm_conv2d_restore_output(c, error))) {
+        prefix_child_error(error, c);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Whether m's backward reads the values of its input: a convolution's
+ * (the weight gradient) and a batch norm's do; a max pool's reads only its
+ * shape (x_like), so a lent output before it stays given back until the
+ * batch norm that made it needs it for its own backward. */
+static gboolean reads_input(const TdmModule *m)
+{
+    return m->klass == &tdm_conv2d_class || m->klass == &tdm_batchnorm2d_class;
+}
+
+/* Gives back every lent output still held (a backward that stopped early
+ * at a frozen prefix leaves some restored). */
+static void sequential_drop_lent(TdmModule *m)
+{
+    for (guint i = 0; i < m->children->len; i++) {
+        TdmModule *c = child_at(m, i);
+        if (c->klass == &tdm_conv2d_class) {
+            tdm_conv2d_drop_output(c);
+        } else if (c->klass == &tdm_batchnorm2d_class) {
+            tdm_batchnorm_drop_output(c);
+        }
+    }
 }
 
 static gboolean sequential_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
@@ -93,15 +173,21 @@ static gboolean sequential_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GE
         TdmModule *c = child_at(m, i);
         TdmTensor *out = NULL;
         sequential_fuse(m, i);
-        if (lend && lends_to_conv(m, i)) {
+        if (lend && lends_to_reader(m, i)) {
             tdm_batchnorm_lend_output(c);
+        }
+        if (lend && conv_lends(m, i)) {
+            tdm_conv2d_lend_output(c);
         }
         if (!tdm_module_forward(c, cur, &out, error)) {
             prefix_child_error(error, c);
             return FALSE;
         }
-        if (lend && i >= 2 && lends_to_conv(m, i - 2)) {
+        if (lend && i >= 2 && lends_to_reader(m, i - 2)) {
             tdm_batchnorm_drop_output(child_at(m, i - 2));
+        }
+        if (lend && i >= 1 && conv_lends(m, i - 1)) {
+            tdm_conv2d_drop_output(child_at(m, i - 1));
         }
         cur = out;
     }
@@ -133,14 +219,15 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
             break;
         }
         TdmTensor *g = NULL;
-        if (k >= 2 && lends_to_conv(m, k - 2) &&
-            !tdm_batchnorm_restore_output(child_at(m, k - 2), error)) {
-            prefix_child_error(error, child_at(m, k - 2));
+        if (k >= 1 && reads_input(c) && !sequential_restore(m, k - 1, error)) {
             return FALSE;
         }
         if (!tdm_module_backward(c, cur, child_need_dx, &g, error)) {
             prefix_child_error(error, c);
             return FALSE;
+        }
+        if (k >= 1 && child_at(m, k - 1)->klass == &tdm_conv2d_class) {
+            tdm_conv2d_drop_output(child_at(m, k - 1)); /* when lent: read by c only */
         }
         if (cur != dy && cur != g) {
             tdm_module_grad_release(m, cur);
@@ -154,6 +241,7 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
             break;
         }
     }
+    sequential_drop_lent(m);
     if (need_dx) {
         *dx = cur;
     }

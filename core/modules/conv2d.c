@@ -20,6 +20,10 @@ typedef struct {
     TdmTensor *x;      /* forward input kept for backward */
     gboolean relu_next; /* apply the following ReLU in the next forward */
     gboolean fwd_relu;  /* the last forward did */
+    /* y lent by the model's gradient pool (module-private.h) */
+    gboolean lend_next; /* the next forward takes y from the pool */
+    gboolean lent;      /* the last forward did */
+    gboolean y_dropped; /* ... and y went back: restore before it is read */
 } Conv2dPriv;
 
 void tdm_conv2d_request_relu(TdmModule *m)
@@ -36,10 +40,91 @@ gboolean tdm_conv2d_applied_relu(const TdmModule *m)
     return cp->fwd_relu;
 }
 
+void tdm_conv2d_lend_output(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_conv2d_class);
+    Conv2dPriv *cp = m->priv;
+    cp->lend_next = TRUE;
+}
+
+void tdm_conv2d_drop_output(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_conv2d_class);
+    Conv2dPriv *cp = m->priv;
+    if (!cp->lent || cp->y == NULL || cp->y->storage == NULL) {
+        return;
+    }
+    tdm_module_grad_release(m, cp->y);
+    cp->y_dropped = cp->y->storage == NULL; /* not the pool's: kept */
+}
+
+int tdm_conv2d_kernel(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, 0);
+    const Conv2dPriv *cp = m->priv;
+    return cp->kernel;
+}
+
+gboolean tdm_conv2d_output_dropped(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
+    const Conv2dPriv *cp = m->priv;
+    return cp->y_dropped;
+}
+
+/* The forward of x into out, with the ReLU when asked for. */
+static gboolean conv2d_run(TdmModule *m, TdmTensor *x, gboolean relu, TdmTensor *out,
+                           GError **error)
+{
+    Conv2dPriv *cp = m->priv;
+    TdmParam *w = g_ptr_array_index(m->params, 0);
+    TdmParam *b = cp->has_bias ? g_ptr_array_index(m->params, 1) : NULL;
+    return (relu ? tdm_op_conv2d_relu_forward : tdm_op_conv2d_forward)(
+        m->device, &cp->cache_fwd, &cp->cp, x, w->value, b != NULL ? b->value : NULL, out, error);
+}
+
+/* A lent output's slot with a pooled storage of the output's size (taken
+ * before the op, which would otherwise allocate its own the first time). */
+static TdmTensor *conv2d_lent_slot(TdmModule *m, const TdmTensor *x)
+{
+    Conv2dPriv *cp = m->priv;
+    TdmTensor like = {.dtype = TDM_DTYPE_F32, .ndim = 4};
+    like.shape[0] = x->shape[0];
+    like.shape[1] = cp->out_channels;
+    like.shape[2] = (x->shape[2] + 2 * cp->padding - cp->kernel) / cp->stride + 1;
+    like.shape[3] = (x->shape[3] + 2 * cp->padding - cp->kernel) / cp->stride + 1;
+    return tdm_module_grad_slot(m, &cp->y, &like);
+}
+
+gboolean tdm_conv2d_restore_output(TdmModule *m, GError **error)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
+    Conv2dPriv *cp = m->priv;
+    if (!cp->y_dropped) {
+        return TRUE;
+    }
+    if (cp->x == NULL || cp->x->storage == NULL) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED,
+                    "Conv2d(%d, %d): computing the output again: the input is gone",
+                    cp->in_channels, cp->out_channels);
+        return FALSE;
+    }
+    TdmTensor *out = conv2d_lent_slot(m, cp->x);
+    if (!conv2d_run(m, cp->x, cp->fwd_relu, out, error)) {
+        g_prefix_error(error, "Conv2d(%d, %d): computing the output again: ", cp->in_channels,
+                       cp->out_channels);
+        return FALSE;
+    }
+    cp->y_dropped = FALSE;
+    return TRUE;
+}
+
 static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     Conv2dPriv *cp = m->priv;
-    TdmDevice *dev = m->device;
+    cp->lent = cp->lend_next && m->model != NULL;
+    cp->lend_next = FALSE;
+    cp->y_dropped = FALSE;
     if (x->ndim != 4 || x->shape[1] != cp->in_channels ||
         x->shape[2] + 2 * cp->padding < cp->kernel || x->shape[3] + 2 * cp->padding < cp->kernel) {
         g_autofree char *s = tdm_tensor_shape_string(x);
@@ -50,14 +135,11 @@ static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
                     cp->in_channels, cp->kernel - 2 * cp->padding);
         return FALSE;
     }
-    TdmParam *w = g_ptr_array_index(m->params, 0);
-    TdmParam *b = cp->has_bias ? g_ptr_array_index(m->params, 1) : NULL;
-    TdmTensor *out = tdm_module_slot(m, &cp->y, TDM_DTYPE_F32);
+    TdmTensor *out = cp->lent ? conv2d_lent_slot(m, x) : tdm_module_slot(m, &cp->y, TDM_DTYPE_F32);
     gboolean relu = cp->relu_next;
     cp->relu_next = FALSE;
     cp->fwd_relu = FALSE;
-    if (!(relu ? tdm_op_conv2d_relu_forward : tdm_op_conv2d_forward)(
-            dev, &cp->cache_fwd, &cp->cp, x, w->value, b != NULL ? b->value : NULL, out, error)) {
+    if (!conv2d_run(m, x, relu, out, error)) {
         return FALSE;
     }
     cp->fwd_relu = relu;

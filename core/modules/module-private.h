@@ -111,6 +111,27 @@ void tdm_batchnorm_lend_output(TdmModule *bn);
 void tdm_batchnorm_drop_output(TdmModule *bn);
 gboolean tdm_batchnorm_restore_output(TdmModule *bn, GError **error);
 
+/* ---- convolution outputs lent by the gradient pool: recomputation ----
+ * A convolution whose output only a batch norm reads (the batch norm's
+ * forward, and its backward, which needs its input) can lend it the same
+ * way: the container gives it back after the batch norm's forward and has
+ * it computed again (the convolution's forward once more, from the input it
+ * keeps) before the batch norm's backward or the restore of the batch
+ * norm's own output, whichever comes first; it goes back after the batch
+ * norm's backward. This trades one convolution forward for one activation,
+ * so it is done only for the convolutions the model's recompute policy
+ * names (tdm_model_set_recompute). The input must be there when restoring:
+ * the container restores it first when it was lent too. */
+void tdm_conv2d_lend_output(TdmModule *conv);
+void tdm_conv2d_drop_output(TdmModule *conv);
+gboolean tdm_conv2d_restore_output(TdmModule *conv, GError **error);
+/* TRUE when the output was given back and not yet computed again. */
+gboolean tdm_conv2d_output_dropped(const TdmModule *conv);
+/* The same question for a lent batch-norm output. */
+gboolean tdm_batchnorm_output_dropped(const TdmModule *bn);
+/* Kernel size of a convolution (the recompute policy's criterion). */
+int tdm_conv2d_kernel(const TdmModule *conv);
+
 /* ---- the same for the pair (Conv2d, ReLU) ----
  * Asks the convolution to apply the ReLU that follows it in its next
  * forward (tdm_op_conv2d_relu_forward). */

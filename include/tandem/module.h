@@ -575,6 +575,44 @@ TDM_API TdmParam *tdm_model_find_param(TdmModel *model, const char *full_name);
  */
 TDM_API int tdm_model_freeze(TdmModel *model, const char *prefixes);
 /**
+ * TdmRecompute:
+ * @TDM_RECOMPUTE_NONE: keep every activation the backward reads (the
+ *   default)
+ * @TDM_RECOMPUTE_POINTWISE: recompute the outputs of 1x1 convolutions
+ *   (a bottleneck block's first and last, the downsample shortcuts)
+ * @TDM_RECOMPUTE_ALL: recompute the outputs of every convolution
+ *
+ * Which activations a training step computes a second time in backward
+ * instead of keeping them from the forward (the memory-for-time trade of
+ * PyTorch's torch.utils.checkpoint). Only the output of a convolution
+ * that a batch norm reads next is concerned: the batch norm's backward
+ * needs it, nothing else does, and the convolution's forward is run again
+ * just before, into a buffer of the model's gradient pool. The results
+ * are those of keeping it, within the backend's conformance tolerance.
+ */
+typedef enum {
+    TDM_RECOMPUTE_NONE,
+    TDM_RECOMPUTE_POINTWISE,
+    TDM_RECOMPUTE_ALL,
+} TdmRecompute;
+
+/**
+ * tdm_model_set_recompute:
+ * @model: a model
+ * @what: which activations to compute again in backward
+ *
+ * Sets the memory-for-time trade of the training steps that follow.
+ */
+TDM_API void tdm_model_set_recompute(TdmModel *model, TdmRecompute what);
+/**
+ * tdm_model_get_recompute:
+ * @model: a model
+ *
+ * Returns: the recompute policy set on @model (%TDM_RECOMPUTE_NONE unless
+ * set)
+ */
+TDM_API TdmRecompute tdm_model_get_recompute(TdmModel *model);
+/**
  * tdm_model_set_grad_ready_hook:
  * @model: a model
  * @hook: (nullable): the hook; NULL: none

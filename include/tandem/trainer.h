@@ -205,6 +205,10 @@ G_BEGIN_DECLS
         NULL, 0, NULL, NONE,                                                                 \
         "Parameters of train.strategy, \"key=value ...\"; --set strategy.KEY=VALUE and a "    \
         "config's [strategy] KEY=VALUE add one each")                                        \
+    KEY(recompute, NAME, "model.recompute", "none", "none|pointwise|all",                    \
+        "recompute", 0, "WHAT", TRAIN,                                                       \
+        "Compute convolution outputs again in backward instead of keeping them: none, "      \
+        "pointwise (1x1 convolutions) or all: less memory for more time")                    \
     ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */
@@ -388,6 +392,10 @@ G_BEGIN_DECLS
  * @strategy_args: strategy.args: Parameters of train.strategy, "key=value
  *   ..."; --set strategy.KEY=VALUE and a config's [strategy] KEY=VALUE add
  *   one each
+ * @recompute: model.recompute (--recompute): Compute convolution outputs
+ *   again in backward instead of keeping them: none, pointwise (1x1
+ *   convolutions) or all: less memory for more time (default none)
+ * @reserved: zero: room for new keys
  *
  * Every knob of a run: one field per key of TDM_TRAIN_CONFIG_KEYS, named as
  * its first column says (model.init is init_path, train.save save_path,
@@ -398,13 +406,13 @@ G_BEGIN_DECLS
  * tdm_train_config_set(). Each field above gives its key, its
  * command-line flag, its --help text, the range checked and the default.
  *
- * The struct has no reserved room left (strategy_args took the last
- * slot): a new key changes its size, which core/config.c checks, and so
- * the ABI.
+ * A new key takes the room of one of `reserved` (its field is the size of
+ * a pointer or smaller), so that the struct's size, which core/config.c
+ * checks, stays the ABI's.
  */
 typedef struct {
     TDM_TRAIN_CONFIG_KEYS(TDM_TRAIN_CONFIG_FIELD_, TDM_TRAIN_CONFIG_NO_FIELD_)
-    /* strategy_args took the last reserved slot (the size is unchanged) */
+    gpointer reserved[4];
 } TdmTrainConfig;
 
 /**
