@@ -608,7 +608,9 @@ TDM_API void tdm_model_set_recompute(TdmModel *model, TdmRecompute what);
  * tdm_model_get_recompute:
  * @model: a model
  *
- * Returns: the recompute policy set on @model (%TDM_RECOMPUTE_NONE unless
+ * The memory-for-time trade set with tdm_model_set_recompute().
+ *
+ * Returns: the recompute policy of @model (%TDM_RECOMPUTE_NONE unless
  * set)
  */
 TDM_API TdmRecompute tdm_model_get_recompute(TdmModel *model);
