@@ -257,6 +257,23 @@ void tdm_module_grad_release(TdmModule *m, TdmTensor *g)
     g->offset = 0;
 }
 
+gboolean tdm_lent_output_begin(TdmLentOutput *l, const TdmModule *m)
+{
+    l->lent = l->next && m->model != NULL;
+    l->next = FALSE;
+    l->dropped = FALSE;
+    return l->lent;
+}
+
+void tdm_lent_output_drop(TdmLentOutput *l, TdmModule *m, TdmTensor *y)
+{
+    if (!l->lent || y == NULL || y->storage == NULL) {
+        return;
+    }
+    tdm_module_grad_release(m, y);
+    l->dropped = y->storage == NULL;
+}
+
 void tdm_model_note_activation(TdmModel *model, const TdmTensor *y)
 {
     GradPool *gp = grad_pool(model, TRUE);

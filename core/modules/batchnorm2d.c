@@ -46,10 +46,7 @@ typedef struct {
     TdmOpCache *cache_eval_bwd, *cache_relu_bwd;
     TdmTensor *zeros;   /* [C] of 0: the mean and bias of dx's affine map */
     TdmTensor *dmasked; /* dy through the ReLU this batch norm applied */
-    /* y lent by the model's gradient pool */
-    gboolean lend_next; /* the next forward takes y from the pool */
-    gboolean lent;      /* the last forward did */
-    gboolean y_dropped; /* ... and y went back: restore before it is read */
+    TdmLentOutput lend; /* y lent by the model's gradient pool */
     TdmOpCache *cache_restore;
 } BatchNormPriv;
 
@@ -79,32 +76,28 @@ void tdm_batchnorm_lend_output(TdmModule *m)
 {
     g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
     BatchNormPriv *bp = m->priv;
-    bp->lend_next = TRUE;
+    bp->lend.next = TRUE;
 }
 
 void tdm_batchnorm_drop_output(TdmModule *m)
 {
     g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
     BatchNormPriv *bp = m->priv;
-    if (!bp->lent || bp->y == NULL || bp->y->storage == NULL) {
-        return;
-    }
-    tdm_module_grad_release(m, bp->y);
-    bp->y_dropped = bp->y->storage == NULL; /* not the pool's: kept */
+    tdm_lent_output_drop(&bp->lend, m, bp->y);
 }
 
 gboolean tdm_batchnorm_output_dropped(const TdmModule *m)
 {
     g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
     const BatchNormPriv *bp = m->priv;
-    return bp->y_dropped;
+    return bp->lend.dropped;
 }
 
 gboolean tdm_batchnorm_restore_output(TdmModule *m, GError **error)
 {
     g_return_val_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class, FALSE);
     BatchNormPriv *bp = m->priv;
-    if (!bp->y_dropped) {
+    if (!bp->lend.dropped) {
         return TRUE;
     }
     if (bp->x == NULL || bp->x->storage == NULL) {
@@ -136,7 +129,7 @@ gboolean tdm_batchnorm_restore_output(TdmModule *m, GError **error)
         g_prefix_error(error, "BatchNorm2d(%d): computing the output again: ", bp->num_features);
         return FALSE;
     }
-    bp->y_dropped = FALSE;
+    bp->lend.dropped = FALSE;
     return TRUE;
 }
 
@@ -147,9 +140,7 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
     gboolean relu = bp->relu_next;
     bp->relu_next = FALSE;
     bp->fwd_relu = FALSE;
-    bp->lent = bp->lend_next && m->model != NULL;
-    bp->lend_next = FALSE;
-    bp->y_dropped = FALSE;
+    const gboolean lent = tdm_lent_output_begin(&bp->lend, m);
     if ((x->ndim != 4 && x->ndim != 2) || x->shape[1] != bp->num_features) {
         g_autofree char *s = tdm_tensor_shape_string(x);
         g_set_error(error, TDM_ERROR, TDM_ERROR_SHAPE,
@@ -157,7 +148,7 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
                     bp->num_features);
         return FALSE;
     }
-    TdmTensor *out = bp->lent ? tdm_module_grad_slot(m, &bp->y, x)
+    TdmTensor *out = lent ? tdm_module_grad_slot(m, &bp->y, x)
                               : tdm_module_slot(m, &bp->y, TDM_DTYPE_F32);
     TdmTensor *sm = tdm_module_slot(m, &bp->save_mean, TDM_DTYPE_F32);
     TdmTensor *sv = tdm_module_slot(m, &bp->save_var, TDM_DTYPE_F32);

@@ -20,10 +20,7 @@ typedef struct {
     TdmTensor *x;      /* forward input kept for backward */
     gboolean relu_next; /* apply the following ReLU in the next forward */
     gboolean fwd_relu;  /* the last forward did */
-    /* y lent by the model's gradient pool (module-private.h) */
-    gboolean lend_next; /* the next forward takes y from the pool */
-    gboolean lent;      /* the last forward did */
-    gboolean y_dropped; /* ... and y went back: restore before it is read */
+    TdmLentOutput lend; /* y lent by the model's gradient pool (module-private.h) */
 } Conv2dPriv;
 
 void tdm_conv2d_request_relu(TdmModule *m)
@@ -44,18 +41,14 @@ void tdm_conv2d_lend_output(TdmModule *m)
 {
     g_return_if_fail(m != NULL && m->klass == &tdm_conv2d_class);
     Conv2dPriv *cp = m->priv;
-    cp->lend_next = TRUE;
+    cp->lend.next = TRUE;
 }
 
 void tdm_conv2d_drop_output(TdmModule *m)
 {
     g_return_if_fail(m != NULL && m->klass == &tdm_conv2d_class);
     Conv2dPriv *cp = m->priv;
-    if (!cp->lent || cp->y == NULL || cp->y->storage == NULL) {
-        return;
-    }
-    tdm_module_grad_release(m, cp->y);
-    cp->y_dropped = cp->y->storage == NULL; /* not the pool's: kept */
+    tdm_lent_output_drop(&cp->lend, m, cp->y);
 }
 
 int tdm_conv2d_kernel(const TdmModule *m)
@@ -69,7 +62,7 @@ gboolean tdm_conv2d_output_dropped(const TdmModule *m)
 {
     g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
     const Conv2dPriv *cp = m->priv;
-    return cp->y_dropped;
+    return cp->lend.dropped;
 }
 
 /* The forward of x into out, with the ReLU when asked for. */
@@ -100,7 +93,7 @@ gboolean tdm_conv2d_restore_output(TdmModule *m, GError **error)
 {
     g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
     Conv2dPriv *cp = m->priv;
-    if (!cp->y_dropped) {
+    if (!cp->lend.dropped) {
         return TRUE;
     }
     if (cp->x == NULL || cp->x->storage == NULL) {
@@ -115,16 +108,14 @@ gboolean tdm_conv2d_restore_output(TdmModule *m, GError **error)
                        cp->out_channels);
         return FALSE;
     }
-    cp->y_dropped = FALSE;
+    cp->lend.dropped = FALSE;
     return TRUE;
 }
 
 static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError **error)
 {
     Conv2dPriv *cp = m->priv;
-    cp->lent = cp->lend_next && m->model != NULL;
-    cp->lend_next = FALSE;
-    cp->y_dropped = FALSE;
+    const gboolean lent = tdm_lent_output_begin(&cp->lend, m);
     if (x->ndim != 4 || x->shape[1] != cp->in_channels ||
         x->shape[2] + 2 * cp->padding < cp->kernel || x->shape[3] + 2 * cp->padding < cp->kernel) {
         g_autofree char *s = tdm_tensor_shape_string(x);
@@ -135,7 +126,7 @@ static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
                     cp->in_channels, cp->kernel - 2 * cp->padding);
         return FALSE;
     }
-    TdmTensor *out = cp->lent ? conv2d_lent_slot(m, x) : tdm_module_slot(m, &cp->y, TDM_DTYPE_F32);
+    TdmTensor *out = lent ? conv2d_lent_slot(m, x) : tdm_module_slot(m, &cp->y, TDM_DTYPE_F32);
     gboolean relu = cp->relu_next;
     cp->relu_next = FALSE;
     cp->fwd_relu = FALSE;

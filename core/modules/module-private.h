@@ -84,6 +84,20 @@ void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev);
 /* Drops the pool of `model` (tdm_model_free). */
 void tdm_model_grad_pool_free(TdmModel *model);
 
+/* The state of a layer's output lent by the gradient pool (a batch
+ * norm's, a convolution's: see below), the same in both. */
+typedef struct {
+    gboolean next;    /* asked for: the next forward takes its output from the pool */
+    gboolean lent;    /* the last forward did */
+    gboolean dropped; /* ... and the output went back: restore before it is read */
+} TdmLentOutput;
+/* At the start of m's forward: whether it lends its output this time
+ * (asked for, and m is in a model, whose pool lends). */
+gboolean tdm_lent_output_begin(TdmLentOutput *l, const TdmModule *m);
+/* Gives y back to m's pool when it was lent and is held; a storage that is
+ * not the pool's (the op grew it) stays, and the output counts as kept. */
+void tdm_lent_output_drop(TdmLentOutput *l, TdmModule *m, TdmTensor *y);
+
 /* ---- fusions a Sequential sets up for the pair (BatchNorm2d, ReLU) ----
  * Asks the batch norm to apply the ReLU that follows it in its next forward
  * (tdm_op_batchnorm_relu_forward: one fused op where the backend has it). */
