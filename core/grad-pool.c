@@ -141,7 +141,8 @@ static TdmStorage *take_slice(GradPool *gp, size_t need)
     return best;
 }
 
-static TdmStorage *take_own(GradPool *gp, TdmDevice *dev, size_t need)
+/* The smallest free own buffer of at least `need` bytes, or NULL. */
+static TdmStorage *free_own(GradPool *gp, size_t need)
 {
     TdmStorage *best = NULL;
     for (guint i = 0; i < gp->storages->len; i++) {
@@ -150,6 +151,12 @@ static TdmStorage *take_own(GradPool *gp, TdmDevice *dev, size_t need)
             best = s;
         }
     }
+    return best;
+}
+
+static TdmStorage *take_own(GradPool *gp, TdmDevice *dev, size_t need)
+{
+    TdmStorage *best = free_own(gp, need);
     if (best == NULL && need > 0 && gp->storages->len < GRAD_POOL_MAX) {
         /* A new buffer. Gradients are as large as their activations: one
          * as large as the largest serves any layer. Requests under half
@@ -202,8 +209,13 @@ TdmTensor *tdm_module_grad_slot(TdmModule *m, TdmTensor **slot, const TdmTensor 
     TdmStorage *s = NULL;
     if (gp->state == POOL_RECORDING) {
         /* Exactly its size, gone when released: the pass's peak is the
-         * gradients live at once, the plan's size. */
-        s = tdm_storage_new(m->device, need, NULL);
+         * gradients live at once, the plan's size. The own buffers the
+         * first forward's lent outputs took are free by now and stay until
+         * the plan is made: one of them serves first, or the recorded pass
+         * would hold them and its gradients at once (resnet18 at 224 px:
+         * 98 MiB over the steps after it). */
+        s = free_own(gp, need);
+        s = s != NULL ? tdm_storage_ref(s) : tdm_storage_new(m->device, need, NULL);
         if (s != NULL) {
             record_acquire(gp, t, s, need);
             t->storage = s;
@@ -372,6 +384,7 @@ void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)
     }
     size_t total = trace->len > 0 ? plan_offsets(trace) : 0;
     TdmStorage *region = total > 0 ? tdm_storage_new(dev, total, NULL) : NULL;
+    g_debug("gradient pool: %u gradients planned into %zu bytes", trace->len, total);
     if (region != NULL) {
         /* In the order of the requests, so that request k gets slice k. */
         for (guint i = 0; i < trace->len; i++) {

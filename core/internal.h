@@ -62,6 +62,9 @@ void tdm_device_host_free(TdmDevice *dev, void *ptr);
 /* Whether the backend offers raw (async) host-to-device copies (copy_h2d;
  * tdm_device_copy_h2d in stream.c runs them). */
 gboolean tdm_device_has_async_copy(const TdmDevice *dev);
+/* Whether the backend runs the batch-norm backwards in place (dx == dy)
+ * itself: interface 1.3 (ops-nn.c; older ones go through a temporary). */
+gboolean tdm_ops_bn_in_place(const TdmDevice *dev);
 
 /* transform.c, for loader.c: whether a `normalize` of `p` waits for
  * tdm_transform_pipeline_set_normalization (has neither mean= nor std=),

@@ -279,13 +279,27 @@ static gboolean check_bn_forward(TdmDevice *dev, const char *op, TdmTensor *x, T
            tdm_ops_check_out(dev, op, "y", y, error);
 }
 
+/* dx may be dy itself (in place) only when dy has x's layout: the layout
+ * the backend gives dx. */
+static gboolean check_bn_in_place(const char *op, const TdmTensor *x, const TdmTensor *dy,
+                                  const TdmTensor *dx, GError **error)
+{
+    if (dx != dy || (dy->layout == x->layout && (dy->layout != NULL || tdm_tensor_is_contiguous(dy)))) {
+        return TRUE;
+    }
+    g_autofree char *s = tdm_tensor_shape_string(dy);
+    g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                "%s: dx is dy %s (in place), but dy's layout is not x's", op, s);
+    return FALSE;
+}
+
 static gboolean check_bn_backward(TdmDevice *dev, const char *op, TdmTensor *x, TdmTensor *dy,
                                   TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
                                   TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
                                   GError **error)
 {
     int64_t C;
-    return bn_check_x(dev, op, x, &C, error) &&
+    return bn_check_x(dev, op, x, &C, error) && check_bn_in_place(op, x, dy, dx, error) &&
            tdm_ops_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) &&
            tdm_ops_check_same_shape(op, "x", x, "dy", dy, error) &&
            tdm_ops_check_f32_vector(dev, op, "gamma", gamma, C, TRUE, error) &&
@@ -313,6 +327,56 @@ gboolean tdm_op_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor 
                                                save_var, y, error));
 }
 
+gboolean tdm_ops_bn_in_place(const TdmDevice *dev)
+{
+    return TDM_IFACE_VERSION_MINOR(dev->backend->iface_version) >= 3;
+}
+
+static gboolean bn_relu_fused(const TdmBackendClass *be)
+{
+    return be->batchnorm_relu_forward != NULL && be->batchnorm_relu_backward != NULL;
+}
+
+/* The backend's batchnorm_backward, or with y its fused batchnorm_relu
+ * backward (relu_backward into the workspace, then batchnorm_backward,
+ * where it has none: the unfused forward wrote nothing into the
+ * workspace). */
+static gboolean bn_backward_call(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                                 TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
+                                 TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                 TdmTensor *dbeta, GError **error)
+{
+    const TdmBackendClass *be = dev->backend;
+    if (y == NULL) {
+        return be->batchnorm_backward(dev, cache, x, dy, gamma, sm, sv, eps, dx, dgamma, dbeta,
+                                      error);
+    }
+    if (bn_relu_fused(be)) {
+        return be->batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
+                                           dbeta, error);
+    }
+    return be->relu_backward(dev, NULL, y, dy, ws, error) &&
+           be->batchnorm_backward(dev, cache, x, ws, gamma, sm, sv, eps, dx, dgamma, dbeta, error);
+}
+
+/* bn_backward_call, in place (dx == dy) through a temporary for a backend
+ * older than interface 1.3, which may write dx before it has read dy. */
+static gboolean bn_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
+                                TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
+                                TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
+                                TdmTensor *dbeta, GError **error)
+{
+    if (dx != dy || tdm_ops_bn_in_place(dev)) {
+        return bn_backward_call(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma, dbeta,
+                                error);
+    }
+    g_autoptr(TdmTensor) tmp = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    return tmp != NULL &&
+           bn_backward_call(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, tmp, dgamma, dbeta,
+                            error) &&
+           tdm_tensor_reorder(tmp, x, dx, NULL, error);
+}
+
 gboolean tdm_op_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
                                    TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
                                    float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
@@ -324,13 +388,8 @@ gboolean tdm_op_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_BATCHNORM_BACKWARD, dev, error,
-               dev->backend->batchnorm_backward(dev, cache, x, dy, gamma, save_mean, save_var, eps,
-                                                dx, dgamma, dbeta, error));
-}
-
-static gboolean bn_relu_fused(const TdmBackendClass *be)
-{
-    return be->batchnorm_relu_forward != NULL && be->batchnorm_relu_backward != NULL;
+               bn_backward_run(dev, cache, x, NULL, NULL, dy, gamma, save_mean, save_var, eps, dx,
+                               dgamma, dbeta, error));
 }
 
 static gboolean bn_relu_forward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
@@ -370,22 +429,6 @@ gboolean tdm_op_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTe
                                    eps, training, save_mean, save_var, workspace, y, error));
 }
 
-static gboolean bn_relu_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
-                                     TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
-                                     TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
-                                     TdmTensor *dbeta, GError **error)
-{
-    const TdmBackendClass *be = dev->backend;
-    if (bn_relu_fused(be)) {
-        return be->batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
-                                           dbeta, error);
-    }
-    /* The unfused forward wrote nothing into the workspace: it holds the
-     * masked gradient now. */
-    return be->relu_backward(dev, NULL, y, dy, ws, error) &&
-           be->batchnorm_backward(dev, cache, x, ws, gamma, sm, sv, eps, dx, dgamma, dbeta, error);
-}
-
 gboolean tdm_op_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                         TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
                                         TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
@@ -401,8 +444,8 @@ gboolean tdm_op_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmT
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_BATCHNORM_RELU_BACKWARD, dev, error,
-               bn_relu_backward_run(dev, cache, x, y, workspace, dy, gamma, save_mean, save_var,
-                                    eps, dx, dgamma, dbeta, error));
+               bn_backward_run(dev, cache, x, y, workspace, dy, gamma, save_mean, save_var, eps,
+                               dx, dgamma, dbeta, error));
 }
 
 /* ---- ReLU and add ---- */

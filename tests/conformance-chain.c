@@ -411,10 +411,28 @@ static const BnLayoutCase bn_layout_cases[] = {
     {"n64c512h2w2", 64, 512, 2, 2}, {"n8c64h23w23", 8, 64, 23, 23},
 };
 
+/* a and b (on one device) hold the same values, bit for bit. */
+static void conf_assert_same_values(const char *what, TdmTensor *a, TdmTensor *b)
+{
+    int64_t n = tdm_tensor_numel(a);
+    g_assert_cmpint(n, ==, tdm_tensor_numel(b));
+    float *va = conf_read_values(a), *vb = conf_read_values(b);
+    g_assert_nonnull(va);
+    g_assert_nonnull(vb);
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&va[i], &vb[i], sizeof(float)) != 0) {
+            g_error("%s: element %" G_GINT64_FORMAT " is %.9g, not %.9g", what, i, va[i], vb[i]);
+        }
+    }
+    g_free(va);
+    g_free(vb);
+}
+
 /* x and dy arrive in the backend's own layout (conf_pair_produced), with an
  * offset per channel so the statistics are not trivial; then batch norm
  * forward (training and eval) and backward, plain and with ReLU fused,
- * against ref. */
+ * against ref; and both backwards once more in place (dx over a copy of
+ * dy, interface 1.3), which must give what they gave into a new tensor. */
 static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
 {
     gboolean done = TRUE;
@@ -435,6 +453,7 @@ static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
     Pair dx = conf_pair_empty(dev, TDM_DTYPE_F32), dxr = conf_pair_empty(dev, TDM_DTYPE_F32);
     Pair dg = conf_pair_random(dev, 1, &c->c, -1, 1), dbt = conf_pair_random(dev, 1, &c->c, -1, 1);
     Pair dgr = conf_pair_random(dev, 1, &c->c, -1, 1), dbr = conf_pair_random(dev, 1, &c->c, -1, 1);
+    Pair dxi = conf_pair_empty(dev, TDM_DTYPE_F32), dxri = conf_pair_empty(dev, TDM_DTYPE_F32);
     if (!conf_pair_produced(dev, xs, 1, 3, &x) || !conf_pair_produced(dev, xs, -1, 1, &dy)) {
         goto out;
     }
@@ -450,6 +469,13 @@ static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
                                       momentum, eps, TRUE, T_(sm), T_(sv), T_(wsp), T_(yr), &err));
         TRY(B->batchnorm_relu_backward(dv, NULL, T_(x), T_(yr), T_(wsp), T_(dy), T_(gamma),
                                        T_(sm), T_(sv), eps, T_(dxr), T_(dgr), T_(dbr), &err));
+        /* in place: the statistics are the relu forward's, the same */
+        TRY(tdm_tensor_reorder(T_(dy), T_(dy), T_(dxi), NULL, &err));
+        TRY(B->batchnorm_backward(dv, NULL, T_(x), T_(dxi), T_(gamma), T_(sm), T_(sv), eps,
+                                  T_(dxi), NULL, NULL, &err));
+        TRY(tdm_tensor_reorder(T_(dy), T_(dy), T_(dxri), NULL, &err));
+        TRY(B->batchnorm_relu_backward(dv, NULL, T_(x), T_(yr), T_(wsp), T_(dxri), T_(gamma),
+                                       T_(sm), T_(sv), eps, T_(dxri), NULL, NULL, &err));
         TRY(B->batchnorm_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv), momentum,
                                  eps, FALSE, NULL, NULL, T_(ye), &err));
         TRY(B->batchnorm_relu_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv),
@@ -475,9 +501,14 @@ static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
     conf_compare("dbeta (relu, accumulated)", &dbr, TOL_REDUCTION);
     conf_compare("y (eval)", &ye, TOL_REDUCTION);
     conf_compare("y (eval, relu)", &yre, TOL_REDUCTION);
+    conf_compare("dx (in place)", &dxi, TOL_REDUCTION);
+    conf_compare("dx (relu, in place)", &dxri, TOL_REDUCTION);
+    /* on the tested backend, in place or not is the same computation */
+    conf_assert_same_values("dx in place / into a new tensor", dxi.t, dx.t);
+    conf_assert_same_values("dx (relu) in place / into a new tensor", dxri.t, dxr.t);
 out:;
-    Pair *all[] = {&x,  &dy, &gamma, &beta, &rm, &rv,  &y,  &yr, &ye,  &yre, &sm,
-                   &sv, &wsp, &dx,   &dxr,  &dg, &dbt, &dgr, &dbr};
+    Pair *all[] = {&x,  &dy,  &gamma, &beta, &rm,  &rv,  &y,   &yr,  &ye,   &yre, &sm,
+                   &sv, &wsp, &dx,    &dxr,  &dg,  &dbt, &dgr, &dbr, &dxi, &dxri};
     for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
         conf_pair_clear(all[i]);
     }

@@ -216,6 +216,18 @@ static void test_batchnorm_errors(void)
                                            NULL, &err),
                  TDM_ERROR_INVALID_ARG, "batchnorm_backward",
                  "dgamma [2] is not plain and contiguous", NULL);
+    /* in place needs dy in x's layout: a strided view is not */
+    TdmTensor *wide = mk(dev, TDM_DTYPE_F32, 4, 2, 2, 3, 6);
+    int64_t xs[4] = {2, 2, 3, 3};
+    TdmTensor *dy_strided = keep(tdm_tensor_new_view(wide, 0, TDM_DTYPE_F32, 4, xs, &err));
+    g_assert_no_error(err);
+    dy_strided->stride[2] = 6;
+    dy_strided->stride[1] = 18;
+    dy_strided->stride[0] = 36;
+    expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_strided, NULL, sm, sv, 1e-5f,
+                                           dy_strided, NULL, NULL, &err),
+                 TDM_ERROR_INVALID_ARG, "batchnorm_backward", "dx is dy [2, 2, 3, 3] (in place)",
+                 "not x's", NULL);
     TdmTensor *dgamma_other = mk(dev1, TDM_DTYPE_F32, 1, 2);
     expect_error(tdm_op_batchnorm_backward(dev, NULL, x, dy_ok, NULL, sm, sv, 1e-5f, dx,
                                            dgamma_other, NULL, &err),
@@ -537,6 +549,95 @@ static void compare_fused_unfused(TdmDevice *d, double tol)
     g_free(u);
 }
 
+/* ---- batch norm backward in place (dx == dy) ---- */
+
+/* The two batch-norm backwards on d, into a new dx and in place over a
+ * copy of dy; the four results appended to out. */
+static void run_bn_backwards(TdmDevice *d, GArray *out)
+{
+    TdmOpCache *c = NULL;
+    TdmTensor *x = rnd(mk(d, TDM_DTYPE_F32, 4, 3, 5, 6, 7), 41, -1.5, 2.5);
+    TdmTensor *gamma = rnd(mk(d, TDM_DTYPE_F32, 1, 5), 42, 0.5, 1.5),
+              *beta = rnd(mk(d, TDM_DTYPE_F32, 1, 5), 43, -0.5, 0.5);
+    TdmTensor *sm = slot(d), *sv = slot(d), *ws = keep(tdm_tensor_new_empty(d, TDM_DTYPE_U8));
+    TdmTensor *y = slot(d), *dx = slot(d), *dxr = slot(d);
+    OKOP(tdm_op_batchnorm_relu_forward(d, &c, x, gamma, beta, NULL, NULL, 0.1f, 1e-5f, TRUE, sm,
+                                       sv, ws, y, &err));
+    for (int relu = 0; relu < 2; relu++) {
+        /* dy in x's layout, twice: one is overwritten */
+        TdmTensor *dy = slot(d), *dyi = slot(d);
+        TdmTensor *src = rnd(mk(d, TDM_DTYPE_F32, 4, 3, 5, 6, 7), 44 + relu, -1, 1);
+        OKOP(tdm_tensor_reorder(src, x, dy, NULL, &err));
+        OKOP(tdm_tensor_reorder(src, x, dyi, NULL, &err));
+        TdmTensor *into = relu ? dxr : dx;
+        if (relu) {
+            OKOP(tdm_op_batchnorm_relu_backward(d, NULL, x, y, ws, dy, gamma, sm, sv, 1e-5f, into,
+                                                NULL, NULL, &err));
+            OKOP(tdm_op_batchnorm_relu_backward(d, NULL, x, y, ws, dyi, gamma, sm, sv, 1e-5f, dyi,
+                                                NULL, NULL, &err));
+        } else {
+            OKOP(tdm_op_batchnorm_backward(d, NULL, x, dy, gamma, sm, sv, 1e-5f, into, NULL, NULL,
+                                           &err));
+            OKOP(tdm_op_batchnorm_backward(d, NULL, x, dyi, gamma, sm, sv, 1e-5f, dyi, NULL, NULL,
+                                           &err));
+        }
+        collect(out, into);
+        collect(out, dyi);
+    }
+    tdm_op_cache_clear(d, &c);
+}
+
+/* In place gives what a new tensor gets, bit for bit: on the backend
+ * itself (interface 1.3), on a copy of it that claims 1.2 (the core goes
+ * through a temporary) and without the fused ops (the mask made first). */
+static void compare_bn_in_place(TdmDevice *d)
+{
+    test_setup();
+    g_assert_cmpuint(TDM_IFACE_VERSION_MINOR(d->backend->iface_version), >=, 3);
+    Unfused *old = unfused_new(d), *unfused = unfused_new(d);
+    old->klass = *d->backend; /* the fused ops kept */
+    old->klass.iface_version = TDM_IFACE_VERSION(1, 2);
+    TdmDevice *devs[] = {d, &old->dev, &unfused->dev};
+    for (size_t k = 0; k < G_N_ELEMENTS(devs); k++) {
+        GArray *out = g_array_new(FALSE, FALSE, sizeof(float));
+        run_bn_backwards(devs[k], out);
+        const float *v = (const float *)(void *)out->data;
+        guint half = out->len / 4; /* new, in place; relu: new, in place */
+        g_assert_cmpuint(out->len, ==, 4 * half);
+        for (guint i = 0; i < half; i++) {
+            for (int r = 0; r < 2; r++) {
+                float a = v[(2 * r) * half + i], b = v[(2 * r + 1) * half + i];
+                if (memcmp(&a, &b, sizeof a) != 0) {
+                    g_error("%s (%s) %s element %u: in place %.9g, new tensor %.9g", d->name,
+                            k == 0 ? "1.3" : k == 1 ? "as 1.2" : "unfused",
+                            r ? "batchnorm_relu_backward" : "batchnorm_backward", i, b, a);
+                }
+            }
+        }
+        g_array_unref(out);
+    }
+    test_teardown();
+    g_free(old);
+    g_free(unfused);
+}
+
+static void test_bn_in_place_ref(void)
+{
+    compare_bn_in_place(dev);
+}
+
+static void test_bn_in_place_cpu(void)
+{
+    GError *e = NULL;
+    TdmDevice *cpu = tdm_device_get("cpu", &e);
+    if (cpu == NULL) {
+        g_test_skip(e->message);
+        g_error_free(e);
+        return;
+    }
+    compare_bn_in_place(cpu);
+}
+
 static void test_fused_unfused_ref(void)
 {
     compare_fused_unfused(dev, 0.0);
@@ -573,5 +674,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/errors/optimizer", test_optimizer_errors);
     g_test_add_func("/ops/fused-unfused/ref", test_fused_unfused_ref);
     g_test_add_func("/ops/fused-unfused/cpu", test_fused_unfused_cpu);
+    g_test_add_func("/ops/bn-in-place/ref", test_bn_in_place_ref);
+    g_test_add_func("/ops/bn-in-place/cpu", test_bn_in_place_cpu);
     return g_test_run();
 }

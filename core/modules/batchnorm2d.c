@@ -48,6 +48,7 @@ typedef struct {
     TdmTensor *dmasked; /* dy through the ReLU this batch norm applied */
     TdmLentOutput lend; /* y lent by the model's gradient pool */
     TdmOpCache *cache_restore;
+    gboolean dy_disposable; /* the next backward may write dx over dy */
 } BatchNormPriv;
 
 /* Both affine parameters frozen: the layer keeps eval mode in training. */
@@ -84,6 +85,23 @@ void tdm_batchnorm_drop_output(TdmModule *m)
     g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
     BatchNormPriv *bp = m->priv;
     tdm_lent_output_drop(&bp->lend, m, bp->y);
+}
+
+void tdm_batchnorm_allow_in_place(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
+    BatchNormPriv *bp = m->priv;
+    bp->dy_disposable = TRUE;
+}
+
+/* Whether the training-mode backward writes dx over dy: the caller allowed
+ * it, the backend does it without a temporary, and dy has the layout dx
+ * would get (x's). */
+static gboolean batchnorm_in_place(const TdmModule *m, const TdmTensor *dy)
+{
+    const BatchNormPriv *bp = m->priv;
+    return bp->dy_disposable && tdm_ops_bn_in_place(m->device) && dy->layout == bp->x->layout &&
+           (dy->layout != NULL || (tdm_tensor_is_contiguous(dy) && tdm_tensor_is_contiguous(bp->x)));
 }
 
 gboolean tdm_batchnorm_output_dropped(const TdmModule *m)
@@ -263,7 +281,8 @@ static gboolean batchnorm_backward_body(TdmModule *m, TdmTensor *dy, gboolean ne
     if (dbeta == NULL) {
         return FALSE;
     }
-    TdmTensor *g = tdm_module_grad_slot(m, &bp->dx, bp->x);
+    TdmTensor *g = need_dx && batchnorm_in_place(m, dy) ? dy
+                                                       : tdm_module_grad_slot(m, &bp->dx, bp->x);
     gboolean ok;
     if (bp->fwd_relu) {
         ok = tdm_op_batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, bp->y, bp->ws, dy,
@@ -291,6 +310,7 @@ static gboolean batchnorm_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx
                                    GError **error)
 {
     gboolean ok = batchnorm_backward_body(m, dy, need_dx, dx, error);
+    ((BatchNormPriv *)m->priv)->dy_disposable = FALSE; /* for this call only */
     tdm_batchnorm_drop_output(m); /* lent: nothing reads it any more */
     return ok;
 }

@@ -92,9 +92,7 @@ static gboolean lends_to_reader(TdmModule *m, guint i)
         return FALSE;
     }
     const TdmModuleClass *reader = child_at(m, i + 2)->klass;
-    return reader == &tdm_conv2d_class ||
-           (reader == &tdm_maxpool2d_class && m->model != NULL &&
-            tdm_model_get_recompute(m->model) != TDM_RECOMPUTE_NONE);
+    return reader == &tdm_conv2d_class || reader == &tdm_maxpool2d_class;
 }
 
 /* Child i is a convolution read only by the batch norm after it, and the
@@ -221,6 +219,9 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
         TdmTensor *g = NULL;
         if (k >= 1 && reads_input(c) && !sequential_restore(m, k - 1, error)) {
             return FALSE;
+        }
+        if (cur != dy && c->klass == &tdm_batchnorm2d_class) {
+            tdm_batchnorm_allow_in_place(c); /* cur is ours and dead after c */
         }
         if (!tdm_module_backward(c, cur, child_need_dx, &g, error)) {
             prefix_child_error(error, c);

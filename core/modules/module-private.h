@@ -108,6 +108,11 @@ gboolean tdm_batchnorm_applied_relu(const TdmModule *bn);
 /* The ReLU's next forward is the identity (the batch norm before it applied
  * it), and so is the matching backward. */
 void tdm_relu_request_passthrough(TdmModule *relu);
+/* The batch norm's next backward may write its input gradient over the
+ * output gradient it is given (the caller owns that gradient and has no
+ * further use for it): one gradient buffer fewer at that point, where the
+ * backend runs it in place. The request lasts for that one call. */
+void tdm_batchnorm_allow_in_place(TdmModule *bn);
 
 /* ---- batch norm outputs lent by the gradient pool ----
  * A batch norm's output that its own backward does not read (or reads

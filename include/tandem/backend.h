@@ -38,7 +38,8 @@ G_BEGIN_DECLS
  *
  * The interface version of #TdmBackendClass this header describes (see
  * TDM_IFACE_VERSION()): a backend puts it in iface_version. 1.1 and 1.2
- * gave reserved slots a meaning (see `since 1.x` in the class).
+ * gave reserved slots a meaning (see `since 1.x` in the class); 1.3 lets
+ * the batch-norm backwards run in place (dx the same tensor as dy).
  */
 /**
  * TDM_STREAM_OPS_IFACE_VERSION:
@@ -46,8 +47,9 @@ G_BEGIN_DECLS
  * The interface version of #TdmStreamOps, versioned apart from the class:
  * a backend puts it in the table's iface_version.
  */
-/* 1.1 and 1.2 gave reserved slots a meaning (see `since 1.x` in the class). */
-#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 2)
+/* 1.1 and 1.2 gave reserved slots a meaning (see `since 1.x` in the class);
+ * 1.3: batchnorm_backward and batchnorm_relu_backward take dx == dy. */
+#define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 3)
 #define TDM_STREAM_OPS_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
 /**
@@ -471,14 +473,17 @@ typedef gboolean TdmBatchnormForwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTe
  * @save_mean: the training-mode forward's save_mean
  * @save_var: the training-mode forward's save_var
  * @eps: the forward's eps
- * @dx: (out) (nullable): a slot: the input gradient; or NULL
+ * @dx: (out) (nullable): a slot: the input gradient; or NULL; or @dy
+ *   itself when @dy has @x's layout (in place, since interface 1.3)
  * @dgamma: (inout) (nullable): f32 [C], accumulated into; or NULL
  * @dbeta: (inout) (nullable): f32 [C], accumulated into; or NULL
  * @error: return location for a #GError, or NULL
  *
  * The type of the batchnorm_backward slot and of
  * tdm_op_batchnorm_backward(): the training-mode backward (batch
- * statistics).
+ * statistics). In place, every element of @dy is read before the element
+ * of @dx over it is written: the backend finishes the per-channel sums
+ * before it writes any of the channel's @dx.
  *
  * Returns: TRUE, or FALSE with @error set
  */
@@ -540,7 +545,8 @@ typedef gboolean TdmBatchnormReluForwardFn(TdmDevice *dev, TdmOpCache **cache, T
  * The type of the batchnorm_relu_backward slot and of
  * tdm_op_batchnorm_relu_backward(): #TdmBatchnormBackwardFn applied to
  * dy * (y > 0), for @y and @workspace from the training-mode
- * batchnorm_relu_forward on @x.
+ * batchnorm_relu_forward on @x. @dx may be @dy itself as there (since
+ * interface 1.3).
  *
  * Returns: TRUE, or FALSE with @error set
  */
@@ -1148,7 +1154,8 @@ struct _TdmBackendClass {
                                   TdmTensor *running_var, float momentum, float eps,
                                   gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
                                   TdmTensor *y, GError **error);
-    /* Training-mode backward: dx (out), dgamma/dbeta (acc). */
+    /* Training-mode backward: dx (out), dgamma/dbeta (acc). Since 1.3, dx
+     * may be dy itself when dy has x's layout (in place). */
     gboolean (*batchnorm_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *dy,
                                    TdmTensor *gamma, TdmTensor *save_mean, TdmTensor *save_var,
                                    float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
@@ -1247,8 +1254,9 @@ struct _TdmBackendClass {
     /* Backward of batchnorm_relu_forward in training mode: exactly
      * batchnorm_backward applied to dy * (y > 0), where y and workspace are
      * what the training-mode forward on x produced. dx (out), dgamma/dbeta
-     * (acc, may be NULL). (optional: NULL means relu_backward then
-     * batchnorm_backward; set when batchnorm_relu_forward is) */
+     * (acc, may be NULL); dx may be dy as for batchnorm_backward. (optional:
+     * NULL means relu_backward then batchnorm_backward; set when
+     * batchnorm_relu_forward is) */
     gboolean (*batchnorm_relu_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                         TdmTensor *y, TdmTensor *workspace, TdmTensor *dy,
                                         TdmTensor *gamma, TdmTensor *save_mean,

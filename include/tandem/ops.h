@@ -161,14 +161,17 @@ TDM_API TdmBatchnormForwardFn tdm_op_batchnorm_forward;
  * tdm_op_batchnorm_backward:
  *
  * The training-mode backward: dx (out, may be NULL), dgamma and dbeta (acc,
- * may be NULL).
+ * may be NULL). dx may be dy itself when dy has x's layout: the gradient
+ * is then computed in place (a backend older than interface 1.3 computes
+ * it into a temporary the core copies over dy).
  *
  * Declared with the type #TdmBatchnormBackwardFn: call it with the
  * arguments documented there, which are checked before the backend runs.
  *
  * Returns: TRUE, or FALSE with the error set: %TDM_ERROR_SHAPE when dy is
- * not shaped like x or a per-channel tensor is not [C]; anything the
- * backend reports.
+ * not shaped like x or a per-channel tensor is not [C];
+ * %TDM_ERROR_INVALID_ARG when dx is dy but dy's layout is not x's;
+ * anything the backend reports.
  */
 TDM_API TdmBatchnormBackwardFn tdm_op_batchnorm_backward;
 /**
@@ -193,7 +196,8 @@ TDM_API TdmBatchnormReluForwardFn tdm_op_batchnorm_relu_forward;
  * batchnorm_backward of dy * (y > 0), for y and workspace (not NULL) from
  * the training-mode tdm_op_batchnorm_relu_forward() on x. Unfused, the
  * masked gradient is made in the workspace (relu_backward, then
- * batchnorm_backward).
+ * batchnorm_backward). dx may be dy itself, as for
+ * tdm_op_batchnorm_backward().
  *
  * Declared with the type #TdmBatchnormReluBackwardFn: call it with the
  * arguments documented there, which are checked before the backend runs.
