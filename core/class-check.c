@@ -91,6 +91,10 @@ static const SlotPair backend_pairs[] = {
     /* A batch norm fused forward needs its fused backward, and back. */
     {SLOT(TdmBackendClass, batchnorm_relu_backward), SLOT(TdmBackendClass, batchnorm_relu_forward)},
     {SLOT(TdmBackendClass, batchnorm_relu_forward), SLOT(TdmBackendClass, batchnorm_relu_backward)},
+    /* The backward without y is the fused pair's (its forward fills the
+     * workspace). */
+    {SLOT(TdmBackendClass, batchnorm_relu_backward),
+     SLOT(TdmBackendClass, batchnorm_relu_backward_ws)},
 };
 
 /* A backend's stream table (optional) is a struct of its own, with its own

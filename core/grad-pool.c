@@ -6,10 +6,13 @@
  * it, so a backward pass needs memory for the gradients live at one time,
  * not one buffer per layer. The pool gets there in two stages:
  *
- * 1. The first backward pass of a model (tdm_model_backward) is recorded:
- *    every gradient gets its own storage of exactly the size it needs,
- *    freed when released, and the pool notes when each was acquired and
- *    released and how large it became.
+ * 1. The first pass of a model is recorded, from its training-mode
+ *    forward (tdm_model_forward: the outputs lent to the pool) to the end
+ *    of its backward (tdm_model_backward; from the backward's start when
+ *    the forward ran otherwise): every buffer gets its own storage of
+ *    exactly the size it needs, freed when released, and the pool notes
+ *    when each was acquired and released and how large it became. The
+ *    first step then holds what later steps hold, not more.
  * 2. At the end of that pass the pool plans one region for all of them:
  *    biggest first, each gradient at the lowest offset where it overlaps no
  *    gradient live at the same time (the greedy "by size" arena planning of
@@ -71,6 +74,7 @@ typedef struct {
     int clock;     /* events so far in the recorded pass */
     GArray *slices; /* Slice, in the order of the recorded requests */
     guint next;     /* index of the request the next slice is planned for */
+    gboolean in_pass; /* a training forward began the pass: the backward continues it */
     TdmRecompute recompute; /* which lent outputs are recomputed (containers.c) */
 } GradPool;
 
@@ -345,15 +349,47 @@ static size_t plan_offsets(GArray *trace)
     return total;
 }
 
-void tdm_model_grad_pass_begin(TdmModel *model)
+static void start_recording(GradPool *gp)
 {
-    GradPool *gp = grad_pool(model, TRUE);
-    gp->next = 0;
     if (gp->state == POOL_FRESH) {
         gp->state = POOL_RECORDING;
         gp->trace = g_array_new(FALSE, FALSE, sizeof(Lifetime));
         gp->clock = 0;
     }
+}
+
+/* A recording that no tdm_model_backward ends (the backward went through
+ * tdm_module_backward, or none ran) plans nothing: the pool hands out
+ * buffers by size from now on. */
+static void give_up_recording(GradPool *gp)
+{
+    for (guint i = 0; i < gp->trace->len; i++) {
+        tdm_storage_unref(g_array_index(gp->trace, Lifetime, i).storage);
+    }
+    g_array_unref(gp->trace);
+    gp->trace = NULL;
+    gp->state = POOL_PLANNED;
+}
+
+void tdm_model_forward_pass_begin(TdmModel *model)
+{
+    GradPool *gp = grad_pool(model, TRUE);
+    if (gp->state == POOL_RECORDING) {
+        give_up_recording(gp);
+    }
+    gp->next = 0;
+    gp->in_pass = TRUE;
+    start_recording(gp);
+}
+
+void tdm_model_grad_pass_begin(TdmModel *model)
+{
+    GradPool *gp = grad_pool(model, TRUE);
+    if (!gp->in_pass) {
+        gp->next = 0; /* a backward after forwards outside tdm_model_forward */
+    }
+    gp->in_pass = FALSE;
+    start_recording(gp);
 }
 
 void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)

@@ -65,6 +65,9 @@ gboolean tdm_device_has_async_copy(const TdmDevice *dev);
 /* Whether the backend runs the batch-norm backwards in place (dx == dy)
  * itself: interface 1.3 (ops-nn.c; older ones go through a temporary). */
 gboolean tdm_ops_bn_in_place(const TdmDevice *dev);
+/* Whether its batchnorm_relu backward can do without y (the mask in the
+ * workspace: batchnorm_relu_backward_ws, interface 1.3). */
+gboolean tdm_ops_bn_relu_mask_in_workspace(const TdmDevice *dev);
 
 /* transform.c, for loader.c: whether a `normalize` of `p` waits for
  * tdm_transform_pipeline_set_normalization (has neither mean= nor std=),

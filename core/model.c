@@ -335,6 +335,9 @@ void tdm_model_free(TdmModel *model)
 gboolean tdm_model_forward(TdmModel *model, TdmTensor *x, TdmTensor **y, GError **error)
 {
     g_return_val_if_fail(model != NULL, FALSE);
+    if (model->root->training) {
+        tdm_model_forward_pass_begin(model);
+    }
     return tdm_module_forward(model->root, x, y, error);
 }
 

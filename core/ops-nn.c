@@ -337,19 +337,30 @@ static gboolean bn_relu_fused(const TdmBackendClass *be)
     return be->batchnorm_relu_forward != NULL && be->batchnorm_relu_backward != NULL;
 }
 
-/* The backend's batchnorm_backward, or with y its fused batchnorm_relu
- * backward (relu_backward into the workspace, then batchnorm_backward,
- * where it has none: the unfused forward wrote nothing into the
- * workspace). */
-static gboolean bn_backward_call(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
-                                 TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
-                                 TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
-                                 TdmTensor *dbeta, GError **error)
+gboolean tdm_ops_bn_relu_mask_in_workspace(const TdmDevice *dev)
+{
+    return tdm_ops_bn_in_place(dev) && bn_relu_fused(dev->backend) &&
+           dev->backend->batchnorm_relu_backward_ws != NULL;
+}
+
+/* The backend's batchnorm_backward, or with `relu` its fused
+ * batchnorm_relu backward: with y, or without (the mask in the workspace:
+ * batchnorm_relu_backward_ws); where it has none, relu_backward into the
+ * workspace, then batchnorm_backward (the unfused forward wrote nothing
+ * into the workspace). */
+static gboolean bn_backward_call(TdmDevice *dev, TdmOpCache **cache, gboolean relu, TdmTensor *x,
+                                 TdmTensor *y, TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma,
+                                 TdmTensor *sm, TdmTensor *sv, float eps, TdmTensor *dx,
+                                 TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
 {
     const TdmBackendClass *be = dev->backend;
-    if (y == NULL) {
+    if (!relu) {
         return be->batchnorm_backward(dev, cache, x, dy, gamma, sm, sv, eps, dx, dgamma, dbeta,
                                       error);
+    }
+    if (y == NULL) {
+        return be->batchnorm_relu_backward_ws(dev, cache, x, ws, dy, gamma, sm, sv, eps, dx,
+                                              dgamma, dbeta, error);
     }
     if (bn_relu_fused(be)) {
         return be->batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
@@ -361,19 +372,19 @@ static gboolean bn_backward_call(TdmDevice *dev, TdmOpCache **cache, TdmTensor *
 
 /* bn_backward_call, in place (dx == dy) through a temporary for a backend
  * older than interface 1.3, which may write dx before it has read dy. */
-static gboolean bn_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
-                                TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm,
-                                TdmTensor *sv, float eps, TdmTensor *dx, TdmTensor *dgamma,
-                                TdmTensor *dbeta, GError **error)
+static gboolean bn_backward_run(TdmDevice *dev, TdmOpCache **cache, gboolean relu, TdmTensor *x,
+                                TdmTensor *y, TdmTensor *ws, TdmTensor *dy, TdmTensor *gamma,
+                                TdmTensor *sm, TdmTensor *sv, float eps, TdmTensor *dx,
+                                TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
 {
     if (dx != dy || tdm_ops_bn_in_place(dev)) {
-        return bn_backward_call(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma, dbeta,
-                                error);
+        return bn_backward_call(dev, cache, relu, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
+                                dbeta, error);
     }
     g_autoptr(TdmTensor) tmp = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
     return tmp != NULL &&
-           bn_backward_call(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, tmp, dgamma, dbeta,
-                            error) &&
+           bn_backward_call(dev, cache, relu, x, y, ws, dy, gamma, sm, sv, eps, tmp, dgamma,
+                            dbeta, error) &&
            tdm_tensor_reorder(tmp, x, dx, NULL, error);
 }
 
@@ -388,8 +399,8 @@ gboolean tdm_op_batchnorm_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_BATCHNORM_BACKWARD, dev, error,
-               bn_backward_run(dev, cache, x, NULL, NULL, dy, gamma, save_mean, save_var, eps, dx,
-                               dgamma, dbeta, error));
+               bn_backward_run(dev, cache, FALSE, x, NULL, NULL, dy, gamma, save_mean, save_var,
+                               eps, dx, dgamma, dbeta, error));
 }
 
 static gboolean bn_relu_forward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
@@ -438,14 +449,21 @@ gboolean tdm_op_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmT
     g_return_val_if_fail(dev != NULL, FALSE);
     const char *op = "batchnorm_relu_backward";
     if (!check_bn_backward(dev, op, x, dy, gamma, save_mean, save_var, dx, dgamma, dbeta, error) ||
-        !tdm_ops_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
-        !tdm_ops_check_same_shape(op, "y", y, "dy", dy, error) ||
+        (y != NULL && (!tdm_ops_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
+                       !tdm_ops_check_same_shape(op, "y", y, "dy", dy, error))) ||
         !tdm_ops_check_out(dev, op, "workspace", workspace, error)) {
         return FALSE;
     }
+    if (y == NULL && !tdm_ops_bn_relu_mask_in_workspace(dev)) {
+        g_set_error(error, TDM_ERROR, TDM_ERROR_UNSUPPORTED,
+                    "%s: y is NULL, but the %s backend of device %s takes the mask from y "
+                    "(it has no batchnorm_relu_backward_ws)",
+                    op, dev->backend->device_type, dev->name);
+        return FALSE;
+    }
     TDM_OP_RUN(TDM_OPID_BATCHNORM_RELU_BACKWARD, dev, error,
-               bn_backward_run(dev, cache, x, y, workspace, dy, gamma, save_mean, save_var, eps,
-                               dx, dgamma, dbeta, error));
+               bn_backward_run(dev, cache, TRUE, x, y, workspace, dy, gamma, save_mean, save_var,
+                               eps, dx, dgamma, dbeta, error));
 }
 
 /* ---- ReLU and add ---- */

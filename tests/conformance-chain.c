@@ -432,7 +432,8 @@ static void conf_assert_same_values(const char *what, TdmTensor *a, TdmTensor *b
  * offset per channel so the statistics are not trivial; then batch norm
  * forward (training and eval) and backward, plain and with ReLU fused,
  * against ref; and both backwards once more in place (dx over a copy of
- * dy, interface 1.3), which must give what they gave into a new tensor. */
+ * dy, interface 1.3; the ReLU's without y where the backend can), which
+ * must give what they gave into a new tensor. */
 static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
 {
     gboolean done = TRUE;
@@ -474,8 +475,13 @@ static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
         TRY(B->batchnorm_backward(dv, NULL, T_(x), T_(dxi), T_(gamma), T_(sm), T_(sv), eps,
                                   T_(dxi), NULL, NULL, &err));
         TRY(tdm_tensor_reorder(T_(dy), T_(dy), T_(dxri), NULL, &err));
-        TRY(B->batchnorm_relu_backward(dv, NULL, T_(x), T_(yr), T_(wsp), T_(dxri), T_(gamma),
-                                       T_(sm), T_(sv), eps, T_(dxri), NULL, NULL, &err));
+        if (B->batchnorm_relu_backward_ws != NULL) { /* without y, where it can */
+            TRY(B->batchnorm_relu_backward_ws(dv, NULL, T_(x), T_(wsp), T_(dxri), T_(gamma),
+                                              T_(sm), T_(sv), eps, T_(dxri), NULL, NULL, &err));
+        } else {
+            TRY(B->batchnorm_relu_backward(dv, NULL, T_(x), T_(yr), T_(wsp), T_(dxri), T_(gamma),
+                                           T_(sm), T_(sv), eps, T_(dxri), NULL, NULL, &err));
+        }
         TRY(B->batchnorm_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv), momentum,
                                  eps, FALSE, NULL, NULL, T_(ye), &err));
         TRY(B->batchnorm_relu_forward(dv, NULL, T_(x), T_(gamma), T_(beta), T_(rm), T_(rv),

@@ -401,6 +401,7 @@ static Unfused *unfused_new(TdmDevice *orig)
     u->klass = *orig->backend;
     u->klass.batchnorm_relu_forward = NULL;
     u->klass.batchnorm_relu_backward = NULL;
+    u->klass.batchnorm_relu_backward_ws = NULL;
     u->klass.add_relu = NULL;
     u->klass.conv2d_relu_forward = NULL;
     u->klass.sgd_update_zero_grad = NULL;
@@ -621,6 +622,42 @@ static void compare_bn_in_place(TdmDevice *d)
     g_free(unfused);
 }
 
+/* Without y, the mask comes from the workspace: the same numbers; a
+ * backend without batchnorm_relu_backward_ws refuses, naming it. */
+static void test_bn_relu_without_y(void)
+{
+    test_setup();
+    TdmTensor *x = rnd(mk(dev, TDM_DTYPE_F32, 4, 2, 3, 4, 5), 51, -1, 1);
+    TdmTensor *sm = slot(dev), *sv = slot(dev), *y = slot(dev), *dx = slot(dev), *dx2 = slot(dev);
+    TdmTensor *ws = keep(tdm_tensor_new_empty(dev, TDM_DTYPE_U8));
+    TdmTensor *dy = rnd(mk(dev, TDM_DTYPE_F32, 4, 2, 3, 4, 5), 52, -1, 1);
+    OKOP(tdm_op_batchnorm_relu_forward(dev, NULL, x, NULL, NULL, NULL, NULL, 0.1f, 1e-5f, TRUE, sm,
+                                       sv, ws, y, &err));
+    OKOP(tdm_op_batchnorm_relu_backward(dev, NULL, x, y, ws, dy, NULL, sm, sv, 1e-5f, dx, NULL,
+                                        NULL, &err));
+    OKOP(tdm_op_batchnorm_relu_backward(dev, NULL, x, NULL, ws, dy, NULL, sm, sv, 1e-5f, dx2, NULL,
+                                        NULL, &err));
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(float)), *b = g_array_new(FALSE, FALSE, sizeof(float));
+    collect(a, dx);
+    collect(b, dx2);
+    g_assert_cmpuint(a->len, ==, 120);
+    g_assert_cmpmem(a->data, a->len * sizeof(float), b->data, b->len * sizeof(float));
+    g_array_unref(a);
+    g_array_unref(b);
+    /* a backend without the slot: tensors on its device */
+    Unfused *u = unfused_new(dev);
+    TdmDevice *ud = &u->dev;
+    TdmTensor *ux = mk(ud, TDM_DTYPE_F32, 4, 2, 3, 4, 5), *udy = mk(ud, TDM_DTYPE_F32, 4, 2, 3, 4, 5);
+    TdmTensor *usm = mk(ud, TDM_DTYPE_F32, 1, 3), *usv = mk(ud, TDM_DTYPE_F32, 1, 3);
+    TdmTensor *uws = keep(tdm_tensor_new_empty(ud, TDM_DTYPE_U8)), *udx = slot(ud);
+    expect_error(tdm_op_batchnorm_relu_backward(ud, NULL, ux, NULL, uws, udy, NULL, usm, usv,
+                                                1e-5f, udx, NULL, NULL, &err),
+                 TDM_ERROR_UNSUPPORTED, "batchnorm_relu_backward", "y is NULL",
+                 "no batchnorm_relu_backward_ws", NULL);
+    test_teardown();
+    g_free(u);
+}
+
 static void test_bn_in_place_ref(void)
 {
     compare_bn_in_place(dev);
@@ -676,5 +713,6 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/fused-unfused/cpu", test_fused_unfused_cpu);
     g_test_add_func("/ops/bn-in-place/ref", test_bn_in_place_ref);
     g_test_add_func("/ops/bn-in-place/cpu", test_bn_in_place_cpu);
+    g_test_add_func("/ops/bn-relu-without-y", test_bn_relu_without_y);
     return g_test_run();
 }

@@ -87,6 +87,23 @@ void tdm_batchnorm_drop_output(TdmModule *m)
     tdm_lent_output_drop(&bp->lend, m, bp->y);
 }
 
+/* Whether the backward reads y: for the ReLU's mask, unless the forward
+ * ran in training and the backend keeps the whole mask in the workspace
+ * (tdm_op_batchnorm_relu_backward without y). */
+static gboolean batchnorm_backward_reads_y(const TdmModule *m)
+{
+    const BatchNormPriv *bp = m->priv;
+    return bp->fwd_relu && !(bp->fwd_training && tdm_ops_bn_relu_mask_in_workspace(m->device));
+}
+
+void tdm_batchnorm_reader_done(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
+    if (!batchnorm_backward_reads_y(m)) {
+        tdm_batchnorm_drop_output(m);
+    }
+}
+
 void tdm_batchnorm_allow_in_place(TdmModule *m)
 {
     g_return_if_fail(m != NULL && m->klass == &tdm_batchnorm2d_class);
@@ -253,9 +270,10 @@ static gboolean batchnorm_backward_body(TdmModule *m, TdmTensor *dy, gboolean ne
                     bp->num_features);
         return FALSE;
     }
-    /* The ReLU's mask needs y: back if it was lent (the reader that asked
-     * for it, a convolution's backward, usually has it restored already). */
-    if (bp->fwd_relu && !tdm_batchnorm_restore_output(m, error)) {
+    /* The ReLU's mask needs y where the workspace does not hold it: back
+     * if it was lent (the reader that asked for it, a convolution's
+     * backward, usually has it restored already). */
+    if (batchnorm_backward_reads_y(m) && !tdm_batchnorm_restore_output(m, error)) {
         return FALSE;
     }
     if (!bp->fwd_training && batchnorm_frozen(m)) {
@@ -285,7 +303,9 @@ static gboolean batchnorm_backward_body(TdmModule *m, TdmTensor *dy, gboolean ne
                                                        : tdm_module_grad_slot(m, &bp->dx, bp->x);
     gboolean ok;
     if (bp->fwd_relu) {
-        ok = tdm_op_batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, bp->y, bp->ws, dy,
+        /* y given back and not needed: the mask comes from the workspace */
+        TdmTensor *y = bp->y != NULL && bp->y->storage != NULL ? bp->y : NULL;
+        ok = tdm_op_batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, y, bp->ws, dy,
                                             gamma->value, bp->save_mean, bp->save_var, bp->eps, g,
                                             dgamma, dbeta, error);
     } else {

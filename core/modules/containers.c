@@ -72,19 +72,15 @@ static gboolean lends_outputs(const TdmModule *m)
     return m->training && !tdm_debug_flag("keep-outputs");
 }
 
-/* Children i, i+1, i+2 are a batch norm, a ReLU and a convolution: after
- * the forward the batch norm's output is read only by the convolution's
- * backward (the ReLU passes it through, or keeps its own output), so it is
- * lent: dropped once the convolution's forward has run, computed again
- * before its backward (sequential_restore). Every bn1 of a ResNet block
- * is such. A max pool as the reader (a ResNet's stem) reads only the
- * shape in backward, but the batch norm's own backward then computes the
- * output again (the ReLU's mask), at the end of the backward when the
- * gradients of the stem's size are live too: the gradient region grows by
- * as much as the buffer saved, or more (resnet18 at 224 px: 37 MiB more),
- * unless the region's peak is elsewhere (resnet50: 115 MiB less). So it
- * is lent to a max pool only under a recompute policy, which trades time
- * for memory anyway. */
+/* Children i, i+1, i+2 are a batch norm, a ReLU and a convolution or a
+ * max pool: after the forward the batch norm's output is read only by the
+ * reader's backward (the ReLU passes it through, or keeps its own output),
+ * so it is lent: dropped once the reader's forward has run, computed again
+ * before a convolution's backward (sequential_restore; a max pool's reads
+ * only the shape), dropped again after it. Every bn1 of a ResNet block
+ * is such, and the stem's batch norm. The batch norm's own backward needs
+ * the output again only on a backend that takes the ReLU's mask from y
+ * (not ref, not cpu: tdm_batchnorm_reader_done). */
 static gboolean lends_to_reader(TdmModule *m, guint i)
 {
     if (i + 2 >= m->children->len || child_at(m, i)->klass != &tdm_batchnorm2d_class ||
@@ -229,6 +225,9 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
         }
         if (k >= 1 && child_at(m, k - 1)->klass == &tdm_conv2d_class) {
             tdm_conv2d_drop_output(child_at(m, k - 1)); /* when lent: read by c only */
+        }
+        if (k >= 2 && lends_to_reader(m, k - 2)) {
+            tdm_batchnorm_reader_done(child_at(m, k - 2)); /* c was its reader */
         }
         if (cur != dy && cur != g) {
             tdm_module_grad_release(m, cur);

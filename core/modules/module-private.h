@@ -76,8 +76,11 @@ void tdm_module_grad_release(TdmModule *m, TdmTensor *g);
 /* Records the size of a training-mode module output (tdm_module_forward),
  * the size the pool gives its buffers. */
 void tdm_model_note_activation(TdmModel *model, const TdmTensor *y);
+/* A training-mode forward of the whole model begins (tdm_model_forward):
+ * the pass the backward ends, whose requests the plan numbers from here. */
+void tdm_model_forward_pass_begin(TdmModel *model);
 /* A backward pass of the whole model begins or ends (tdm_model_backward):
- * the pool records the first one and plans its region at its end
+ * the pool records the first pass and plans its region at its end
  * (grad-pool.c). */
 void tdm_model_grad_pass_begin(TdmModel *model);
 void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev);
@@ -123,12 +126,16 @@ void tdm_batchnorm_allow_in_place(TdmModule *bn);
  * it back once the reader's forward is done (drop), and before the reader's
  * backward has it computed again (restore: an eval-mode forward with the
  * statistics the training forward used, the same values). The batch norm's
- * own backward restores it when it applied a ReLU and gives it back at its
- * end. A ResNet then keeps one activation fewer per conv-bn-relu-conv
+ * own backward restores it when it applied a ReLU whose mask the backend
+ * takes from y, and gives it back at its end. A ResNet then keeps one activation fewer per conv-bn-relu-conv
  * chain. Outside a model all three do nothing. */
 void tdm_batchnorm_lend_output(TdmModule *bn);
 void tdm_batchnorm_drop_output(TdmModule *bn);
 gboolean tdm_batchnorm_restore_output(TdmModule *bn, GError **error);
+/* The reader's backward has run: the lent output goes back now unless the
+ * batch norm's own backward reads it (a ReLU mask the backend does not
+ * keep in the workspace: tdm_op_batchnorm_relu_backward without y). */
+void tdm_batchnorm_reader_done(TdmModule *bn);
 
 /* ---- convolution outputs lent by the gradient pool: recomputation ----
  * A convolution whose output only a batch norm reads (the batch norm's

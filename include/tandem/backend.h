@@ -39,7 +39,8 @@ G_BEGIN_DECLS
  * The interface version of #TdmBackendClass this header describes (see
  * TDM_IFACE_VERSION()): a backend puts it in iface_version. 1.1 and 1.2
  * gave reserved slots a meaning (see `since 1.x` in the class); 1.3 lets
- * the batch-norm backwards run in place (dx the same tensor as dy).
+ * the batch-norm backwards run in place (dx the same tensor as dy) and adds
+ * batchnorm_relu_backward_ws.
  */
 /**
  * TDM_STREAM_OPS_IFACE_VERSION:
@@ -48,7 +49,8 @@ G_BEGIN_DECLS
  * a backend puts it in the table's iface_version.
  */
 /* 1.1 and 1.2 gave reserved slots a meaning (see `since 1.x` in the class);
- * 1.3: batchnorm_backward and batchnorm_relu_backward take dx == dy. */
+ * 1.3: batchnorm_backward and batchnorm_relu_backward take dx == dy, and
+ * batchnorm_relu_backward_ws. */
 #define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 3)
 #define TDM_STREAM_OPS_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
@@ -529,7 +531,9 @@ typedef gboolean TdmBatchnormReluForwardFn(TdmDevice *dev, TdmOpCache **cache, T
  * @dev: the device the op runs on; every tensor is on it
  * @cache: (nullable): the call site's op cache slot, or NULL
  * @x: the forward's input
- * @y: the forward's output
+ * @y: (nullable): the forward's output; the backend's slot always gets it,
+ *   tdm_op_batchnorm_relu_backward() takes NULL where the backend has
+ *   batchnorm_relu_backward_ws
  * @workspace: the forward's workspace (not NULL); the unfused path
  *   overwrites it with the masked gradient
  * @dy: the output gradient
@@ -537,7 +541,7 @@ typedef gboolean TdmBatchnormReluForwardFn(TdmDevice *dev, TdmOpCache **cache, T
  * @save_mean: the training-mode forward's save_mean
  * @save_var: the training-mode forward's save_var
  * @eps: the forward's eps
- * @dx: (out) (nullable): a slot: the input gradient; or NULL
+ * @dx: (out) (nullable): a slot: the input gradient; or NULL; or @dy
  * @dgamma: (inout) (nullable): f32 [C], accumulated into; or NULL
  * @dbeta: (inout) (nullable): f32 [C], accumulated into; or NULL
  * @error: return location for a #GError, or NULL
@@ -1051,6 +1055,11 @@ typedef gboolean TdmDeviceInfoFn(TdmDevice *dev, TdmDeviceInfo *info, GError **e
  *   before the work queued later on both, without the host waiting (dp
  *   reuses both buffers right after the call) (since 1.2; optional: NULL
  *   means the core stages through host memory)
+ * @batchnorm_relu_backward_ws: batchnorm_relu_backward with @y NULL: the
+ *   ReLU's mask taken from the workspace alone, which the backend's
+ *   training-mode batchnorm_relu_forward filled (since 1.3; optional: NULL
+ *   means callers keep y for batchnorm_relu_backward; set only with the
+ *   batchnorm_relu pair)
  * @reserved: NULL
  *
  * The class of a TDM_FEATURE_BACKEND feature: device management, memory
@@ -1324,7 +1333,20 @@ struct _TdmBackendClass {
     gboolean (*copy_peer)(TdmDevice *dst_dev, void *dst, TdmDevice *src_dev, const void *src,
                           size_t n, GError **error);
 
-    gpointer reserved[5];
+    /* since 1.3: batchnorm_relu_backward_ws */
+    /* batchnorm_relu_backward without y: the mask (y > 0) comes from the
+     * workspace alone, which the backend's training-mode
+     * batchnorm_relu_forward filled, so that a caller need not keep y
+     * (or compute it again) for the backward. dx may be dy as there.
+     * (optional: NULL means callers pass y to batchnorm_relu_backward; set
+     * only with the batchnorm_relu pair) */
+    gboolean (*batchnorm_relu_backward_ws)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                           TdmTensor *workspace, TdmTensor *dy, TdmTensor *gamma,
+                                           TdmTensor *save_mean, TdmTensor *save_var, float eps,
+                                           TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                           GError **error);
+
+    gpointer reserved[4];
 };
 
 /**

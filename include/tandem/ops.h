@@ -197,14 +197,17 @@ TDM_API TdmBatchnormReluForwardFn tdm_op_batchnorm_relu_forward;
  * the training-mode tdm_op_batchnorm_relu_forward() on x. Unfused, the
  * masked gradient is made in the workspace (relu_backward, then
  * batchnorm_backward). dx may be dy itself, as for
- * tdm_op_batchnorm_backward().
+ * tdm_op_batchnorm_backward(). y may be NULL on a backend whose workspace
+ * holds the whole mask (its batchnorm_relu_backward_ws slot: ref and cpu),
+ * so that a caller need not keep y for the backward.
  *
  * Declared with the type #TdmBatchnormReluBackwardFn: call it with the
  * arguments documented there, which are checked before the backend runs.
  *
  * Returns: TRUE, or FALSE with the error set: as
  * tdm_op_batchnorm_backward(); %TDM_ERROR_SHAPE when y is not shaped like
- * dy; anything the backend reports.
+ * dy; %TDM_ERROR_UNSUPPORTED when y is NULL and the backend needs it;
+ * anything the backend reports.
  */
 TDM_API TdmBatchnormReluBackwardFn tdm_op_batchnorm_relu_backward;
 

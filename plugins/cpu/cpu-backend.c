@@ -411,6 +411,17 @@ static gboolean op_bn_relu_bwd(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
                                                            eps, dx, dgamma, dbeta, error));
 }
 
+/* The same without y: the cpu backend takes the mask from the workspace
+ * in any case (oneDNN's bit mask or the own loops'). */
+static gboolean op_bn_relu_bwd_ws(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *ws,
+                                  TdmTensor *dy, TdmTensor *gamma, TdmTensor *sm, TdmTensor *sv,
+                                  float eps, TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                  GError **error)
+{
+    CPU_OP(CPU_OP_BN_RELU_BWD, cpu_batchnorm_relu_backward(dev, cache, x, NULL, ws, dy, gamma, sm,
+                                                           sv, eps, dx, dgamma, dbeta, error));
+}
+
 static gboolean op_add_relu(TdmDevice *dev, TdmOpCache **cache, TdmTensor *a, TdmTensor *b,
                             TdmTensor *y, GError **error)
 {
@@ -611,6 +622,7 @@ static const TdmBackendClass cpu_backend_class = {
     .stream_ops = &cpu_stream_ops,
     .device_info = cpu_device_info,
     .softmax_xent_stats = op_xent_stats,
+    .batchnorm_relu_backward_ws = op_bn_relu_bwd_ws,
 };
 
 static gboolean cpu_plugin_init(TdmPlugin *plugin, GError **error)

@@ -371,6 +371,7 @@ static const TdmBackendClass ref_backend_class = {
     .adamw_update = ref_adamw_update,
     .batchnorm_relu_forward = ref_batchnorm_relu_forward,
     .batchnorm_relu_backward = ref_batchnorm_relu_backward,
+    .batchnorm_relu_backward_ws = ref_batchnorm_relu_backward_ws,
     .add_relu = ref_add_relu,
     .sgd_update_zero_grad = ref_sgd_update_zero_grad,
     .adamw_update_zero_grad = ref_adamw_update_zero_grad,
@@ -382,12 +383,12 @@ static const TdmBackendClass ref_backend_class = {
     .copy_peer = ref_copy_peer,
 };
 
-/* The fused ops took six of the reserved slots, the 1.1 slots three and
- * the 1.2 slots two more: the class keeps its size. */
+/* The fused ops took six of the reserved slots, the 1.1 slots three, the
+ * 1.2 slots two and the 1.3 slot one more: the class keeps its size. */
 G_STATIC_ASSERT(sizeof(TdmBackendClass) ==
                 offsetof(TdmBackendClass, adamw_update) + 17 * sizeof(gpointer));
 G_STATIC_ASSERT(offsetof(TdmBackendClass, reserved) ==
-                offsetof(TdmBackendClass, conv2d_relu_forward) + 6 * sizeof(gpointer));
+                offsetof(TdmBackendClass, conv2d_relu_forward) + 7 * sizeof(gpointer));
 
 TDM_PLUGIN_INIT_FEATURE(ref_plugin_init, TDM_FEATURE_BACKEND, "ref", 10, &ref_backend_class,
                         "Plain C reference backend (the oracle; TDM_REF_DEVICES=N "

@@ -505,11 +505,64 @@ gboolean ref_batchnorm_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTenso
                                     gboolean training, TdmTensor *save_mean, TdmTensor *save_var,
                                     TdmTensor *workspace, TdmTensor *y, GError **error)
 {
-    /* The mask is y > 0 itself: nothing to put in the workspace. */
-    return then_relu(dev, "batchnorm_relu_forward",
-                     ref_batchnorm_forward(dev, cache, x, gamma, beta, running_mean, running_var,
-                                           momentum, eps, training, save_mean, save_var, y, error),
-                     y, error);
+    if (!then_relu(dev, "batchnorm_relu_forward",
+                   ref_batchnorm_forward(dev, cache, x, gamma, beta, running_mean, running_var,
+                                         momentum, eps, training, save_mean, save_var, y, error),
+                   y, error)) {
+        return FALSE;
+    }
+    if (!training || workspace == NULL) {
+        return TRUE;
+    }
+    /* The mask y > 0, one byte per element, for the backward without y. */
+    if (!ref_ensure_out(workspace, TDM_DTYPE_U8, y->ndim, y->shape, error)) {
+        g_prefix_error(error, "(batchnorm_relu_forward) ");
+        return FALSE;
+    }
+    const float *Y = ref_f32(y);
+    guint8 *M = tdm_tensor_data(workspace);
+    int64_t n = tdm_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+        M[i] = Y[i] > 0.0f;
+    }
+    return TRUE;
+}
+
+gboolean ref_batchnorm_relu_backward_ws(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                        TdmTensor *workspace, TdmTensor *dy, TdmTensor *gamma,
+                                        TdmTensor *save_mean, TdmTensor *save_var, float eps,
+                                        TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                        GError **error)
+{
+    const char *op = "batchnorm_relu_backward_ws";
+    int64_t n = tdm_tensor_numel(dy);
+    if (!ref_check_plain(op, "dy", dy, error)) {
+        return FALSE;
+    }
+    if (workspace->dtype != TDM_DTYPE_U8 || tdm_tensor_numel(workspace) != n) {
+        g_autofree char *s = tdm_tensor_shape_string(workspace);
+        g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
+                    "ref %s: the workspace %s %s is not the mask a training-mode "
+                    "batchnorm_relu_forward leaves (u8, one byte per element of dy)",
+                    op, s, tdm_dtype_name(workspace->dtype));
+        return FALSE;
+    }
+    g_autoptr(TdmTensor) masked = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    if (!ref_ensure_out(masked, TDM_DTYPE_F32, dy->ndim, dy->shape, error)) {
+        return FALSE;
+    }
+    const float *DY = ref_f32(dy);
+    const guint8 *M = tdm_tensor_data(workspace);
+    float *D = ref_f32(masked);
+    for (int64_t i = 0; i < n; i++) {
+        D[i] = M[i] ? DY[i] : 0.0f;
+    }
+    if (!ref_batchnorm_backward(dev, cache, x, masked, gamma, save_mean, save_var, eps, dx,
+                                dgamma, dbeta, error)) {
+        g_prefix_error(error, "(%s) ", op);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 gboolean ref_batchnorm_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,

@@ -59,6 +59,11 @@ TdmReluBackwardFn ref_relu_backward;
 TdmAddFn ref_add;
 TdmBatchnormReluForwardFn ref_batchnorm_relu_forward;
 TdmBatchnormReluBackwardFn ref_batchnorm_relu_backward;
+gboolean ref_batchnorm_relu_backward_ws(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x,
+                                        TdmTensor *workspace, TdmTensor *dy, TdmTensor *gamma,
+                                        TdmTensor *save_mean, TdmTensor *save_var, float eps,
+                                        TdmTensor *dx, TdmTensor *dgamma, TdmTensor *dbeta,
+                                        GError **error);
 TdmAddFn ref_add_relu;
 TdmMaxpool2dForwardFn ref_maxpool2d_forward;
 TdmMaxpool2dBackwardFn ref_maxpool2d_backward;
