@@ -50,19 +50,22 @@ static gboolean bn_own(const TdmTensor *x, CpuBnGeom *g)
 /* ---- forward ---- */
 
 /* What the forward and backward entries share, once the primitive (pd)
- * is made: the op's output `out` (x's layout or the one oneDNN picks), the
- * own loops' work buffer when x's layout suits them and out keeps it
- * (*own_work, else NULL), and oneDNN's ReLU bit mask when relu_ws
+ * is made: the op's output `out` (x's layout or the one oneDNN picks),
+ * whether the own loops run (*own: x's layout suits them and out keeps
+ * it), with their work in the device's scratchpad, grown for it here (one
+ * op runs at a time: an entry of its own each, resnet50's 106 batch-norm
+ * entries held 19 MiB), and oneDNN's ReLU bit mask when relu_ws
  * (*workspace, -1 when there is none). */
-static void bn_entry_finish(TdmDevice *dev, CpuEntry *e, const TdmTensor *x,
-                            const dnnl_memory_desc_t *xmd, const_dnnl_primitive_desc_t pd,
-                            const dnnl_memory_desc_t *out, gboolean relu_ws, void **own_work,
-                            int *workspace, int64_t *workspace_bytes)
+static gboolean bn_entry_finish(TdmDevice *dev, CpuEntry *e, const TdmTensor *x,
+                                const dnnl_memory_desc_t *xmd, const_dnnl_primitive_desc_t pd,
+                                const dnnl_memory_desc_t *out, gboolean relu_ws, gboolean *own,
+                                int *workspace, int64_t *workspace_bytes, GError **error)
 {
     CpuBnGeom bg;
-    *own_work = bn_own(x, &bg) && dnnl_memory_desc_equal(out, xmd)
-                    ? cpu_entry_buf(e, cpu_bn_work_bytes(&bg))
-                    : NULL;
+    *own = bn_own(x, &bg) && dnnl_memory_desc_equal(out, xmd);
+    if (*own && !cpu_scratch_reserve(dev, cpu_bn_work_bytes(&bg), error)) {
+        return FALSE;
+    }
     cpu_entry_set_output(dev, e, 0, out, TDM_DTYPE_F32);
     const dnnl_memory_desc_t *wmd =
         relu_ws ? dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0) : NULL;
@@ -71,6 +74,7 @@ static void bn_entry_finish(TdmDevice *dev, CpuEntry *e, const TdmTensor *x,
         *workspace = cpu_entry_mem(dev, e, wmd);
         *workspace_bytes = (int64_t)dnnl_memory_desc_get_size(wmd);
     }
+    return TRUE;
 }
 
 /* The forward's entry: oneDNN's primitive, which names the output's layout
@@ -106,9 +110,9 @@ static CpuEntry *bn_forward_setup(TdmDevice *dev, TdmOpCache **cache, CpuOpKind 
         op->shift = cpu_entry_mem(dev, e, &vmd);
         op->mean_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->var_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-        bn_entry_finish(dev, e, x, &xmd, pd, dst, relu && training, &op->own_work, &op->workspace,
-                        &op->workspace_bytes);
-        if (op->workspace >= 0) {
+        ok = bn_entry_finish(dev, e, x, &xmd, pd, dst, relu && training, &op->own,
+                             &op->workspace, &op->workspace_bytes, error);
+        if (ok && op->workspace >= 0) {
             op->workspace_buf = cpu_entry_buf(e, (size_t)op->workspace_bytes);
         }
     }
@@ -117,7 +121,7 @@ static CpuEntry *bn_forward_setup(TdmDevice *dev, TdmOpCache **cache, CpuOpKind 
 
 /* The forward on the own loops (geometry bg); with ReLU in training, their
  * bit mask goes into ws when the caller passes one. */
-static gboolean bn_forward_own(const CpuBnGeom *bg, CpuEntry *e, TdmTensor *x, TdmTensor *gamma,
+static gboolean bn_forward_own(const CpuBnGeom *bg, TdmDevice *dev, TdmTensor *x, TdmTensor *gamma,
                                TdmTensor *beta, float eps, gboolean training, float *mean,
                                float *var, gboolean relu, TdmTensor *ws, TdmTensor *y,
                                GError **error)
@@ -132,7 +136,7 @@ static gboolean bn_forward_own(const CpuBnGeom *bg, CpuEntry *e, TdmTensor *x, T
     }
     cpu_bn_forward(bg, tdm_tensor_data(x), gamma ? tdm_tensor_data(gamma) : NULL,
                    beta ? tdm_tensor_data(beta) : NULL, eps, training, mean, var, relu,
-                   tdm_tensor_data(y), mask, e->bn_fwd.own_work);
+                   tdm_tensor_data(y), mask, CPU_DEV(dev)->scratch);
     return TRUE;
 }
 
@@ -212,8 +216,8 @@ static gboolean bn_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Tdm
     }
     ok = ok && cpu_entry_ensure_like(e, 0, y, x, error);
     CpuBnGeom bg;
-    if (ok && e->bn_fwd.own_work != NULL && bn_own(x, &bg)) {
-        ok = bn_forward_own(&bg, e, x, gamma, beta, eps, training, mean, var, relu, ws, y, error);
+    if (ok && e->bn_fwd.own && bn_own(x, &bg)) {
+        ok = bn_forward_own(&bg, dev, x, gamma, beta, eps, training, mean, var, relu, ws, y, error);
     } else if (ok) {
         ok = bn_forward_onednn(dev, e, x, gamma, beta, mean, var, ws, y, error);
     }
@@ -293,8 +297,8 @@ static CpuEntry *bn_backward_setup(TdmDevice *dev, TdmOpCache **cache, CpuOpKind
         op->dgamma_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->dbeta_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->ones = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-        bn_entry_finish(dev, e, x, &xmd, pd, dsrc, relu, &op->own_work, &op->workspace,
-                        &op->workspace_bytes);
+        ok = bn_entry_finish(dev, e, x, &xmd, pd, dsrc, relu, &op->own, &op->workspace,
+                             &op->workspace_bytes, error);
     }
     return cpu_entry_setup_end(cache, e, pd, ok);
 }
@@ -351,7 +355,7 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
     }
     /* the own loops keep their bit mask in the workspace, oneDNN its own */
     CpuBnGeom bg;
-    gboolean own = op->own_work != NULL && bn_own(x, &bg);
+    gboolean own = op->own && bn_own(x, &bg);
     gboolean need_ws = own ? relu : op->workspace >= 0;
     size_t need = own ? cpu_bn_mask_bytes(&bg) : (size_t)op->workspace_bytes;
     if (need_ws && (ws == NULL || ws->storage == NULL || tdm_tensor_nbytes(ws) < need)) {
@@ -368,7 +372,7 @@ static gboolean bn_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, Td
         cpu_bn_backward(&bg, tdm_tensor_data(x), dys, relu ? tdm_tensor_data(ws) : NULL,
                         gamma ? tdm_tensor_data(gamma) : NULL, tdm_tensor_data(save_mean),
                         tdm_tensor_data(save_var), eps, tdm_tensor_data(dx), op->dgamma_buf,
-                        op->dbeta_buf, op->own_work);
+                        op->dbeta_buf, CPU_DEV(dev)->scratch);
     } else if (ok) {
         ok = bn_backward_onednn(dev, e, x, dys, gamma, save_mean, save_var, ws, dx, error);
     }

@@ -217,7 +217,7 @@ typedef struct {
     float *mean_buf;         /* [C]: the batch statistics when the caller */
     float *var_buf;          /* keeps none */
     void *workspace_buf;     /* oneDNN's mask when the caller passes no workspace */
-    void *own_work;          /* cpu-batchnorm-own.c's work buffer; NULL: oneDNN runs */
+    gboolean own;            /* cpu-batchnorm-own.c's loops run (work in the scratchpad) */
 } CpuBnFwdOp;
 
 /* batch norm backward, plain or with ReLU fused */
@@ -230,7 +230,7 @@ typedef struct {
     float *dgamma_buf;       /* [C]: the parameter gradients, added into */
     float *dbeta_buf;        /* dgamma and dbeta afterwards */
     float *ones;             /* [C]: the scale of a layer without one */
-    void *own_work;          /* cpu-batchnorm-own.c's work buffer; NULL: oneDNN runs */
+    gboolean own;            /* cpu-batchnorm-own.c's loops run (work in the scratchpad) */
     CpuConvert dy_in;        /* dy into x's layout */
 } CpuBnBwdOp;
 
