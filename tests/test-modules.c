@@ -870,6 +870,38 @@ static void test_lent_outputs(void)
     g_free(wk);
 }
 
+/* A batch norm writes its input gradient over its output gradient only
+ * when that buffer is the Sequential's own: not when it is a view of the
+ * gradient the caller passed in (a Flatten after the batch norm hands back
+ * such a view on plain tensors), which the caller may still read. */
+static void test_bn_in_place_spares_caller(void)
+{
+    TdmDevice *dev = test_ref_device();
+    TdmModule *root = tdm_sequential_new();
+    tdm_module_add_child(root, "bn", tdm_batchnorm2d_new(4, 1e-5f, 0.1f));
+    tdm_module_add_child(root, "flatten", tdm_flatten_new());
+    TdmModel *m = test_model(root, dev, 3);
+    TdmTensor *x = input_batch(dev, 2, 4, 3, 9);
+    int64_t shape[2] = {2, 36};
+    float r[72];
+    test_fill_uniform(r, 72, 10, -1.0, 1.0);
+    TdmTensor *dy = test_tensor_from(dev, 2, shape, r);
+    for (int pass = 0; pass < 2; pass++) {
+        GError *error = NULL;
+        TdmTensor *dx = NULL;
+        test_forward(m, x);
+        g_assert_true(tdm_module_backward(m->root, dy, TRUE, &dx, &error));
+        g_assert_no_error(error);
+        g_autofree float *after = test_read(dy);
+        g_assert_cmpmem(after, sizeof r, r, sizeof r);
+        g_assert_nonnull(dx);
+        g_assert_true(dx->storage != dy->storage);
+    }
+    tdm_tensor_unref(dy);
+    tdm_tensor_unref(x);
+    tdm_model_free(m);
+}
+
 /* conv (no bias), batch norm into Sequential s, named convN / bnN. */
 static void add_conv_bn_pair(TdmModule *s, int n, int in, int out, int kernel, int stride)
 {
@@ -1012,5 +1044,6 @@ int main(int argc, char **argv)
     g_test_add_func("/modules/grad-pool-planned", test_grad_pool_planned);
     g_test_add_func("/modules/lent-outputs", test_lent_outputs);
     g_test_add_func("/modules/recompute", test_recompute);
+    g_test_add_func("/modules/bn-in-place-spares-caller", test_bn_in_place_spares_caller);
     return g_test_run();
 }

@@ -216,8 +216,10 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
         if (k >= 1 && reads_input(c) && !sequential_restore(m, k - 1, error)) {
             return FALSE;
         }
-        if (cur != dy && c->klass == &tdm_batchnorm2d_class) {
-            tdm_batchnorm_allow_in_place(c); /* cur is ours and dead after c */
+        if (cur != dy && cur->storage != dy->storage && c->klass == &tdm_batchnorm2d_class) {
+            /* cur is ours and dead after c (not a view of our caller's dy,
+             * as a Flatten's gradient can be) */
+            tdm_batchnorm_allow_in_place(c);
         }
         if (!tdm_module_backward(c, cur, child_need_dx, &g, error)) {
             prefix_child_error(error, c);
