@@ -74,7 +74,7 @@ typedef struct {
     int clock;     /* events so far in the recorded pass */
     GArray *slices; /* Slice, in the order of the recorded requests */
     guint next;     /* index of the request the next slice is planned for */
-    gboolean in_pass; /* a training forward began the pass: the backward continues it */
+    gboolean in_pass;       /* a training forward began the pass: the backward continues it */
     TdmRecompute recompute; /* which lent outputs are recomputed (containers.c) */
 } GradPool;
 

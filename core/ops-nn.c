@@ -284,7 +284,9 @@ static gboolean check_bn_forward(TdmDevice *dev, const char *op, TdmTensor *x, T
 static gboolean check_bn_in_place(const char *op, const TdmTensor *x, const TdmTensor *dy,
                                   const TdmTensor *dx, GError **error)
 {
-    if (dx != dy || (dy->layout == x->layout && (dy->layout != NULL || tdm_tensor_is_contiguous(dy)))) {
+    gboolean same_layout =
+        dy->layout == x->layout && (dy->layout != NULL || tdm_tensor_is_contiguous(dy));
+    if (dx != dy || same_layout) {
         return TRUE;
     }
     g_autofree char *s = tdm_tensor_shape_string(dy);
@@ -299,9 +301,10 @@ static gboolean check_bn_backward(TdmDevice *dev, const char *op, TdmTensor *x, 
                                   GError **error)
 {
     int64_t C;
-    return bn_check_x(dev, op, x, &C, error) && check_bn_in_place(op, x, dy, dx, error) &&
+    return bn_check_x(dev, op, x, &C, error) &&
            tdm_ops_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) &&
            tdm_ops_check_same_shape(op, "x", x, "dy", dy, error) &&
+           check_bn_in_place(op, x, dy, dx, error) &&
            tdm_ops_check_f32_vector(dev, op, "gamma", gamma, C, TRUE, error) &&
            tdm_ops_check_f32_vector(dev, op, "save_mean", save_mean, C, FALSE, error) &&
            tdm_ops_check_f32_vector(dev, op, "save_var", save_var, C, FALSE, error) &&
@@ -359,8 +362,8 @@ static gboolean bn_backward_call(TdmDevice *dev, TdmOpCache **cache, gboolean re
                                       error);
     }
     if (y == NULL) {
-        return be->batchnorm_relu_backward_ws(dev, cache, x, ws, dy, gamma, sm, sv, eps, dx,
-                                              dgamma, dbeta, error);
+        return be->batchnorm_relu_backward_ws(dev, cache, x, ws, dy, gamma, sm, sv, eps, dx, dgamma,
+                                              dbeta, error);
     }
     if (bn_relu_fused(be)) {
         return be->batchnorm_relu_backward(dev, cache, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
@@ -383,8 +386,8 @@ static gboolean bn_backward_run(TdmDevice *dev, TdmOpCache **cache, gboolean rel
     }
     g_autoptr(TdmTensor) tmp = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
     return tmp != NULL &&
-           bn_backward_call(dev, cache, relu, x, y, ws, dy, gamma, sm, sv, eps, tmp, dgamma,
-                            dbeta, error) &&
+           bn_backward_call(dev, cache, relu, x, y, ws, dy, gamma, sm, sv, eps, tmp, dgamma, dbeta,
+                            error) &&
            tdm_tensor_reorder(tmp, x, dx, NULL, error);
 }
 

@@ -483,8 +483,8 @@ static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
             TRY(tdm_tensor_reorder(T_(dy), T_(dy), T_(dxri), NULL, &err));
         }
         if (in_place && B->batchnorm_relu_backward_ws != NULL) { /* without y, where it can */
-            TRY(B->batchnorm_relu_backward_ws(dv, NULL, T_(x), T_(wsp), T_(dxri), T_(gamma),
-                                              T_(sm), T_(sv), eps, T_(dxri), NULL, NULL, &err));
+            TRY(B->batchnorm_relu_backward_ws(dv, NULL, T_(x), T_(wsp), T_(dxri), T_(gamma), T_(sm),
+                                              T_(sv), eps, T_(dxri), NULL, NULL, &err));
         } else if (in_place) {
             TRY(B->batchnorm_relu_backward(dv, NULL, T_(x), T_(yr), T_(wsp), T_(dxri), T_(gamma),
                                            T_(sm), T_(sv), eps, T_(dxri), NULL, NULL, &err));
@@ -522,8 +522,8 @@ static gboolean chain_bn_layout_once(gconstpointer data, gboolean last)
         conf_assert_same_values("dx (relu) in place / into a new tensor", dxri.t, dxr.t);
     }
 out:;
-    Pair *all[] = {&x,  &dy,  &gamma, &beta, &rm,  &rv,  &y,   &yr,  &ye,   &yre, &sm,
-                   &sv, &wsp, &dx,    &dxr,  &dg,  &dbt, &dgr, &dbr, &dxi, &dxri};
+    Pair *all[] = {&x,  &dy,  &gamma, &beta, &rm, &rv,  &y,   &yr,  &ye,  &yre, &sm,
+                   &sv, &wsp, &dx,    &dxr,  &dg, &dbt, &dgr, &dbr, &dxi, &dxri};
     for (size_t i = 0; i < G_N_ELEMENTS(all); i++) {
         conf_pair_clear(all[i]);
     }

@@ -562,8 +562,8 @@ static void run_bn_backwards(TdmDevice *d, GArray *out)
               *beta = rnd(mk(d, TDM_DTYPE_F32, 1, 5), 43, -0.5, 0.5);
     TdmTensor *sm = slot(d), *sv = slot(d), *ws = keep(tdm_tensor_new_empty(d, TDM_DTYPE_U8));
     TdmTensor *y = slot(d), *dx = slot(d), *dxr = slot(d);
-    OKOP(tdm_op_batchnorm_relu_forward(d, &c, x, gamma, beta, NULL, NULL, 0.1f, 1e-5f, TRUE, sm,
-                                       sv, ws, y, &err));
+    OKOP(tdm_op_batchnorm_relu_forward(d, &c, x, gamma, beta, NULL, NULL, 0.1f, 1e-5f, TRUE, sm, sv,
+                                       ws, y, &err));
     for (int relu = 0; relu < 2; relu++) {
         /* dy in x's layout, twice: one is overwritten */
         TdmTensor *dy = slot(d), *dyi = slot(d);
@@ -610,7 +610,9 @@ static void compare_bn_in_place(TdmDevice *d)
                 float a = v[(2 * r) * half + i], b = v[(2 * r + 1) * half + i];
                 if (memcmp(&a, &b, sizeof a) != 0) {
                     g_error("%s (%s) %s element %u: in place %.9g, new tensor %.9g", d->name,
-                            k == 0 ? "1.3" : k == 1 ? "as 1.2" : "unfused",
+                            k == 0   ? "1.3"
+                            : k == 1 ? "as 1.2"
+                                     : "unfused",
                             r ? "batchnorm_relu_backward" : "batchnorm_backward", i, b, a);
                 }
             }
@@ -637,7 +639,8 @@ static void test_bn_relu_without_y(void)
                                         NULL, &err));
     OKOP(tdm_op_batchnorm_relu_backward(dev, NULL, x, NULL, ws, dy, NULL, sm, sv, 1e-5f, dx2, NULL,
                                         NULL, &err));
-    GArray *a = g_array_new(FALSE, FALSE, sizeof(float)), *b = g_array_new(FALSE, FALSE, sizeof(float));
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(float)),
+           *b = g_array_new(FALSE, FALSE, sizeof(float));
     collect(a, dx);
     collect(b, dx2);
     g_assert_cmpuint(a->len, ==, 120);
@@ -647,11 +650,12 @@ static void test_bn_relu_without_y(void)
     /* a backend without the slot: tensors on its device */
     Unfused *u = unfused_new(dev);
     TdmDevice *ud = &u->dev;
-    TdmTensor *ux = mk(ud, TDM_DTYPE_F32, 4, 2, 3, 4, 5), *udy = mk(ud, TDM_DTYPE_F32, 4, 2, 3, 4, 5);
+    TdmTensor *ux = mk(ud, TDM_DTYPE_F32, 4, 2, 3, 4, 5),
+              *udy = mk(ud, TDM_DTYPE_F32, 4, 2, 3, 4, 5);
     TdmTensor *usm = mk(ud, TDM_DTYPE_F32, 1, 3), *usv = mk(ud, TDM_DTYPE_F32, 1, 3);
     TdmTensor *uws = keep(tdm_tensor_new_empty(ud, TDM_DTYPE_U8)), *udx = slot(ud);
-    expect_error(tdm_op_batchnorm_relu_backward(ud, NULL, ux, NULL, uws, udy, NULL, usm, usv,
-                                                1e-5f, udx, NULL, NULL, &err),
+    expect_error(tdm_op_batchnorm_relu_backward(ud, NULL, ux, NULL, uws, udy, NULL, usm, usv, 1e-5f,
+                                                udx, NULL, NULL, &err),
                  TDM_ERROR_UNSUPPORTED, "batchnorm_relu_backward", "y is NULL",
                  "no batchnorm_relu_backward_ws", NULL);
     test_teardown();

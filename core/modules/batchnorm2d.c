@@ -118,7 +118,8 @@ static gboolean batchnorm_in_place(const TdmModule *m, const TdmTensor *dy)
 {
     const BatchNormPriv *bp = m->priv;
     return bp->dy_disposable && tdm_ops_bn_in_place(m->device) && dy->layout == bp->x->layout &&
-           (dy->layout != NULL || (tdm_tensor_is_contiguous(dy) && tdm_tensor_is_contiguous(bp->x)));
+           (dy->layout != NULL ||
+            (tdm_tensor_is_contiguous(dy) && tdm_tensor_is_contiguous(bp->x)));
 }
 
 gboolean tdm_batchnorm_output_dropped(const TdmModule *m)
@@ -299,15 +300,15 @@ static gboolean batchnorm_backward_body(TdmModule *m, TdmTensor *dy, gboolean ne
     if (dbeta == NULL) {
         return FALSE;
     }
-    TdmTensor *g = need_dx && batchnorm_in_place(m, dy) ? dy
-                                                       : tdm_module_grad_slot(m, &bp->dx, bp->x);
+    TdmTensor *g =
+        need_dx && batchnorm_in_place(m, dy) ? dy : tdm_module_grad_slot(m, &bp->dx, bp->x);
     gboolean ok;
     if (bp->fwd_relu) {
         /* y given back and not needed: the mask comes from the workspace */
         TdmTensor *y = bp->y != NULL && bp->y->storage != NULL ? bp->y : NULL;
-        ok = tdm_op_batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, y, bp->ws, dy,
-                                            gamma->value, bp->save_mean, bp->save_var, bp->eps, g,
-                                            dgamma, dbeta, error);
+        ok = tdm_op_batchnorm_relu_backward(dev, &bp->cache_bwd, bp->x, y, bp->ws, dy, gamma->value,
+                                            bp->save_mean, bp->save_var, bp->eps, g, dgamma, dbeta,
+                                            error);
     } else {
         ok = tdm_op_batchnorm_backward(dev, &bp->cache_bwd, bp->x, dy, gamma->value,
                                        bp->save_mean, bp->save_var, bp->eps, g, dgamma, dbeta,

@@ -127,8 +127,9 @@ void tdm_batchnorm_allow_in_place(TdmModule *bn);
  * backward has it computed again (restore: an eval-mode forward with the
  * statistics the training forward used, the same values). The batch norm's
  * own backward restores it when it applied a ReLU whose mask the backend
- * takes from y, and gives it back at its end. A ResNet then keeps one activation fewer per conv-bn-relu-conv
- * chain. Outside a model all three do nothing. */
+ * takes from y, and gives it back at its end. A ResNet then keeps one
+ * activation fewer per conv-bn-relu-conv chain. Outside a model all three
+ * do nothing. */
 void tdm_batchnorm_lend_output(TdmModule *bn);
 void tdm_batchnorm_drop_output(TdmModule *bn);
 gboolean tdm_batchnorm_restore_output(TdmModule *bn, GError **error);

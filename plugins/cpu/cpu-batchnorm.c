@@ -110,8 +110,8 @@ static CpuEntry *bn_forward_setup(TdmDevice *dev, TdmOpCache **cache, CpuOpKind 
         op->shift = cpu_entry_mem(dev, e, &vmd);
         op->mean_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
         op->var_buf = cpu_entry_buf(e, sizeof(float) * (size_t)c);
-        ok = bn_entry_finish(dev, e, x, &xmd, pd, dst, relu && training, &op->own,
-                             &op->workspace, &op->workspace_bytes, error);
+        ok = bn_entry_finish(dev, e, x, &xmd, pd, dst, relu && training, &op->own, &op->workspace,
+                             &op->workspace_bytes, error);
         if (ok && op->workspace >= 0) {
             op->workspace_buf = cpu_entry_buf(e, (size_t)op->workspace_bytes);
         }

@@ -557,8 +557,8 @@ gboolean ref_batchnorm_relu_backward_ws(TdmDevice *dev, TdmOpCache **cache, TdmT
     for (int64_t i = 0; i < n; i++) {
         D[i] = M[i] ? DY[i] : 0.0f;
     }
-    if (!ref_batchnorm_backward(dev, cache, x, masked, gamma, save_mean, save_var, eps, dx,
-                                dgamma, dbeta, error)) {
+    if (!ref_batchnorm_backward(dev, cache, x, masked, gamma, save_mean, save_var, eps, dx, dgamma,
+                                dbeta, error)) {
         g_prefix_error(error, "(%s) ", op);
         return FALSE;
     }
