@@ -62,9 +62,10 @@ void tdm_device_host_free(TdmDevice *dev, void *ptr);
 /* Whether the backend offers raw (async) host-to-device copies (copy_h2d;
  * tdm_device_copy_h2d in stream.c runs them). */
 gboolean tdm_device_has_async_copy(const TdmDevice *dev);
-/* Whether the backend runs the batch-norm backwards in place (dx == dy)
- * itself: interface 1.3 (ops-nn.c; older ones go through a temporary). */
-gboolean tdm_ops_bn_in_place(const TdmDevice *dev);
+/* Whether the backend runs the batch-norm and ReLU backwards in place
+ * (dx == dy) itself: interface 1.3 (ops-nn.c; older ones go through a
+ * temporary). */
+gboolean tdm_ops_backward_in_place(const TdmDevice *dev);
 /* Whether its batchnorm_relu backward can do without y (the mask in the
  * workspace: batchnorm_relu_backward_ws, interface 1.3). */
 gboolean tdm_ops_bn_relu_mask_in_workspace(const TdmDevice *dev);

@@ -280,9 +280,9 @@ static gboolean check_bn_forward(TdmDevice *dev, const char *op, TdmTensor *x, T
 }
 
 /* dx may be dy itself (in place) only when dy has x's layout: the layout
- * the backend gives dx. */
-static gboolean check_bn_in_place(const char *op, const TdmTensor *x, const TdmTensor *dy,
-                                  const TdmTensor *dx, GError **error)
+ * the backend gives dx (x: the batch norm's input, the ReLU's output). */
+static gboolean check_in_place(const char *op, const char *xname, const TdmTensor *x,
+                               const TdmTensor *dy, const TdmTensor *dx, GError **error)
 {
     gboolean same_layout =
         dy->layout == x->layout && (dy->layout != NULL || tdm_tensor_is_contiguous(dy));
@@ -291,7 +291,7 @@ static gboolean check_bn_in_place(const char *op, const TdmTensor *x, const TdmT
     }
     g_autofree char *s = tdm_tensor_shape_string(dy);
     g_set_error(error, TDM_ERROR, TDM_ERROR_INVALID_ARG,
-                "%s: dx is dy %s (in place), but dy's layout is not x's", op, s);
+                "%s: dx is dy %s (in place), but dy's layout is not %s's", op, s, xname);
     return FALSE;
 }
 
@@ -304,7 +304,7 @@ static gboolean check_bn_backward(TdmDevice *dev, const char *op, TdmTensor *x, 
     return bn_check_x(dev, op, x, &C, error) &&
            tdm_ops_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) &&
            tdm_ops_check_same_shape(op, "x", x, "dy", dy, error) &&
-           check_bn_in_place(op, x, dy, dx, error) &&
+           check_in_place(op, "x", x, dy, dx, error) &&
            tdm_ops_check_f32_vector(dev, op, "gamma", gamma, C, TRUE, error) &&
            tdm_ops_check_f32_vector(dev, op, "save_mean", save_mean, C, FALSE, error) &&
            tdm_ops_check_f32_vector(dev, op, "save_var", save_var, C, FALSE, error) &&
@@ -330,7 +330,7 @@ gboolean tdm_op_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor 
                                                save_var, y, error));
 }
 
-gboolean tdm_ops_bn_in_place(const TdmDevice *dev)
+gboolean tdm_ops_backward_in_place(const TdmDevice *dev)
 {
     return TDM_IFACE_VERSION_MINOR(dev->backend->iface_version) >= 3;
 }
@@ -342,7 +342,7 @@ static gboolean bn_relu_fused(const TdmBackendClass *be)
 
 gboolean tdm_ops_bn_relu_mask_in_workspace(const TdmDevice *dev)
 {
-    return tdm_ops_bn_in_place(dev) && bn_relu_fused(dev->backend) &&
+    return tdm_ops_backward_in_place(dev) && bn_relu_fused(dev->backend) &&
            dev->backend->batchnorm_relu_backward_ws != NULL;
 }
 
@@ -380,7 +380,7 @@ static gboolean bn_backward_run(TdmDevice *dev, TdmOpCache **cache, gboolean rel
                                 TdmTensor *sm, TdmTensor *sv, float eps, TdmTensor *dx,
                                 TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
 {
-    if (dx != dy || tdm_ops_bn_in_place(dev)) {
+    if (dx != dy || tdm_ops_backward_in_place(dev)) {
         return bn_backward_call(dev, cache, relu, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
                                 dbeta, error);
     }
@@ -483,6 +483,20 @@ gboolean tdm_op_relu_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, T
                dev->backend->relu_forward(dev, cache, x, y, error));
 }
 
+/* The backend's relu_backward; in place through a temporary on a backend
+ * older than interface 1.3. */
+static gboolean relu_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
+                                  TdmTensor *dx, GError **error)
+{
+    const TdmBackendClass *be = dev->backend;
+    if (dx != dy || tdm_ops_backward_in_place(dev)) {
+        return be->relu_backward(dev, cache, y, dy, dx, error);
+    }
+    g_autoptr(TdmTensor) tmp = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);
+    return tmp != NULL && be->relu_backward(dev, cache, y, dy, tmp, error) &&
+           tdm_tensor_reorder(tmp, y, dx, NULL, error);
+}
+
 gboolean tdm_op_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
                               TdmTensor *dx, GError **error)
 {
@@ -491,11 +505,11 @@ gboolean tdm_op_relu_backward(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, 
     if (!tdm_ops_check_input(dev, op, "y", y, TDM_DTYPE_F32, error) ||
         !tdm_ops_check_input(dev, op, "dy", dy, TDM_DTYPE_F32, error) ||
         !tdm_ops_check_same_shape(op, "y", y, "dy", dy, error) ||
-        !tdm_ops_check_out(dev, op, "dx", dx, error)) {
+        !tdm_ops_check_out(dev, op, "dx", dx, error) || !check_in_place(op, "y", y, dy, dx, error)) {
         return FALSE;
     }
     TDM_OP_RUN(TDM_OPID_RELU_BACKWARD, dev, error,
-               dev->backend->relu_backward(dev, cache, y, dy, dx, error));
+               relu_backward_run(dev, cache, y, dy, dx, error));
 }
 
 static gboolean check_add(TdmDevice *dev, const char *op, TdmTensor *a, TdmTensor *b, TdmTensor *y,

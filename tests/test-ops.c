@@ -243,6 +243,16 @@ static void test_elementwise_errors(void)
     TdmTensor *y = slot(dev);
     expect_error(tdm_op_add(dev, NULL, a, c, y, &err), TDM_ERROR_SHAPE, "add",
                  "a [4] and b [2, 2] differ in shape", NULL);
+    /* relu_backward in place needs dy in y's layout: a strided view is not */
+    TdmTensor *wide = mk(dev, TDM_DTYPE_F32, 2, 2, 8), *y4 = mk(dev, TDM_DTYPE_F32, 2, 2, 4);
+    int64_t two_by_four[2] = {2, 4};
+    TdmTensor *dy_strided = keep(tdm_tensor_new_view(wide, 0, TDM_DTYPE_F32, 2, two_by_four, &err));
+    g_assert_no_error(err);
+    dy_strided->stride[0] = 8;
+    dy_strided->stride[1] = 2;
+    expect_error(tdm_op_relu_backward(dev, NULL, y4, dy_strided, dy_strided, &err),
+                 TDM_ERROR_INVALID_ARG, "relu_backward", "dx is dy [2, 4] (in place)", "not y's",
+                 NULL);
     TdmTensor *b_other = mk(dev1, TDM_DTYPE_F32, 1, 4);
     expect_error(tdm_op_add_relu(dev, NULL, a, b_other, y, &err), TDM_ERROR_INVALID_ARG, "add_relu",
                  "b [4] is on device ref:1 but the op runs on ref:0", NULL);
@@ -550,11 +560,11 @@ static void compare_fused_unfused(TdmDevice *d, double tol)
     g_free(u);
 }
 
-/* ---- batch norm backward in place (dx == dy) ---- */
+/* ---- batch-norm and ReLU backwards in place (dx == dy) ---- */
 
-/* The two batch-norm backwards on d, into a new dx and in place over a
- * copy of dy; the four results appended to out. */
-static void run_bn_backwards(TdmDevice *d, GArray *out)
+/* The two batch-norm backwards and the ReLU's on d, into a new dx and in
+ * place over a copy of dy; the six results appended to out. */
+static void run_backwards(TdmDevice *d, GArray *out)
 {
     TdmOpCache *c = NULL;
     TdmTensor *x = rnd(mk(d, TDM_DTYPE_F32, 4, 3, 5, 6, 7), 41, -1.5, 2.5);
@@ -564,14 +574,17 @@ static void run_bn_backwards(TdmDevice *d, GArray *out)
     TdmTensor *y = slot(d), *dx = slot(d), *dxr = slot(d);
     OKOP(tdm_op_batchnorm_relu_forward(d, &c, x, gamma, beta, NULL, NULL, 0.1f, 1e-5f, TRUE, sm, sv,
                                        ws, y, &err));
-    for (int relu = 0; relu < 2; relu++) {
+    for (int op = 0; op < 3; op++) {
         /* dy in x's layout, twice: one is overwritten */
         TdmTensor *dy = slot(d), *dyi = slot(d);
-        TdmTensor *src = rnd(mk(d, TDM_DTYPE_F32, 4, 3, 5, 6, 7), 44 + relu, -1, 1);
+        TdmTensor *src = rnd(mk(d, TDM_DTYPE_F32, 4, 3, 5, 6, 7), 44 + op, -1, 1);
         OKOP(tdm_tensor_reorder(src, x, dy, NULL, &err));
         OKOP(tdm_tensor_reorder(src, x, dyi, NULL, &err));
-        TdmTensor *into = relu ? dxr : dx;
-        if (relu) {
+        TdmTensor *into = op == 0 ? dx : op == 1 ? dxr : slot(d);
+        if (op == 2) {
+            OKOP(tdm_op_relu_backward(d, NULL, y, dy, into, &err));
+            OKOP(tdm_op_relu_backward(d, NULL, y, dyi, dyi, &err));
+        } else if (op == 1) {
             OKOP(tdm_op_batchnorm_relu_backward(d, NULL, x, y, ws, dy, gamma, sm, sv, 1e-5f, into,
                                                 NULL, NULL, &err));
             OKOP(tdm_op_batchnorm_relu_backward(d, NULL, x, y, ws, dyi, gamma, sm, sv, 1e-5f, dyi,
@@ -588,10 +601,11 @@ static void run_bn_backwards(TdmDevice *d, GArray *out)
     tdm_op_cache_clear(d, &c);
 }
 
-/* In place gives what a new tensor gets, bit for bit: on the backend
- * itself (interface 1.3), on a copy of it that claims 1.2 (the core goes
- * through a temporary) and without the fused ops (the mask made first). */
-static void compare_bn_in_place(TdmDevice *d)
+/* In place gives what a new tensor gets, bit for bit (batch norm, batch
+ * norm + ReLU, ReLU): on the backend itself (interface 1.3), on a copy of
+ * it that claims 1.2 (the core goes through a temporary) and without the
+ * fused ops (the mask made first). */
+static void compare_backward_in_place(TdmDevice *d)
 {
     test_setup();
     g_assert_cmpuint(TDM_IFACE_VERSION_MINOR(d->backend->iface_version), >=, 3);
@@ -601,19 +615,21 @@ static void compare_bn_in_place(TdmDevice *d)
     TdmDevice *devs[] = {d, &old->dev, &unfused->dev};
     for (size_t k = 0; k < G_N_ELEMENTS(devs); k++) {
         GArray *out = g_array_new(FALSE, FALSE, sizeof(float));
-        run_bn_backwards(devs[k], out);
+        run_backwards(devs[k], out);
         const float *v = (const float *)(void *)out->data;
-        guint half = out->len / 4; /* new, in place; relu: new, in place */
-        g_assert_cmpuint(out->len, ==, 4 * half);
+        guint half = out->len / 6; /* new, in place; for each of 3 ops */
+        g_assert_cmpuint(out->len, ==, 6 * half);
+        static const char *const ops[] = {"batchnorm_backward", "batchnorm_relu_backward",
+                                          "relu_backward"};
         for (guint i = 0; i < half; i++) {
-            for (int r = 0; r < 2; r++) {
+            for (int r = 0; r < 3; r++) {
                 float a = v[(2 * r) * half + i], b = v[(2 * r + 1) * half + i];
                 if (memcmp(&a, &b, sizeof a) != 0) {
                     g_error("%s (%s) %s element %u: in place %.9g, new tensor %.9g", d->name,
                             k == 0   ? "1.3"
                             : k == 1 ? "as 1.2"
                                      : "unfused",
-                            r ? "batchnorm_relu_backward" : "batchnorm_backward", i, b, a);
+                            ops[r], i, b, a);
                 }
             }
         }
@@ -662,12 +678,12 @@ static void test_bn_relu_without_y(void)
     g_free(u);
 }
 
-static void test_bn_in_place_ref(void)
+static void test_backward_in_place_ref(void)
 {
-    compare_bn_in_place(dev);
+    compare_backward_in_place(dev);
 }
 
-static void test_bn_in_place_cpu(void)
+static void test_backward_in_place_cpu(void)
 {
     GError *e = NULL;
     TdmDevice *cpu = tdm_device_get("cpu", &e);
@@ -676,7 +692,7 @@ static void test_bn_in_place_cpu(void)
         g_error_free(e);
         return;
     }
-    compare_bn_in_place(cpu);
+    compare_backward_in_place(cpu);
 }
 
 static void test_fused_unfused_ref(void)
@@ -715,8 +731,8 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/errors/optimizer", test_optimizer_errors);
     g_test_add_func("/ops/fused-unfused/ref", test_fused_unfused_ref);
     g_test_add_func("/ops/fused-unfused/cpu", test_fused_unfused_cpu);
-    g_test_add_func("/ops/bn-in-place/ref", test_bn_in_place_ref);
-    g_test_add_func("/ops/bn-in-place/cpu", test_bn_in_place_cpu);
+    g_test_add_func("/ops/backward-in-place/ref", test_backward_in_place_ref);
+    g_test_add_func("/ops/backward-in-place/cpu", test_backward_in_place_cpu);
     g_test_add_func("/ops/bn-relu-without-y", test_bn_relu_without_y);
     return g_test_run();
 }

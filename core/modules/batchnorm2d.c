@@ -117,7 +117,7 @@ void tdm_batchnorm_allow_in_place(TdmModule *m)
 static gboolean batchnorm_in_place(const TdmModule *m, const TdmTensor *dy)
 {
     const BatchNormPriv *bp = m->priv;
-    return bp->dy_disposable && tdm_ops_bn_in_place(m->device) && dy->layout == bp->x->layout &&
+    return bp->dy_disposable && tdm_ops_backward_in_place(m->device) && dy->layout == bp->x->layout &&
            (dy->layout != NULL ||
             (tdm_tensor_is_contiguous(dy) && tdm_tensor_is_contiguous(bp->x)));
 }

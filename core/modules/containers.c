@@ -216,10 +216,14 @@ static gboolean sequential_backward(TdmModule *m, TdmTensor *dy, gboolean need_d
         if (k >= 1 && reads_input(c) && !sequential_restore(m, k - 1, error)) {
             return FALSE;
         }
-        if (cur != dy && cur->storage != dy->storage && c->klass == &tdm_batchnorm2d_class) {
+        if (cur != dy && cur->storage != dy->storage) {
             /* cur is ours and dead after c (not a view of our caller's dy,
-             * as a Flatten's gradient can be) */
-            tdm_batchnorm_allow_in_place(c);
+             * as a Flatten's gradient can be): c may write over it */
+            if (c->klass == &tdm_batchnorm2d_class) {
+                tdm_batchnorm_allow_in_place(c);
+            } else if (c->klass == &tdm_residual_class) {
+                tdm_residual_allow_in_place(c);
+            }
         }
         if (!tdm_module_backward(c, cur, child_need_dx, &g, error)) {
             prefix_child_error(error, c);
@@ -276,7 +280,15 @@ typedef struct {
     TdmOpCache *cache_add, *cache_relu_bwd, *cache_add_bwd;
     TdmTensor *sum, *out, *drelu, *dx; /* slots */
     TdmTensor *y;                      /* the last output (ReLU backward needs it) */
+    gboolean dy_disposable;            /* the next backward may write over dy */
 } ResidualPriv;
+
+void tdm_residual_allow_in_place(TdmModule *m)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_residual_class);
+    ResidualPriv *rp = m->priv;
+    rp->dy_disposable = TRUE;
+}
 
 /* TRUE when m's forward output is a buffer of its own that its backward
  * does not read, so that the block may write its sum over it: a conv, a
@@ -368,8 +380,8 @@ static gboolean shares_storage(const TdmTensor *t, const TdmTensor *a, const Tdm
            (b != NULL && t->storage == b->storage) || (c != NULL && t->storage == c->storage);
 }
 
-static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
-                                  GError **error)
+static gboolean residual_backward_body(TdmModule *m, TdmTensor *dy, gboolean need_dx,
+                                       TdmTensor **dx, GError **error)
 {
     ResidualPriv *rp = m->priv;
     TdmDevice *dev = m->device;
@@ -384,7 +396,12 @@ static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx,
             g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "Residual: backward before forward");
             return FALSE;
         }
-        d = tdm_module_grad_slot(m, &rp->drelu, rp->y);
+        /* over dy where the caller allows it and the backend can: one
+         * block output's worth of gradient less at this point */
+        gboolean over_dy =
+            rp->dy_disposable && tdm_ops_backward_in_place(dev) && dy->layout == rp->y->layout &&
+            (dy->layout != NULL || tdm_tensor_is_contiguous(dy));
+        d = over_dy ? dy : tdm_module_grad_slot(m, &rp->drelu, rp->y);
         if (!tdm_op_relu_backward(dev, &rp->cache_relu_bwd, rp->y, dy, d, error)) {
             return FALSE;
         }
@@ -424,6 +441,14 @@ static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx,
     }
     *dx = g;
     return TRUE;
+}
+
+static gboolean residual_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, TdmTensor **dx,
+                                  GError **error)
+{
+    gboolean ok = residual_backward_body(m, dy, need_dx, dx, error);
+    ((ResidualPriv *)m->priv)->dy_disposable = FALSE; /* for this call only */
+    return ok;
 }
 
 static ResidualPriv *residual_priv_new(gboolean relu_after)

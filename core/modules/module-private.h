@@ -116,6 +116,9 @@ void tdm_relu_request_passthrough(TdmModule *relu);
  * further use for it): one gradient buffer fewer at that point, where the
  * backend runs it in place. The request lasts for that one call. */
 void tdm_batchnorm_allow_in_place(TdmModule *bn);
+/* The same for a Residual: its ReLU's backward then writes over the output
+ * gradient. */
+void tdm_residual_allow_in_place(TdmModule *residual);
 
 /* ---- batch norm outputs lent by the gradient pool ----
  * A batch norm's output that its own backward does not read (or reads

@@ -39,8 +39,8 @@ G_BEGIN_DECLS
  * The interface version of #TdmBackendClass this header describes (see
  * TDM_IFACE_VERSION()): a backend puts it in iface_version. 1.1 and 1.2
  * gave reserved slots a meaning (see `since 1.x` in the class); 1.3 lets
- * the batch-norm backwards run in place (dx the same tensor as dy) and adds
- * batchnorm_relu_backward_ws.
+ * the batch-norm and ReLU backwards run in place (dx the same tensor as dy)
+ * and adds batchnorm_relu_backward_ws.
  */
 /**
  * TDM_STREAM_OPS_IFACE_VERSION:
@@ -49,8 +49,8 @@ G_BEGIN_DECLS
  * a backend puts it in the table's iface_version.
  */
 /* 1.1 and 1.2 gave reserved slots a meaning (see `since 1.x` in the class);
- * 1.3: batchnorm_backward and batchnorm_relu_backward take dx == dy, and
- * batchnorm_relu_backward_ws. */
+ * 1.3: batchnorm_backward, batchnorm_relu_backward and relu_backward take
+ * dx == dy, and batchnorm_relu_backward_ws. */
 #define TDM_BACKEND_IFACE_VERSION TDM_IFACE_VERSION(1, 3)
 #define TDM_STREAM_OPS_IFACE_VERSION TDM_IFACE_VERSION(1, 0)
 
@@ -580,7 +580,8 @@ typedef gboolean TdmReluForwardFn(TdmDevice *dev, TdmOpCache **cache, TdmTensor 
  * @cache: (nullable): the call site's op cache slot, or NULL
  * @y: the forward's OUTPUT
  * @dy: the output gradient, shaped like @y
- * @dx: (out): a slot: dy where y > 0, else 0
+ * @dx: (out): a slot: dy where y > 0, else 0; or @dy itself when @dy has
+ *   @y's layout (in place, since interface 1.3)
  * @error: return location for a #GError, or NULL
  *
  * The type of the relu_backward slot and of tdm_op_relu_backward(); also
@@ -1174,7 +1175,8 @@ struct _TdmBackendClass {
     /* y (out) = max(x, 0); y may be x (in place). */
     gboolean (*relu_forward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *x, TdmTensor *y,
                              GError **error);
-    /* dx (out) = dy where y > 0 else 0 (y = the forward output). */
+    /* dx (out) = dy where y > 0 else 0 (y = the forward output). Since 1.3,
+     * dx may be dy itself when dy has y's layout (in place). */
     gboolean (*relu_backward)(TdmDevice *dev, TdmOpCache **cache, TdmTensor *y, TdmTensor *dy,
                               TdmTensor *dx, GError **error);
     /* y (out) = a + b, same logical shape; y may be a or b (in place). */

@@ -229,13 +229,16 @@ TDM_API TdmReluForwardFn tdm_op_relu_forward;
 /**
  * tdm_op_relu_backward:
  *
- * dx (out) = dy where y > 0, else 0; y is the forward's output.
+ * dx (out) = dy where y > 0, else 0; y is the forward's output. dx may be
+ * dy itself when dy has y's layout (in place; a backend older than
+ * interface 1.3 computes it into a temporary the core copies over dy).
  *
  * Declared with the type #TdmReluBackwardFn: call it with the arguments
  * documented there, which are checked before the backend runs.
  *
  * Returns: TRUE, or FALSE with the error set: %TDM_ERROR_SHAPE when y and
- * dy differ in shape; anything the backend reports.
+ * dy differ in shape; %TDM_ERROR_INVALID_ARG when dx is dy but dy's layout
+ * is not y's; anything the backend reports.
  */
 TDM_API TdmReluBackwardFn tdm_op_relu_backward;
 /**
