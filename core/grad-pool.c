@@ -358,16 +358,25 @@ static void start_recording(GradPool *gp)
     }
 }
 
+/* Drops the recorded pass (NULL-safe): the storages it still holds go
+ * with it (their tensors keep their own references). */
+static void drop_trace(GradPool *gp)
+{
+    if (gp->trace == NULL) {
+        return;
+    }
+    for (guint i = 0; i < gp->trace->len; i++) {
+        tdm_storage_unref(g_array_index(gp->trace, Lifetime, i).storage);
+    }
+    g_clear_pointer(&gp->trace, g_array_unref);
+}
+
 /* A recording that no tdm_model_backward ends (the backward went through
  * tdm_module_backward, or none ran) plans nothing: the pool hands out
  * buffers by size from now on. */
 static void give_up_recording(GradPool *gp)
 {
-    for (guint i = 0; i < gp->trace->len; i++) {
-        tdm_storage_unref(g_array_index(gp->trace, Lifetime, i).storage);
-    }
-    g_array_unref(gp->trace);
-    gp->trace = NULL;
+    drop_trace(gp);
     gp->state = POOL_PLANNED;
 }
 
@@ -458,12 +467,7 @@ void tdm_model_grad_pool_free(TdmModel *model)
         tdm_storage_unref(g_array_index(gp->slices, Slice, i).storage);
     }
     g_array_unref(gp->slices);
-    if (gp->trace != NULL) {
-        for (guint i = 0; i < gp->trace->len; i++) {
-            tdm_storage_unref(g_array_index(gp->trace, Lifetime, i).storage);
-        }
-        g_array_unref(gp->trace);
-    }
+    drop_trace(gp);
     g_free(gp);
     model->priv = NULL;
 }

@@ -62,10 +62,10 @@ void tdm_device_host_free(TdmDevice *dev, void *ptr);
 /* Whether the backend offers raw (async) host-to-device copies (copy_h2d;
  * tdm_device_copy_h2d in stream.c runs them). */
 gboolean tdm_device_has_async_copy(const TdmDevice *dev);
-/* Whether the backend runs the batch-norm and ReLU backwards in place
- * (dx == dy) itself: interface 1.3 (ops-nn.c; older ones go through a
- * temporary). */
-gboolean tdm_ops_backward_in_place(const TdmDevice *dev);
+/* Whether a batch-norm or ReLU backward may be given dy as dx without a
+ * temporary: the backend writes over dy itself (interface 1.3) and dy has
+ * the layout dx gets, x's (the batch norm's input, the ReLU's output). */
+gboolean tdm_ops_can_write_over(const TdmDevice *dev, const TdmTensor *dy, const TdmTensor *x);
 /* Whether its batchnorm_relu backward can do without y (the mask in the
  * workspace: batchnorm_relu_backward_ws, interface 1.3). */
 gboolean tdm_ops_bn_relu_mask_in_workspace(const TdmDevice *dev);

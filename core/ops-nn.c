@@ -279,14 +279,30 @@ static gboolean check_bn_forward(TdmDevice *dev, const char *op, TdmTensor *x, T
            tdm_ops_check_out(dev, op, "y", y, error);
 }
 
-/* dx may be dy itself (in place) only when dy has x's layout: the layout
- * the backend gives dx (x: the batch norm's input, the ReLU's output). */
+/* Whether dy has x's layout, the one the backend gives dx (x: the batch
+ * norm's input, the ReLU's output): dx may then be dy itself. */
+static gboolean layout_of(const TdmTensor *dy, const TdmTensor *x)
+{
+    return dy->layout == x->layout && (dy->layout != NULL || tdm_tensor_is_contiguous(dy));
+}
+
+/* Whether the backend runs the in-place backwards itself (interface 1.3);
+ * an older one goes through a temporary. */
+static gboolean backend_in_place(const TdmDevice *dev)
+{
+    return TDM_IFACE_VERSION_MINOR(dev->backend->iface_version) >= 3;
+}
+
+gboolean tdm_ops_can_write_over(const TdmDevice *dev, const TdmTensor *dy, const TdmTensor *x)
+{
+    return backend_in_place(dev) && layout_of(dy, x);
+}
+
+/* dx may be dy itself (in place) only when dy has x's layout. */
 static gboolean check_in_place(const char *op, const char *xname, const TdmTensor *x,
                                const TdmTensor *dy, const TdmTensor *dx, GError **error)
 {
-    gboolean same_layout =
-        dy->layout == x->layout && (dy->layout != NULL || tdm_tensor_is_contiguous(dy));
-    if (dx != dy || same_layout) {
+    if (dx != dy || layout_of(dy, x)) {
         return TRUE;
     }
     g_autofree char *s = tdm_tensor_shape_string(dy);
@@ -330,11 +346,6 @@ gboolean tdm_op_batchnorm_forward(TdmDevice *dev, TdmOpCache **cache, TdmTensor 
                                                save_var, y, error));
 }
 
-gboolean tdm_ops_backward_in_place(const TdmDevice *dev)
-{
-    return TDM_IFACE_VERSION_MINOR(dev->backend->iface_version) >= 3;
-}
-
 static gboolean bn_relu_fused(const TdmBackendClass *be)
 {
     return be->batchnorm_relu_forward != NULL && be->batchnorm_relu_backward != NULL;
@@ -342,7 +353,7 @@ static gboolean bn_relu_fused(const TdmBackendClass *be)
 
 gboolean tdm_ops_bn_relu_mask_in_workspace(const TdmDevice *dev)
 {
-    return tdm_ops_backward_in_place(dev) && bn_relu_fused(dev->backend) &&
+    return backend_in_place(dev) && bn_relu_fused(dev->backend) &&
            dev->backend->batchnorm_relu_backward_ws != NULL;
 }
 
@@ -380,7 +391,7 @@ static gboolean bn_backward_run(TdmDevice *dev, TdmOpCache **cache, gboolean rel
                                 TdmTensor *sm, TdmTensor *sv, float eps, TdmTensor *dx,
                                 TdmTensor *dgamma, TdmTensor *dbeta, GError **error)
 {
-    if (dx != dy || tdm_ops_backward_in_place(dev)) {
+    if (dx != dy || backend_in_place(dev)) {
         return bn_backward_call(dev, cache, relu, x, y, ws, dy, gamma, sm, sv, eps, dx, dgamma,
                                 dbeta, error);
     }
@@ -489,7 +500,7 @@ static gboolean relu_backward_run(TdmDevice *dev, TdmOpCache **cache, TdmTensor 
                                   TdmTensor *dx, GError **error)
 {
     const TdmBackendClass *be = dev->backend;
-    if (dx != dy || tdm_ops_backward_in_place(dev)) {
+    if (dx != dy || backend_in_place(dev)) {
         return be->relu_backward(dev, cache, y, dy, dx, error);
     }
     g_autoptr(TdmTensor) tmp = tdm_tensor_new_empty(dev, TDM_DTYPE_F32);

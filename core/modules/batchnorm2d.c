@@ -112,14 +112,11 @@ void tdm_batchnorm_allow_in_place(TdmModule *m)
 }
 
 /* Whether the training-mode backward writes dx over dy: the caller allowed
- * it, the backend does it without a temporary, and dy has the layout dx
- * would get (x's). */
+ * it and the op can (tdm_ops_can_write_over). */
 static gboolean batchnorm_in_place(const TdmModule *m, const TdmTensor *dy)
 {
     const BatchNormPriv *bp = m->priv;
-    return bp->dy_disposable && tdm_ops_backward_in_place(m->device) && dy->layout == bp->x->layout &&
-           (dy->layout != NULL ||
-            (tdm_tensor_is_contiguous(dy) && tdm_tensor_is_contiguous(bp->x)));
+    return bp->dy_disposable && tdm_ops_can_write_over(m->device, dy, bp->x);
 }
 
 gboolean tdm_batchnorm_output_dropped(const TdmModule *m)

@@ -398,9 +398,7 @@ static gboolean residual_backward_body(TdmModule *m, TdmTensor *dy, gboolean nee
         }
         /* over dy where the caller allows it and the backend can: one
          * block output's worth of gradient less at this point */
-        gboolean over_dy =
-            rp->dy_disposable && tdm_ops_backward_in_place(dev) && dy->layout == rp->y->layout &&
-            (dy->layout != NULL || tdm_tensor_is_contiguous(dy));
+        gboolean over_dy = rp->dy_disposable && tdm_ops_can_write_over(dev, dy, rp->y);
         d = over_dy ? dy : tdm_module_grad_slot(m, &rp->drelu, rp->y);
         if (!tdm_op_relu_backward(dev, &rp->cache_relu_bwd, rp->y, dy, d, error)) {
             return FALSE;
