@@ -37,6 +37,7 @@
 
 #include "internal.h"
 #include "modules/module-private.h"
+#include "recompute-choice.h"
 
 /* Bounds the pool in case a pattern of sizes keeps growing it. */
 #define GRAD_POOL_MAX 64
@@ -76,6 +77,12 @@ typedef struct {
     guint next;     /* index of the request the next slice is planned for */
     gboolean in_pass;       /* a training forward began the pass: the backward continues it */
     TdmRecompute recompute; /* which lent outputs are recomputed (containers.c) */
+    /* TDM_RECOMPUTE_AUTO (recompute-choice.c): the trial pass lends every
+     * candidate and notes what each would save and cost; then the choice. */
+    gboolean trial, decided;
+    GPtrArray *cand_convs; /* TdmModule *, the candidates of the trial */
+    GArray *cand;          /* TdmRecomputeCandidate, one per cand_convs */
+    double work;           /* convolution multiply-adds of the trial pass */
 } GradPool;
 
 static GradPool *grad_pool(TdmModel *model, gboolean create)
@@ -85,6 +92,8 @@ static GradPool *grad_pool(TdmModel *model, gboolean create)
         gp = g_new0(GradPool, 1);
         gp->storages = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_storage_unref);
         gp->slices = g_array_new(FALSE, FALSE, sizeof(Slice));
+        gp->cand_convs = g_ptr_array_new();
+        gp->cand = g_array_new(FALSE, FALSE, sizeof(TdmRecomputeCandidate));
         model->priv = gp;
     }
     return gp;
@@ -380,11 +389,96 @@ static void give_up_recording(GradPool *gp)
     gp->state = POOL_PLANNED;
 }
 
+/* ---- the auto recompute policy ---- */
+
+/* Forgets a choice: the convolutions recompute nothing until the next. */
+static void auto_forget(GradPool *gp)
+{
+    for (guint i = 0; i < gp->cand_convs->len; i++) {
+        tdm_conv2d_set_recomputed(g_ptr_array_index(gp->cand_convs, i), FALSE);
+    }
+    g_ptr_array_set_size(gp->cand_convs, 0);
+    g_array_set_size(gp->cand, 0);
+    gp->work = 0.0;
+    gp->trial = gp->decided = FALSE;
+}
+
+/* Ends the trial pass: the choice (recompute-choice.c) from what it
+ * noted and the device's peak, which is that of the trial (every
+ * candidate lent) plus the candidates' outputs a step keeping them holds
+ * at once. Returns TRUE when every candidate was chosen, as in the trial. */
+static gboolean auto_decide(GradPool *gp, TdmModel *model)
+{
+    gp->trial = FALSE;
+    gp->decided = TRUE;
+    TdmDeviceInfo info;
+    double memory = 0.0, kept = 0.0;
+    if (tdm_device_info(model->device, &info, NULL) && info.peak_bytes > 0) {
+        memory = (double)info.peak_bytes;
+    }
+    TdmRecomputeCandidate *c = (TdmRecomputeCandidate *)(void *)gp->cand->data;
+    guint n = gp->cand->len;
+    for (guint i = 0; i < n; i++) {
+        kept += c[i].bytes;
+    }
+    guint chosen = tdm_recompute_choose(c, n, memory > 0.0 ? memory + kept : 0.0, gp->work);
+    double saved = 0.0, added = 0.0;
+    for (guint i = 0; i < n; i++) {
+        tdm_conv2d_set_recomputed(g_ptr_array_index(gp->cand_convs, i), c[i].chosen);
+        saved += c[i].chosen ? c[i].bytes : 0.0;
+        added += c[i].chosen ? c[i].work : 0.0;
+    }
+    g_debug("recompute auto: %u of %u convolution outputs (%.1f of %.1f MiB at a peak of %.1f "
+            "MiB; %.1f%% more convolution work)",
+            chosen, n, saved / 1048576.0, kept / 1048576.0, (memory + kept) / 1048576.0,
+            gp->work > 0.0 ? 100.0 * added / gp->work : 0.0);
+    return chosen == n;
+}
+
+gboolean tdm_model_recomputes(TdmModel *model, TdmModule *conv)
+{
+    GradPool *gp = model != NULL ? grad_pool(model, FALSE) : NULL;
+    if (gp == NULL) {
+        return FALSE;
+    }
+    switch (gp->recompute) {
+    case TDM_RECOMPUTE_ALL:
+        return TRUE;
+    case TDM_RECOMPUTE_POINTWISE:
+        return tdm_conv2d_kernel(conv) == 1;
+    case TDM_RECOMPUTE_AUTO:
+        return gp->trial || tdm_conv2d_recomputed(conv);
+    default:
+        return FALSE;
+    }
+}
+
+void tdm_model_note_conv_work(TdmModel *model, TdmModule *conv, const TdmTensor *y, double macs,
+                              gboolean lent)
+{
+    GradPool *gp = grad_pool(model, FALSE);
+    if (gp == NULL || !gp->trial) {
+        return;
+    }
+    gp->work += macs;
+    if (lent && y != NULL) {
+        TdmRecomputeCandidate c = {.bytes = (double)tdm_tensor_nbytes(y), .work = macs};
+        g_ptr_array_add(gp->cand_convs, conv);
+        g_array_append_val(gp->cand, c);
+    }
+}
+
 void tdm_model_forward_pass_begin(TdmModel *model)
 {
     GradPool *gp = grad_pool(model, TRUE);
     if (gp->state == POOL_RECORDING) {
         give_up_recording(gp);
+    }
+    if (gp->recompute == TDM_RECOMPUTE_AUTO && gp->trial) {
+        auto_decide(gp, model); /* no tdm_model_backward ended the trial */
+    } else if (gp->recompute == TDM_RECOMPUTE_AUTO && !gp->decided) {
+        auto_forget(gp);
+        gp->trial = TRUE;
     }
     gp->next = 0;
     gp->in_pass = TRUE;
@@ -404,6 +498,11 @@ void tdm_model_grad_pass_begin(TdmModel *model)
 void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)
 {
     GradPool *gp = grad_pool(model, FALSE);
+    if (gp != NULL && gp->trial && !auto_decide(gp, model) && gp->state == POOL_RECORDING) {
+        /* The trial's requests are not the next passes': record again. */
+        give_up_recording(gp);
+        gp->state = POOL_FRESH;
+    }
     if (gp == NULL || gp->state != POOL_RECORDING) {
         return;
     }
@@ -445,8 +544,10 @@ void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)
 void tdm_model_set_recompute(TdmModel *model, TdmRecompute what)
 {
     g_return_if_fail(model != NULL);
-    g_return_if_fail(what >= TDM_RECOMPUTE_NONE && what <= TDM_RECOMPUTE_ALL);
-    grad_pool(model, TRUE)->recompute = what;
+    g_return_if_fail(what >= TDM_RECOMPUTE_NONE && what <= TDM_RECOMPUTE_AUTO);
+    GradPool *gp = grad_pool(model, TRUE);
+    auto_forget(gp);
+    gp->recompute = what;
 }
 
 TdmRecompute tdm_model_get_recompute(TdmModel *model)
@@ -467,6 +568,8 @@ void tdm_model_grad_pool_free(TdmModel *model)
         tdm_storage_unref(g_array_index(gp->slices, Slice, i).storage);
     }
     g_array_unref(gp->slices);
+    g_ptr_array_unref(gp->cand_convs);
+    g_array_unref(gp->cand);
     drop_trace(gp);
     g_free(gp);
     model->priv = NULL;

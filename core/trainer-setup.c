@@ -309,10 +309,15 @@ gboolean tdm_train_setup_model(TrainRun *run, GError **error)
         !load_init(run, error)) {
         return FALSE;
     }
-    tdm_model_set_recompute(run->model, g_str_equal(cfg->recompute, "all") ? TDM_RECOMPUTE_ALL
-                                        : g_str_equal(cfg->recompute, "pointwise")
-                                            ? TDM_RECOMPUTE_POINTWISE
-                                            : TDM_RECOMPUTE_NONE);
+    static const char *const recompute_names[] = {[TDM_RECOMPUTE_NONE] = "none",
+                                                  [TDM_RECOMPUTE_POINTWISE] = "pointwise",
+                                                  [TDM_RECOMPUTE_ALL] = "all",
+                                                  [TDM_RECOMPUTE_AUTO] = "auto"};
+    for (guint i = 0; i < G_N_ELEMENTS(recompute_names); i++) {
+        if (g_str_equal(cfg->recompute, recompute_names[i])) {
+            tdm_model_set_recompute(run->model, (TdmRecompute)i);
+        }
+    }
     if (cfg->freeze != NULL && tdm_model_freeze(run->model, cfg->freeze) == 0) {
         g_set_error(error, TDM_ERROR, TDM_ERROR_NOT_FOUND,
                     "model.freeze: '%s' matches no parameter of %s", cfg->freeze, cfg->model);

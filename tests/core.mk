@@ -17,3 +17,11 @@ EXTRA_DIST += tests/test-zoo-names.py tests/core-test-util.h tests/test-util.h
 check_PROGRAMS += tests/test-steady-alloc
 TESTS += tests/test-steady-alloc
 tests_test_steady_alloc_LDFLAGS = -export-dynamic
+
+# The auto recompute policy's choice (core/recompute-choice.c, built in:
+# plain arithmetic, no library).
+check_PROGRAMS += tests/test-recompute-choice
+tests_test_recompute_choice_SOURCES = tests/test-recompute-choice.c core/recompute-choice.c \
+	core/recompute-choice.h
+tests_test_recompute_choice_LDADD = $(GLIB_LIBS)
+TESTS += tests/test-recompute-choice

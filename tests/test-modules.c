@@ -1022,6 +1022,87 @@ static void test_recompute(void)
     }
 }
 
+/* A training step as the trainer runs it, the forward followed by the
+ * backward: returns the gradients, *y the logits. */
+static float *step_reading_y(TdmModel *m, TdmTensor *x, float **y_out)
+{
+    GError *error = NULL;
+    TdmTensor *y = test_forward(m, x);
+    *y_out = test_read(y);
+    int64_t ny = tdm_tensor_numel(y);
+    g_autofree float *r = g_new(float, ny);
+    test_fill_uniform(r, ny, (guint32)ny, -1.0, 1.0);
+    TdmTensor *dy = test_tensor_from(m->device, y->ndim, y->shape, r);
+    g_assert_true(tdm_model_zero_grad(m, &error));
+    g_assert_true(tdm_model_backward(m, dy, &error));
+    g_assert_no_error(error);
+    tdm_tensor_unref(dy);
+    return test_read(m->grad_arena);
+}
+
+/* The auto policy (core/recompute-choice.c): the first step lends every
+ * candidate (as `all`) and measures; the steps after it recompute what it
+ * chose, the pool recording its pass again when that is not everything.
+ * The values are those of `none` as with the fixed policies; the memory
+ * after the choice lies between `all`'s and `none`'s, and with this net's
+ * few channels (a 1x1 convolution from 4 channels frees a byte per
+ * multiply-add) and the peak of three models at once, some but not all
+ * convolutions are chosen. Set again, the policy chooses anew. */
+static void test_recompute_auto(void)
+{
+    const TdmRecompute policy[] = {TDM_RECOMPUTE_AUTO, TDM_RECOMPUTE_NONE, TDM_RECOMPUTE_ALL};
+    const char *names[] = {"auto", "none", "all"};
+    Wrap *w[3];
+    TdmModel *m[3];
+    int64_t live[3] = {0, 0, 0};
+    double worst = 0.0;
+    g_autofree float *g0 = NULL, *y0 = NULL;
+    tdm_device_reset_peak(test_ref_device()); /* the wraps count on ref:0 */
+    for (int p = 0; p < 3; p++) {
+        w[p] = wrap_new(TRUE);
+        m[p] = test_model(mini_bottleneck_net(), &w[p]->dev, 7);
+        tdm_model_set_recompute(m[p], policy[p]);
+    }
+    for (int step = 0; step < 4; step++) {
+        if (step == 3) {
+            tdm_model_set_recompute(m[0], TDM_RECOMPUTE_AUTO); /* trial again */
+        }
+        for (int p = 0; p < 3; p++) {
+            TdmTensor *x = input_batch(&w[p]->dev, 8, 3, 16, 60 + step);
+            g_autofree float *y = NULL;
+            g_autofree float *g = step_reading_y(m[p], x, &y);
+            if (p == 0) {
+                g_free(g0);
+                g_free(y0);
+                g0 = g_steal_pointer(&g);
+                y0 = g_steal_pointer(&y);
+            } else if (p == 1) {
+                for (size_t j = 0; j < m[0]->n_grads; j++) {
+                    double d = fabs((double)g[j] - g0[j]) / (fabs((double)g0[j]) + 1e-3);
+                    worst = MAX(worst, d);
+                }
+                g_assert_cmpmem(y, 8 * 5 * sizeof(float), y0, 8 * 5 * sizeof(float));
+            }
+            if (step == 2) {
+                live[p] = w[p]->live;
+            }
+            tdm_tensor_unref(x);
+        }
+    }
+    g_test_message("live after three steps: auto %" G_GINT64_FORMAT ", none %" G_GINT64_FORMAT
+                   ", all %" G_GINT64_FORMAT " bytes; gradients within %.3g of none's",
+                   live[0], live[1], live[2], worst);
+    g_assert_cmpfloat(worst, <, 1e-4);
+    g_assert_cmpint(live[0], <, live[1]);
+    g_assert_cmpint(live[0], >, live[2]);
+    g_assert_cmpint(tdm_model_get_recompute(m[0]), ==, TDM_RECOMPUTE_AUTO);
+    for (int p = 0; p < 3; p++) {
+        g_test_message("%s: %" G_GINT64_FORMAT " allocations", names[p], w[p]->allocs);
+        tdm_model_free(m[p]);
+        g_free(w[p]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_setenv("TDM_REF_DEVICES", "2", TRUE);
@@ -1044,6 +1125,7 @@ int main(int argc, char **argv)
     g_test_add_func("/modules/grad-pool-planned", test_grad_pool_planned);
     g_test_add_func("/modules/lent-outputs", test_lent_outputs);
     g_test_add_func("/modules/recompute", test_recompute);
+    g_test_add_func("/modules/recompute-auto", test_recompute_auto);
     g_test_add_func("/modules/bn-in-place-spares-caller", test_bn_in_place_spares_caller);
     return g_test_run();
 }

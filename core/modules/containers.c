@@ -100,14 +100,7 @@ static gboolean conv_lends(TdmModule *m, guint i)
         child_at(m, i + 1)->klass != &tdm_batchnorm2d_class || m->model == NULL) {
         return FALSE;
     }
-    switch (tdm_model_get_recompute(m->model)) {
-    case TDM_RECOMPUTE_ALL:
-        return TRUE;
-    case TDM_RECOMPUTE_POINTWISE:
-        return tdm_conv2d_kernel(child_at(m, i)) == 1;
-    default:
-        return FALSE;
-    }
+    return tdm_model_recomputes(m->model, child_at(m, i));
 }
 
 /* Child j's output is read by the next child's backward: compute it again

@@ -21,6 +21,7 @@ typedef struct {
     gboolean relu_next; /* apply the following ReLU in the next forward */
     gboolean fwd_relu;  /* the last forward did */
     TdmLentOutput lend; /* y lent by the model's gradient pool (module-private.h) */
+    gboolean recomputed; /* the auto recompute policy chose this one */
 } Conv2dPriv;
 
 void tdm_conv2d_request_relu(TdmModule *m)
@@ -56,6 +57,27 @@ int tdm_conv2d_kernel(const TdmModule *m)
     g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, 0);
     const Conv2dPriv *cp = m->priv;
     return cp->kernel;
+}
+
+void tdm_conv2d_set_recomputed(TdmModule *m, gboolean recompute)
+{
+    g_return_if_fail(m != NULL && m->klass == &tdm_conv2d_class);
+    Conv2dPriv *cp = m->priv;
+    cp->recomputed = recompute;
+}
+
+gboolean tdm_conv2d_recomputed(const TdmModule *m)
+{
+    g_return_val_if_fail(m != NULL && m->klass == &tdm_conv2d_class, FALSE);
+    const Conv2dPriv *cp = m->priv;
+    return cp->recomputed;
+}
+
+/* Multiply-adds of one pass over y (forward, backward data and backward
+ * weights each have as many). */
+static double conv2d_macs(const Conv2dPriv *cp, const TdmTensor *y)
+{
+    return (double)tdm_tensor_numel(y) * cp->in_channels * cp->kernel * cp->kernel;
 }
 
 gboolean tdm_conv2d_output_dropped(const TdmModule *m)
@@ -135,6 +157,9 @@ static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
     }
     cp->fwd_relu = relu;
     tdm_module_keep(&cp->x, x);
+    if (m->model != NULL && m->training) {
+        tdm_model_note_conv_work(m->model, m, out, conv2d_macs(cp, out), lent);
+    }
     *y = out;
     return TRUE;
 }
@@ -155,6 +180,11 @@ static gboolean conv2d_backward(TdmModule *m, TdmTensor *dy, gboolean need_dx, T
         g_set_error(error, TDM_ERROR, TDM_ERROR_FAILED, "Conv2d(%d, %d): backward before forward",
                     cp->in_channels, cp->out_channels);
         return FALSE;
+    }
+    if (m->model != NULL) {
+        double macs = conv2d_macs(cp, dy);
+        tdm_model_note_conv_work(m->model, m, NULL, macs * ((w_tr ? 1 : 0) + (need_dx ? 1 : 0)),
+                                 FALSE);
     }
     if (w_tr) {
         if (!tdm_op_conv2d_backward_filter(dev, &cp->cache_bwd_filter, &cp->cp, cp->x, dy,

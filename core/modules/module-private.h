@@ -161,6 +161,18 @@ gboolean tdm_conv2d_output_dropped(const TdmModule *conv);
 gboolean tdm_batchnorm_output_dropped(const TdmModule *bn);
 /* Kernel size of a convolution (the recompute policy's criterion). */
 int tdm_conv2d_kernel(const TdmModule *conv);
+/* Whether the model's recompute policy has conv's output lent
+ * (grad-pool.c; a Sequential asks before conv's forward). */
+gboolean tdm_model_recomputes(TdmModel *model, TdmModule *conv);
+/* The auto policy's choice for one convolution (set by the model). */
+void tdm_conv2d_set_recomputed(TdmModule *conv, gboolean recompute);
+gboolean tdm_conv2d_recomputed(const TdmModule *conv);
+/* A convolution's training forward or backward ran `macs` multiply-adds;
+ * `lent`: a forward whose output y was lent. The auto policy's trial pass
+ * counts the work and takes the lent ones as its candidates (grad-pool.c);
+ * outside it nothing happens. */
+void tdm_model_note_conv_work(TdmModel *model, TdmModule *conv, const TdmTensor *y, double macs,
+                              gboolean lent);
 
 /* ---- the same for the pair (Conv2d, ReLU) ----
  * Asks the convolution to apply the ReLU that follows it in its next

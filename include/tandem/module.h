@@ -581,6 +581,14 @@ TDM_API int tdm_model_freeze(TdmModel *model, const char *prefixes);
  * @TDM_RECOMPUTE_POINTWISE: recompute the outputs of 1x1 convolutions
  *   (a bottleneck block's first and last, the downsample shortcuts)
  * @TDM_RECOMPUTE_ALL: recompute the outputs of every convolution
+ * @TDM_RECOMPUTE_AUTO: choose the convolutions from the first training
+ *   step (`tandem train`'s default): that step recomputes
+ *   every one and measures, for each, the bytes its output holds and the
+ *   multiply-adds of computing it again, and the device's peak memory;
+ *   the steps after it recompute those whose output frees more of the
+ *   step's memory than its recomputation adds to the step's convolution
+ *   work, taken best first (the product of memory and work goes down
+ *   with each). Without a peak figure from the device nothing is chosen.
  *
  * Which activations a training step computes a second time in backward
  * instead of keeping them from the forward (the memory-for-time trade of
@@ -594,6 +602,7 @@ typedef enum {
     TDM_RECOMPUTE_NONE,
     TDM_RECOMPUTE_POINTWISE,
     TDM_RECOMPUTE_ALL,
+    TDM_RECOMPUTE_AUTO,
 } TdmRecompute;
 
 /**
@@ -601,7 +610,8 @@ typedef enum {
  * @model: a model
  * @what: which activations to compute again in backward
  *
- * Sets the memory-for-time trade of the training steps that follow.
+ * Sets the memory-for-time trade of the training steps that follow
+ * (under %TDM_RECOMPUTE_AUTO, the next training step chooses anew).
  */
 TDM_API void tdm_model_set_recompute(TdmModel *model, TdmRecompute what);
 /**

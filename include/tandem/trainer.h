@@ -205,10 +205,11 @@ G_BEGIN_DECLS
         NULL, 0, NULL, NONE,                                                                 \
         "Parameters of train.strategy, \"key=value ...\"; --set strategy.KEY=VALUE and a "    \
         "config's [strategy] KEY=VALUE add one each")                                        \
-    KEY(recompute, NAME, "model.recompute", "none", "none|pointwise|all",                    \
+    KEY(recompute, NAME, "model.recompute", "auto", "auto|none|pointwise|all",               \
         "recompute", 0, "WHAT", TRAIN,                                                       \
-        "Compute convolution outputs again in backward instead of keeping them: none, "      \
-        "pointwise (1x1 convolutions) or all: less memory for more time")                    \
+        "Compute convolution outputs again in backward instead of keeping them: auto "       \
+        "(chosen on the first step), none, pointwise (1x1 convolutions) or all: less "       \
+        "memory for more time")                                                              \
     ALIAS("backend", 0, "train.device", NULL, "NAME", TRAIN_EVAL, "Same as --device")        \
     ALIAS("quiet", 'q', "train.progress", "0", NULL, TRAIN, "No progress output")
 /* clang-format on */
@@ -393,8 +394,9 @@ G_BEGIN_DECLS
  *   ..."; --set strategy.KEY=VALUE and a config's [strategy] KEY=VALUE add
  *   one each
  * @recompute: model.recompute (--recompute): Compute convolution outputs
- *   again in backward instead of keeping them: none, pointwise (1x1
- *   convolutions) or all: less memory for more time (default none)
+ *   again in backward instead of keeping them: auto (chosen on the first
+ *   step), none, pointwise (1x1 convolutions) or all: less memory for more
+ *   time (default auto)
  * @reserved: zero: room for new keys
  *
  * Every knob of a run: one field per key of TDM_TRAIN_CONFIG_KEYS, named as
