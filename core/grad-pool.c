@@ -389,6 +389,21 @@ static void give_up_recording(GradPool *gp)
     gp->state = POOL_PLANNED;
 }
 
+/* The passes to come will not make the requests the plan was made for (a
+ * new recompute choice): forget the plan and the recording, and record the
+ * next pass. Between passes no slice is held; one that were would stay
+ * its holder's. */
+static void plan_again(GradPool *gp)
+{
+    drop_trace(gp);
+    for (guint i = 0; i < gp->slices->len; i++) {
+        tdm_storage_unref(g_array_index(gp->slices, Slice, i).storage);
+    }
+    g_array_set_size(gp->slices, 0);
+    gp->next = 0;
+    gp->state = POOL_FRESH;
+}
+
 /* ---- the auto recompute policy ---- */
 
 /* Forgets a choice: the convolutions recompute nothing until the next. */
@@ -498,10 +513,8 @@ void tdm_model_grad_pass_begin(TdmModel *model)
 void tdm_model_grad_pass_end(TdmModel *model, TdmDevice *dev)
 {
     GradPool *gp = grad_pool(model, FALSE);
-    if (gp != NULL && gp->trial && !auto_decide(gp, model) && gp->state == POOL_RECORDING) {
-        /* The trial's requests are not the next passes': record again. */
-        give_up_recording(gp);
-        gp->state = POOL_FRESH;
+    if (gp != NULL && gp->trial && !auto_decide(gp, model)) {
+        plan_again(gp); /* the trial's requests are not the next passes' */
     }
     if (gp == NULL || gp->state != POOL_RECORDING) {
         return;
@@ -546,6 +559,9 @@ void tdm_model_set_recompute(TdmModel *model, TdmRecompute what)
     g_return_if_fail(model != NULL);
     g_return_if_fail(what >= TDM_RECOMPUTE_NONE && what <= TDM_RECOMPUTE_AUTO);
     GradPool *gp = grad_pool(model, TRUE);
+    if (gp->state == POOL_PLANNED && (what != gp->recompute || what == TDM_RECOMPUTE_AUTO)) {
+        plan_again(gp);
+    }
     auto_forget(gp);
     gp->recompute = what;
 }
