@@ -34,6 +34,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "internal.h"
 #include "modules/module-private.h"
@@ -418,19 +419,33 @@ static void auto_forget(GradPool *gp)
     gp->trial = gp->decided = FALSE;
 }
 
+/* The memory the trial held at its peak: the device's peak; on a device
+ * whose memory is the host's, the process's peak resident set, which
+ * holds the device's tensors and everything else the process has
+ * (libraries, the loader's buffers), when that is more. 0: unknown. */
+static double trial_peak(TdmDevice *dev)
+{
+    TdmDeviceInfo info;
+    double peak = 0.0;
+    if (tdm_device_info(dev, &info, NULL) && info.peak_bytes > 0) {
+        peak = (double)info.peak_bytes;
+    }
+    struct rusage ru;
+    if (peak > 0.0 && tdm_device_host_accessible(dev) && getrusage(RUSAGE_SELF, &ru) == 0) {
+        peak = MAX(peak, (double)ru.ru_maxrss * 1024.0); /* Linux counts KiB */
+    }
+    return peak;
+}
+
 /* Ends the trial pass: the choice (recompute-choice.c) from what it
- * noted and the device's peak, which is that of the trial (every
- * candidate lent) plus the candidates' outputs a step keeping them holds
- * at once. Returns TRUE when every candidate was chosen, as in the trial. */
+ * noted and the memory it held at its peak (every candidate lent) plus the
+ * candidates' outputs, which a step keeping them holds at once. Returns
+ * TRUE when every candidate was chosen, as in the trial. */
 static gboolean auto_decide(GradPool *gp, TdmModel *model)
 {
     gp->trial = FALSE;
     gp->decided = TRUE;
-    TdmDeviceInfo info;
-    double memory = 0.0, kept = 0.0;
-    if (tdm_device_info(model->device, &info, NULL) && info.peak_bytes > 0) {
-        memory = (double)info.peak_bytes;
-    }
+    double memory = trial_peak(model->device), kept = 0.0;
     TdmRecomputeCandidate *c = (TdmRecomputeCandidate *)(void *)gp->cand->data;
     guint n = gp->cand->len;
     for (guint i = 0; i < n; i++) {

@@ -1040,17 +1040,33 @@ static float *step_reading_y(TdmModel *m, TdmTensor *x, float **y_out)
     return test_read(m->grad_arena);
 }
 
+/* device_info of ref, but the memory is the device's own, as a GPU's. */
+static gboolean wrap_info_not_host(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
+{
+    if (!wrap_of(dev)->orig->device_info(dev, info, error)) {
+        return FALSE;
+    }
+    info->host_accessible = FALSE;
+    return TRUE;
+}
+
 /* The auto policy (core/recompute-choice.c): the first step lends every
  * candidate (as `all`) and measures; the steps after it recompute what it
  * chose, the pool recording its pass again when that is not everything.
- * The values are those of `none` as with the fixed policies; the memory
- * after the choice lies between `all`'s and `none`'s, and with this net's
- * few channels (a 1x1 convolution from 4 channels frees a byte per
- * multiply-add) and the peak of three models at once, some but not all
- * convolutions are chosen. Set again, the policy chooses anew on the next
- * step (a trial, then a recorded pass, then the plan): the memory is
- * again below none's, not that of a plan made for the first choice. */
-static void test_recompute_auto(void)
+ * The values are those of `none` as with the fixed policies.
+ *
+ * On a device with memory of its own (`host` FALSE: ref made to say so),
+ * the memory after the choice lies between `all`'s and `none`'s: with this
+ * net's few channels (a 1x1 convolution from 4 channels frees a byte per
+ * multiply-add) and the device peak of three models at once, some but not
+ * all convolutions are chosen. Set again, the policy chooses anew on the
+ * next step (a trial, then a recorded pass, then the plan): the memory is
+ * again below none's, not that of a plan made for the first choice.
+ *
+ * On a host device the memory weighed is the process's resident set, in
+ * which this net's activations are nothing: nothing is chosen, and the
+ * memory is none's. */
+static void recompute_auto(gboolean host)
 {
     const TdmRecompute policy[] = {TDM_RECOMPUTE_AUTO, TDM_RECOMPUTE_NONE, TDM_RECOMPUTE_ALL};
     Wrap *w[3];
@@ -1061,9 +1077,13 @@ static void test_recompute_auto(void)
     tdm_device_reset_peak(test_ref_device()); /* the wraps count on ref:0 */
     for (int p = 0; p < 3; p++) {
         w[p] = wrap_new(TRUE);
+        if (!host) {
+            w[p]->klass.device_info = wrap_info_not_host;
+        }
         m[p] = test_model(mini_bottleneck_net(), &w[p]->dev, 7);
         tdm_model_set_recompute(m[p], policy[p]);
     }
+    g_assert_true(tdm_device_host_accessible(&w[0]->dev) == host);
     for (int step = 0; step < 6; step++) {
         if (step == 3) {
             tdm_model_set_recompute(m[0], TDM_RECOMPUTE_AUTO); /* trial again */
@@ -1092,21 +1112,31 @@ static void test_recompute_auto(void)
             tdm_tensor_unref(x);
         }
     }
-    g_test_message("live after three steps: auto %" G_GINT64_FORMAT ", none %" G_GINT64_FORMAT
-                   ", all %" G_GINT64_FORMAT
-                   " bytes; after the second choice: auto %" G_GINT64_FORMAT
-                   ", none %" G_GINT64_FORMAT "; gradients within %.3g of "
-                   "none's",
-                   live[0], live[1], live[2], again[0], again[1], worst);
+    g_test_message(
+        "%s device: live after three steps: auto %" G_GINT64_FORMAT ", none %" G_GINT64_FORMAT
+        ", all %" G_GINT64_FORMAT " bytes; after the second choice: auto %" G_GINT64_FORMAT
+        ", none %" G_GINT64_FORMAT "; gradients within %.3g of none's",
+        host ? "host" : "own-memory", live[0], live[1], live[2], again[0], again[1], worst);
     g_assert_cmpfloat(worst, <, 1e-4);
-    g_assert_cmpint(live[0], <, live[1]);
-    g_assert_cmpint(live[0], >, live[2]);
-    g_assert_cmpint(again[0], <, again[1]);
+    if (host) {
+        g_assert_cmpint(live[0], ==, live[1]);
+        g_assert_cmpint(again[0], ==, again[1]);
+    } else {
+        g_assert_cmpint(live[0], <, live[1]);
+        g_assert_cmpint(live[0], >, live[2]);
+        g_assert_cmpint(again[0], <, again[1]);
+    }
     g_assert_cmpint(tdm_model_get_recompute(m[0]), ==, TDM_RECOMPUTE_AUTO);
     for (int p = 0; p < 3; p++) {
         tdm_model_free(m[p]);
         g_free(w[p]);
     }
+}
+
+static void test_recompute_auto(void)
+{
+    recompute_auto(FALSE);
+    recompute_auto(TRUE);
 }
 
 int main(int argc, char **argv)

@@ -582,13 +582,15 @@ TDM_API int tdm_model_freeze(TdmModel *model, const char *prefixes);
  *   (a bottleneck block's first and last, the downsample shortcuts)
  * @TDM_RECOMPUTE_ALL: recompute the outputs of every convolution
  * @TDM_RECOMPUTE_AUTO: choose the convolutions from the first training
- *   step (`tandem train`'s default): that step recomputes
- *   every one and measures, for each, the bytes its output holds and the
- *   multiply-adds of computing it again, and the device's peak memory;
- *   the steps after it recompute those whose output frees more of the
- *   step's memory than its recomputation adds to the step's convolution
- *   work, taken best first (the product of memory and work goes down
- *   with each). Without a peak figure from the device nothing is chosen.
+ *   step (`tandem train`'s default): that step recomputes every one and
+ *   measures, for each, the bytes its output holds and the multiply-adds
+ *   of computing it again, and the memory held at the step's peak (the
+ *   device's; on a device whose memory is the host's, the process's
+ *   resident set when that is more); the steps after it recompute those
+ *   whose output frees more of the step's memory than its recomputation
+ *   adds to the step's convolution work, taken best first (the product of
+ *   memory and work goes down with each). Without a peak figure from the
+ *   device nothing is chosen.
  *
  * Which activations a training step computes a second time in backward
  * instead of keeping them from the forward (the memory-for-time trade of
