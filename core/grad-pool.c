@@ -431,7 +431,7 @@ static double trial_peak(TdmDevice *dev)
         peak = (double)info.peak_bytes;
     }
     struct rusage ru;
-    if (peak > 0.0 && tdm_device_host_accessible(dev) && getrusage(RUSAGE_SELF, &ru) == 0) {
+    if (peak > 0.0 && info.host_accessible && getrusage(RUSAGE_SELF, &ru) == 0) {
         peak = MAX(peak, (double)ru.ru_maxrss * 1024.0); /* Linux counts KiB */
     }
     return peak;

@@ -29,21 +29,18 @@
 
 #include "recompute-choice.h"
 
-typedef struct {
-    const TdmRecomputeCandidate *c;
-    guint index;
-} Ranked;
-
-/* By bytes per multiply-add, highest first; the earlier candidate first on
- * a tie, so that the choice does not depend on qsort's order. */
+/* By bytes per multiply-add, highest first; the earlier candidate (the
+ * lower address in the caller's array) first on a tie, so that the choice
+ * does not depend on qsort's order. */
 static int by_ratio_desc(const void *pa, const void *pb)
 {
-    const Ranked *a = pa, *b = pb;
-    double ra = a->c->bytes * b->c->work, rb = b->c->bytes * a->c->work;
+    const TdmRecomputeCandidate *a = *(TdmRecomputeCandidate *const *)pa;
+    const TdmRecomputeCandidate *b = *(TdmRecomputeCandidate *const *)pb;
+    double ra = a->bytes * b->work, rb = b->bytes * a->work;
     if (ra != rb) {
         return ra > rb ? -1 : 1;
     }
-    return a->index < b->index ? -1 : a->index > b->index;
+    return a < b ? -1 : a > b;
 }
 
 guint tdm_recompute_choose(TdmRecomputeCandidate *c, guint n, double memory, double work)
@@ -54,17 +51,17 @@ guint tdm_recompute_choose(TdmRecomputeCandidate *c, guint n, double memory, dou
     if (!(memory > 0.0) || !(work > 0.0) || n == 0) {
         return 0;
     }
-    Ranked *order = g_new(Ranked, n);
+    TdmRecomputeCandidate **order = g_new(TdmRecomputeCandidate *, n);
     guint m = 0;
     for (guint i = 0; i < n; i++) {
         if (c[i].bytes > 0.0 && c[i].work > 0.0) {
-            order[m++] = (Ranked){&c[i], i};
+            order[m++] = &c[i];
         }
     }
     qsort(order, m, sizeof *order, by_ratio_desc);
     guint chosen = 0;
     for (guint k = 0; k < m; k++) {
-        TdmRecomputeCandidate *x = &c[order[k].index];
+        TdmRecomputeCandidate *x = order[k];
         if (x->bytes < memory && (memory - x->bytes) * (work + x->work) < memory * work) {
             x->chosen = TRUE;
             memory -= x->bytes;

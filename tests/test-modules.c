@@ -762,13 +762,17 @@ static void test_grad_pool_bounded(void)
     g_free(w);
 }
 
-/* One step of `m` on x, its gradient arena read back: through
- * tdm_model_backward (planned) or the root's own backward (never planned,
- * the pool reuses buffers by size alone). */
-static float *grads_after(TdmModel *m, TdmTensor *x, gboolean planned)
+/* One step of `m` on x, its gradient arena read back (and, when y_out is
+ * not NULL, the logits into *y_out): through tdm_model_backward (planned)
+ * or the root's own backward (never planned, the pool reuses buffers by
+ * size alone). */
+static float *step_grads(TdmModel *m, TdmTensor *x, gboolean planned, float **y_out)
 {
     GError *error = NULL;
     TdmTensor *y = test_forward(m, x);
+    if (y_out != NULL) {
+        *y_out = test_read(y);
+    }
     int64_t ny = tdm_tensor_numel(y);
     g_autofree float *r = g_new(float, ny);
     test_fill_uniform(r, ny, (guint32)ny, -1.0, 1.0);
@@ -782,6 +786,11 @@ static float *grads_after(TdmModel *m, TdmTensor *x, gboolean planned)
     g_assert_no_error(error);
     tdm_tensor_unref(dy);
     return test_read(m->grad_arena);
+}
+
+static float *grads_after(TdmModel *m, TdmTensor *x, gboolean planned)
+{
+    return step_grads(m, x, planned, NULL);
 }
 
 /* The gradient pool plans one region from the first tdm_model_backward
@@ -1022,24 +1031,6 @@ static void test_recompute(void)
     }
 }
 
-/* A training step as the trainer runs it, the forward followed by the
- * backward: returns the gradients, *y the logits. */
-static float *step_reading_y(TdmModel *m, TdmTensor *x, float **y_out)
-{
-    GError *error = NULL;
-    TdmTensor *y = test_forward(m, x);
-    *y_out = test_read(y);
-    int64_t ny = tdm_tensor_numel(y);
-    g_autofree float *r = g_new(float, ny);
-    test_fill_uniform(r, ny, (guint32)ny, -1.0, 1.0);
-    TdmTensor *dy = test_tensor_from(m->device, y->ndim, y->shape, r);
-    g_assert_true(tdm_model_zero_grad(m, &error));
-    g_assert_true(tdm_model_backward(m, dy, &error));
-    g_assert_no_error(error);
-    tdm_tensor_unref(dy);
-    return test_read(m->grad_arena);
-}
-
 /* device_info of ref, but the memory is the device's own, as a GPU's. */
 static gboolean wrap_info_not_host(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
 {
@@ -1091,7 +1082,7 @@ static void recompute_auto(gboolean host)
         for (int p = 0; p < 3; p++) {
             TdmTensor *x = input_batch(&w[p]->dev, 8, 3, 16, 60 + step);
             g_autofree float *y = NULL;
-            g_autofree float *g = step_reading_y(m[p], x, &y);
+            g_autofree float *g = step_grads(m[p], x, TRUE, &y);
             if (p == 0) {
                 g_free(g0);
                 g_free(y0);
