@@ -141,6 +141,9 @@ static const ConvCase conv_cases[] = {
     {"n2c4h9o4k3s1p2_d2", 2, 4, 9, 9, 4, 3, 1, 2, 2, 1, FALSE},
     {"n2c16h8o32k3s2p1", 2, 16, 8, 8, 32, 3, 2, 1, 1, 1, FALSE},
     {"n2c16h8o16k1s1p0_bias", 2, 16, 8, 8, 16, 1, 1, 0, 1, 1, TRUE},
+    /* few pixels, more output channels than the cpu backend's sgemm tiles
+     * (32) and a channel count past its 16-channel blocks */
+    {"n3c20h4o40k3s1p1_bias", 3, 20, 4, 4, 40, 3, 1, 1, 1, 1, TRUE},
     /* image inputs (at most 4 channels): the cpu backend's stem loops, with
      * output channels that fill, pad or span blocks, rows of more and fewer
      * than 8 pixels, stride 2 and more images than threads */

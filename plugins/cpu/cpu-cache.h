@@ -136,12 +136,12 @@ typedef struct {
 /* The code that can run a convolution pass (cpu-conv.c): the candidates
  * cpu-tune.c chooses among. */
 typedef enum {
-    CPU_CONV_ONEDNN, /* the oneDNN primitive */
-    CPU_CONV_STEM,   /* cpu-conv-stem.c: a plain image input with few channels */
-    CPU_CONV_BWF8,   /* cpu-conv-bwf8.c: backward weights on nChw8c */
-    CPU_CONV_WINO,   /* cpu-conv-wino.c: Winograd F(4x4, 3x3) on nChw8c */
+    CPU_CONV_ONEDNN,      /* the oneDNN primitive */
+    CPU_CONV_STEM,        /* cpu-conv-stem.c: a plain image input with few channels */
+    CPU_CONV_BWF8,        /* cpu-conv-bwf8.c: backward weights on nChw8c */
+    CPU_CONV_WINO,        /* cpu-conv-wino.c: Winograd F(4x4, 3x3) on nChw8c */
     CPU_CONV_ONEDNN_WINO, /* oneDNN's Winograd primitive */
-    CPU_CONV_GEMM,   /* cpu-conv-gemm.c: sgemms over gathered copies */
+    CPU_CONV_GEMM,        /* cpu-conv-gemm.c: sgemms over pixel-major copies */
     CPU_CONV_N
 } CpuConvImpl;
 

@@ -1,24 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* plugins/cpu/cpu-conv-gemm.c - convolution as oneDNN sgemms over
- * gathered copies of the tensors, in any layout. Backward weights is one
- * matrix product (the forward and backward data, further down, are one
- * per filter tap and run of output pixels):
- * dw [O][C*KH*KW] += dy^T [O][P] x col [P][C*KH*KW], P = N*OH*OW, where
- * col is x unrolled (im2col) and dy^T is the output gradient with its
- * pixels as rows, both gathered from the tensors' own layouts (nChw16c,
- * nChw8c, NCHW or NHWC) into the device's scratchpad, and the product is
- * oneDNN's sgemm with beta 1, straight into the plain gradient.
+ * pixel-major copies of the tensors ([y][x][image][channel] rows, gathered
+ * from nChw16c, nChw8c, NCHW or NHWC into the device's scratchpad): one
+ * sgemm per filter tap and run of output pixels, so that the taps falling
+ * into the padding are never multiplied. Forward and backward data use
+ * tap-major copies of the weights; backward weights sums per tap into
+ * tiles of output channels, then adds them into the plain gradient.
  *
  * For layers with few pixels and many channels (resnet's last stages:
- * 2x2 to 8x8 planes, 256 or 512 channels) oneDNN 2.6's backward-weights
- * primitive splits the images over the threads, each with its own copy
- * of the weight gradient (9 MiB per thread for a 512-channel 3x3 layer),
- * then sums the copies and reorders the result into the plain gradient:
- * it is bound by memory traffic, not arithmetic. Here no thread keeps a
- * copy: sgemm splits the output, and the gathering passes read each input
- * once. Where it loses (large planes, where im2col is KH*KW times x), the
- * tuner keeps oneDNN's kernel; the scratchpad it needs is bounded by
- * TDM_CPU_WORKSPACE_LIMIT like oneDNN's Winograd kernels'.
+ * 2x2 to 8x8 planes, 256 or 512 channels) oneDNN 2.6's kernels are slow:
+ * a 3x3 filter over a 2x2 plane reads only 16 of its 36 window positions,
+ * and its backward-weights primitive splits the images over the threads,
+ * each with its own copy of the weight gradient (9 MiB per thread for a
+ * 512-channel 3x3 layer), then sums the copies and reorders the result
+ * into the plain gradient: it is bound by memory traffic, not arithmetic.
+ * Here no thread keeps a copy. Where these lose (large planes, few
+ * channels), the tuner keeps oneDNN's kernels; the scratchpad they need is
+ * bounded by TDM_CPU_WORKSPACE_LIMIT like oneDNN's Winograd kernels'.
  */
 #include "config.h"
 
@@ -36,29 +34,26 @@ gboolean cpu_gemm_bwf_geom(const dnnl_memory_desc_t *xmd, const dnnl_memory_desc
         return FALSE;
     }
     *g = (CpuGemmGeom){
-        .n = xmd->dims[0], .c = xmd->dims[1], .h = xmd->dims[2], .w = xmd->dims[3],
-        .xb = xo.b, .xplanes = xo.planes / xmd->dims[0],
-        .o = dymd->dims[1], .oh = dymd->dims[2], .ow = dymd->dims[3],
-        .yb = yo.b, .yplanes = yo.planes / dymd->dims[0],
-        .kh = wshape[2], .kw = wshape[3], .sh = p->stride_h, .sw = p->stride_w,
-        .ph = p->pad_h, .pw = p->pad_w,
+        .n = xmd->dims[0],
+        .c = xmd->dims[1],
+        .h = xmd->dims[2],
+        .w = xmd->dims[3],
+        .xb = xo.b,
+        .xplanes = xo.planes / xmd->dims[0],
+        .o = dymd->dims[1],
+        .oh = dymd->dims[2],
+        .ow = dymd->dims[3],
+        .yb = yo.b,
+        .yplanes = yo.planes / dymd->dims[0],
+        .kh = wshape[2],
+        .kw = wshape[3],
+        .sh = p->stride_h,
+        .sw = p->stride_w,
+        .ph = p->pad_h,
+        .pw = p->pad_w,
+        .threads = MAX(1, omp_get_max_threads()),
     };
     return dymd->dims[0] == g->n && wshape[0] == g->o && wshape[1] == g->c;
-}
-
-static int64_t rows(const CpuGemmGeom *g)
-{
-    return g->n * g->oh * g->ow;
-}
-
-static int64_t cols(const CpuGemmGeom *g)
-{
-    return g->c * g->kh * g->kw;
-}
-
-size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g)
-{
-    return sizeof(float) * (size_t)(rows(g) * (cols(g) + g->o));
 }
 
 /* A tensor seen as planes of [h][w][b] floats (cpu_planes): NCHW has
@@ -66,39 +61,6 @@ size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g)
  * per image and channel block. Channel c of image n is lane c % b of
  * plane n * planes_per_image + c / b; pixel (y, x) is (y * w + x) * b
  * into it. The loops below walk blocks and lanes instead of dividing. */
-
-/* col [P][C][KH][KW]: row (n, oy, ox) holds the input window of that
- * output pixel, zero where it falls in the padding. */
-static void gather_columns(const CpuGemmGeom *g, const float *x, float *col)
-{
-    const int64_t np = rows(g), nc = cols(g), b = g->xb;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < np; r++) {
-        const int64_t n = r / (g->oh * g->ow), oy = r / g->ow % g->oh, ox = r % g->ow;
-        const float *plane = x + n * g->xplanes * g->h * g->w * b;
-        float *dst = col + r * nc;
-        /* channel c is lane l of its block's plane: no division per channel */
-        for (int64_t c = 0, l = 0; c < g->c; c++, l++) {
-            if (l == b) {
-                plane += g->h * g->w * b;
-                l = 0;
-            }
-            const float *src = plane + l;
-            for (int64_t ky = 0; ky < g->kh; ky++) {
-                const int64_t y = oy * g->sh - g->ph + ky;
-                if (y < 0 || y >= g->h) {
-                    memset(dst, 0, sizeof(float) * (size_t)g->kw);
-                    dst += g->kw;
-                    continue;
-                }
-                for (int64_t kx = 0; kx < g->kw; kx++) {
-                    const int64_t xx = ox * g->sw - g->pw + kx;
-                    *dst++ = xx < 0 || xx >= g->w ? 0.0f : src[(y * g->w + xx) * b];
-                }
-            }
-        }
-    }
-}
 
 /* The ch channels of pixel pix of image img, from a tensor seen as planes
  * (ppi planes per image of [hw][b] floats), into row (ch floats): block by
@@ -113,35 +75,6 @@ static inline void pixel_to_row(const float *t, int64_t ppi, int64_t b, int64_t 
             row[c0 + l] = src[l];
         }
     }
-}
-
-/* dyt [P][O]: the output gradient, one row per pixel. */
-static void gather_rows(const CpuGemmGeom *g, const float *dy, float *dyt)
-{
-    const int64_t np = rows(g), hw = g->oh * g->ow;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < np; r++) {
-        pixel_to_row(dy, g->yplanes, g->yb, hw, g->o, r / hw, r % hw, dyt + r * g->o);
-    }
-}
-
-gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy, float *dw,
-                          float *db, void *work)
-{
-    const int64_t np = rows(g), nc = cols(g);
-    float *col = work, *dyt = col + np * nc;
-    gather_columns(g, x, col);
-    gather_rows(g, dy, dyt);
-    if (db != NULL) {
-        /* in pixel order, whatever the thread count: the same bits */
-        for (int64_t r = 0; r < np; r++) {
-            for (int64_t o = 0; o < g->o; o++) {
-                db[o] += dyt[r * g->o + o];
-            }
-        }
-    }
-    return dnnl_sgemm('T', 'N', g->o, nc, np, 1.0f, dyt, g->o, col, nc, 1.0f, dw, nc) ==
-           dnnl_success;
 }
 
 /* ---- forward and backward data as sgemms over pixel rows ----
@@ -363,4 +296,184 @@ gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const floa
     }
     from_rows(dxg, g->xplanes, g->xb, g->n, g->c, g->h, g->w, NULL, FALSE, dx);
     return TRUE;
+}
+
+/* ---- backward weights: per tap, sgemms over pixel rows ----
+ *
+ * dw[o][c][tap] += sum over the output pixels p whose input p + tap is
+ * inside the image of dy[p][o] x[p + tap][c]: for each tap and output row,
+ * a run of pixels (as in the forward) and one sgemm of the run's rows,
+ * dy^T [O][run N] x x [run N][C], into a tap-major [T][O][C] block. Taps
+ * that fall into the padding are never multiplied (16 of 36 window
+ * positions on a 2x2 plane: im2col's one sgemm multiplied all of them,
+ * mostly by zero). With stride s the input rows are kept in phase order
+ * (columns x, x + s, x + 2s, ... next to each other) so that the inputs a
+ * run reads through one tap are consecutive rows too.
+ *
+ * The output channels are split into tiles of CPU_GEMM_BWF_TILE_O, one
+ * per thread at a time, each with its own [T][tile][C] block (under 1 MiB
+ * for 512 channels: it stays in the core's cache) that is then added into
+ * the plain gradient's [tile][C][T] rows. No thread keeps a copy of the
+ * whole gradient, the gradient is read and written once, and a tile's sums
+ * are made in the same order whatever the thread count (sgemm runs on one
+ * thread inside the loop): the same bits on any number of threads. */
+
+/* kernels of up to this many taps go through bwf_tile_add's buffer */
+#define CPU_GEMM_BWF_ADD_TAPS 128
+
+static int64_t phase_w(const CpuGemmGeom *g)
+{
+    return (g->w + g->sw - 1) / g->sw;
+}
+
+/* The position of input column x in its row: stride phase, then x / s. */
+static int64_t phase_col(const CpuGemmGeom *g, int64_t x)
+{
+    return x % g->sw * phase_w(g) + x / g->sw;
+}
+
+/* Rows of the input copy: [y][phase column][image], sw * phase_w columns
+ * per input row (a few unused when s does not divide w). */
+static int64_t phase_rows(const CpuGemmGeom *g)
+{
+    return g->h * g->sw * phase_w(g) * g->n;
+}
+
+/* Floats from one tap's [on][C] block of a tile to the next: 16 more
+ * than the block, so that the T rows bwf_tile_add reads together do not
+ * fall on one cache set (on x C floats is a power of two on resnets). */
+static int64_t bwf_tap_stride(const CpuGemmGeom *g, int64_t on)
+{
+    return on * g->c + 16;
+}
+
+static int64_t bwf_tile_floats(const CpuGemmGeom *g)
+{
+    return g->kh * g->kw * bwf_tap_stride(g, MIN(g->o, CPU_GEMM_BWF_TILE_O));
+}
+
+size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g)
+{
+    return sizeof(float) * (size_t)(phase_rows(g) * g->c + act_rows(g->n, g->oh, g->ow) * g->o +
+                                    g->threads * bwf_tile_floats(g));
+}
+
+static void to_phase_rows(const CpuGemmGeom *g, const float *x, float *rows)
+{
+    const int64_t n = g->n, hw = g->h * g->w;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n * hw; r++) {
+        const int64_t pix = r / n, img = r % n, y = pix / g->w, xx = pix % g->w;
+        const int64_t row = ((y * g->sw * phase_w(g) + phase_col(g, xx)) * n + img);
+        pixel_to_row(x, g->xplanes, g->xb, hw, g->c, img, pix, rows + row * g->c);
+    }
+}
+
+/* acc [T][on][C] (one tile of on output channels from o0) from the rows */
+static gboolean bwf_tile(const CpuGemmGeom *g, const float *xr, const float *yr, int64_t o0,
+                         int64_t on, float *acc)
+{
+    const int64_t N = g->n, C = g->c, O = g->o, rows_per_y = g->sw * phase_w(g);
+    const int64_t ld = bwf_tap_stride(g, on);
+    memset(acc, 0, sizeof(float) * (size_t)(g->kh * g->kw * ld));
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        for (int64_t kx = 0; kx < g->kw; kx++) {
+            float *acct = acc + (ky * g->kw + kx) * ld;
+            int64_t lo, hi;
+            tap_run(g, kx, &lo, &hi);
+            if (lo >= hi) {
+                continue;
+            }
+            const int64_t col = phase_col(g, lo * g->sw - g->pw + kx), k = (hi - lo) * N;
+            for (int64_t oy = 0; oy < g->oh; oy++) {
+                const int64_t iy = oy * g->sh - g->ph + ky;
+                if (iy < 0 || iy >= g->h) {
+                    continue;
+                }
+                const float *a = yr + (oy * g->ow + lo) * N * O + o0;
+                const float *b = xr + (iy * rows_per_y + col) * N * C;
+                if (dnnl_sgemm('T', 'N', on, C, k, 1.0f, a, O, b, C, 1.0f, acct, C) !=
+                    dnnl_success) {
+                    return FALSE;
+                }
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* dw [o0 + o][c][t] += acc [t][o][c]: for each output channel, C x T
+ * contiguous floats of dw from T rows of the tile, n <= 16 channels at a
+ * time through a buffer that stays in L1 (one loop transposes T rows of n
+ * floats into it, the other adds it to dw). Inlined with n = 16 and T = 9
+ * (3x3 kernels) constant, the compiler unrolls and vectorizes both loops:
+ * twice the speed of the same loops with n and T variables. */
+static inline __attribute__((always_inline)) void bwf_add_block(const float *a, int64_t ld,
+                                                                int64_t n, int64_t T, float *d)
+{
+    float buf[16 * CPU_GEMM_BWF_ADD_TAPS];
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t l = 0; l < n; l++) {
+            buf[l * T + t] = a[t * ld + l];
+        }
+    }
+    for (int64_t j = 0; j < n * T; j++) {
+        d[j] += buf[j];
+    }
+}
+
+static void bwf_tile_add(const CpuGemmGeom *g, const float *acc, int64_t o0, int64_t on, float *dw)
+{
+    const int64_t C = g->c, T = g->kh * g->kw, ld = bwf_tap_stride(g, on);
+    for (int64_t o = 0; o < on; o++) {
+        float *d = dw + (o0 + o) * C * T;
+        const float *a = acc + o * C;
+        if (T > CPU_GEMM_BWF_ADD_TAPS) { /* straight */
+            for (int64_t c = 0; c < C; c++) {
+                for (int64_t t = 0; t < T; t++) {
+                    d[c * T + t] += a[t * ld + c];
+                }
+            }
+            continue;
+        }
+        for (int64_t c0 = 0; c0 < C; c0 += 16) {
+            const int64_t n = MIN(16, C - c0);
+            if (n == 16 && T == 9) {
+                bwf_add_block(a + c0, ld, 16, 9, d + c0 * T);
+            } else {
+                bwf_add_block(a + c0, ld, n, T, d + c0 * T);
+            }
+        }
+    }
+}
+
+gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy, float *dw,
+                          float *db, void *work)
+{
+    const int64_t yrows = act_rows(g->n, g->oh, g->ow), O = g->o;
+    float *xr = work, *yr = xr + phase_rows(g) * g->c, *tiles = yr + yrows * O;
+    to_phase_rows(g, x, xr);
+    to_rows(dy, g->yplanes, g->yb, g->n, O, g->oh, g->ow, yr);
+    if (db != NULL) {
+        /* in row order, whatever the thread count: the same bits */
+        for (int64_t r = 0; r < yrows; r++) {
+            for (int64_t o = 0; o < O; o++) {
+                db[o] += yr[r * O + o];
+            }
+        }
+    }
+    const int64_t tile_o = MIN(O, CPU_GEMM_BWF_TILE_O), ntiles = (O + tile_o - 1) / tile_o;
+    gboolean failed = FALSE;
+#pragma omp parallel for schedule(static) num_threads(g->threads)
+    for (int64_t i = 0; i < ntiles; i++) {
+        float *acc = tiles + omp_get_thread_num() * bwf_tile_floats(g);
+        const int64_t o0 = i * tile_o, on = MIN(tile_o, O - o0);
+        if (bwf_tile(g, xr, yr, o0, on, acc)) {
+            bwf_tile_add(g, acc, o0, on, dw);
+        } else {
+#pragma omp atomic write
+            failed = TRUE;
+        }
+    }
+    return !failed;
 }

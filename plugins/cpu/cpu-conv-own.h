@@ -5,10 +5,9 @@
  * nChw16c output, forward and backward weights), backward weights on
  * nChw8c (cpu-conv-bwf8.c, AVX2 machines) and Winograd F(4x4, 3x3) for 3x3
  * stride-1 convolutions on nChw8c: forward, backward data and backward
- * weights (cpu-conv-wino.c); backward weights as one sgemm over gathered
- * columns, forward and backward data as sgemms over pixel rows, in any
- * layout (cpu-conv-gemm.c). Their geometry structs are named in
- * cpu-cache.h, whose convolution entries point to them. */
+ * weights (cpu-conv-wino.c); every pass as sgemms over pixel rows, one
+ * per filter tap and run of output pixels, in any layout (cpu-conv-gemm.c). Their geometry structs
+ * are named in cpu-cache.h, whose convolution entries point to them. */
 #ifndef TDM_CPU_CONV_OWN_H
 #define TDM_CPU_CONV_OWN_H
 
@@ -57,19 +56,23 @@ size_t cpu_bwf8_work_bytes(const CpuBwf8Geom *g);
 void cpu_bwf8_run(const CpuBwf8Geom *g, const float *x, const float *dy, float *dw, float *db,
                   void *work);
 
-/* ---- backward weights as one sgemm, x and dy in any 4-D layout ---- */
+/* ---- convolution as sgemms over pixel rows, x and dy in any 4-D layout ---- */
 
 struct CpuGemmGeom {
     int64_t n, c, h, w, xb, xplanes; /* input; its layout as cpu_planes: block, planes/image */
     int64_t o, oh, ow, yb, yplanes;  /* output gradient, likewise */
     int64_t kh, kw, sh, sw, ph, pw;
+    int64_t threads; /* the backward weights' tiles in flight */
 };
 
-/* Whether the gathered sgemm computes dw for x in layout xmd and dy in
- * dymd (groups and dilation 1), weights of shape wshape; fills g. */
+/* Output channels per backward-weights tile (cpu-conv-gemm.c) */
+#define CPU_GEMM_BWF_TILE_O 32
+
+/* Whether the sgemms compute this convolution for x in layout xmd and dy
+ * in dymd (groups and dilation 1), weights of shape wshape; fills g. */
 gboolean cpu_gemm_bwf_geom(const dnnl_memory_desc_t *xmd, const dnnl_memory_desc_t *dymd,
                            const int64_t *wshape, const TdmConv2dParams *p, CpuGemmGeom *g);
-/* Bytes of work space (the gathered columns and rows) a call needs. */
+/* Bytes of work space (the row copies, a tile per thread) a call needs. */
 size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g);
 /* dw += dL/dw (plain [o][c][kh][kw]) and db += dL/db (db may be NULL);
  * FALSE if sgemm refuses. */

@@ -20,8 +20,8 @@
  * used), backward weights with input and output gradient both in nChw8c
  * (AVX2 machines), and 3x3 stride-1 convolutions between nChw8c tensors
  * (Winograd F(4x4, 3x3): forward, backward data and backward weights),
- * and any layout as sgemms over gathered copies (cpu-conv-gemm.c: every
- * pass, for few pixels and many channels); and on AVX-512 oneDNN has
+ * and any layout as sgemms over pixel-major copies (cpu-conv-gemm.c:
+ * every pass, for few pixels and many channels); and on AVX-512 oneDNN has
  * Winograd kernels of its own for 3x3 stride-1 convolutions. Which of the
  * valid candidates runs a shape is measured (cpu-tune.c), so every
  * candidate writes the same output layout: oneDNN's direct primitive
@@ -581,7 +581,7 @@ static gboolean bwd_filter_prim_setup(TdmDevice *dev, CpuEntry *e, CpuConvBwdFil
 
 /* The backward weights' entry: the candidates cpu-tune.c asks for among
  * the valid ones (oneDNN's direct and Winograd primitives, the stem, own
- * Winograd and nChw8c loops, the gathered sgemm). */
+ * Winograd and nChw8c loops, the sgemms per tap). */
 static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, const CpuKey *key,
                                             const CpuConvGeom *g, const TdmConv2dParams *p,
                                             TdmTensor *x, TdmTensor *dy, TdmTensor *dw,
@@ -621,7 +621,7 @@ static CpuEntry *conv_backward_filter_setup(TdmDevice *dev, TdmOpCache **cache, 
     if (cpu_conv_bwf8_enabled() && cpu_bwf8_geom(&xmd, &dymd, dw->shape, p, &bg)) {
         valid |= CPU_CONV_BIT(CPU_CONV_BWF8);
     }
-    /* The gathered sgemm (gemm_fits says where) */
+    /* The sgemms per tap (gemm_fits says where) */
     CpuGemmGeom gg;
     if (cpu_gemm_bwf_geom(&xmd, &dymd, dw->shape, p, &gg) &&
         gemm_fits(&gg, cpu_gemm_bwf_work_bytes(&gg), dw)) {
