@@ -77,53 +77,81 @@ static inline void pixel_to_row(const float *t, int64_t ppi, int64_t b, int64_t 
     }
 }
 
-/* ---- forward and backward data as sgemms over pixel rows ----
+/* ---- pixel rows ----
  *
- * With the activations copied pixel-major ([y][x][image][channel]: one row
- * of C floats per image and pixel) and the weights tap-major, one tap of
- * the filter moves a whole run of output pixels against a run of input
- * pixels: for tap (ky, kx) and output row oy, the outputs ox of the run
- * whose input ix = ox * sw - pw + kx falls inside the image read input
- * row iy = oy * sh - ph + ky. With stride 1 the run's rows are contiguous
- * in both copies, so it is one sgemm of run x N rows; with a larger
- * stride every output pixel is its own N rows. Taps that fall into the
- * padding are never multiplied: on the small planes of resnet's last
- * stages (a 3x3 filter over a 2x2 image reads only 16 of its 36 window
- * positions) this is less than half the arithmetic of a direct kernel,
- * which is why the tuner may prefer it there. */
+ * The activations are copied pixel-major: one row of C floats per image
+ * and pixel, the images of a pixel next to each other. The output side (y,
+ * dy) is in plain order [oy][ox][image]; the input side (x, dx) in stride
+ * phase order [y % sh][x % sw][y / sh][x / sw][image] (plain order at
+ * stride 1). Then one tap of the filter moves a run of output pixels
+ * against a run of consecutive input rows: for tap (ky, kx) and output row
+ * oy, the outputs ox whose input ix = ox * sw - pw + kx is inside the
+ * image read the input pixels (iy, ix) of one phase, iy = oy * sh - ph +
+ * ky; and where the run is a whole row of both copies, the runs of
+ * consecutive output rows follow each other in both, so it is one sgemm
+ * for all of them (a 1x1 filter: one sgemm for the whole pass). Taps that
+ * fall into the padding are never multiplied: on the small planes of
+ * resnet's last stages (a 3x3 filter over a 2x2 image reads only 16 of its
+ * 36 window positions) this is less than half the arithmetic of a direct
+ * kernel, which is why the tuner may prefer it there. */
 
-static int64_t act_rows(int64_t n, int64_t h, int64_t w)
+static int64_t ceil_div(int64_t a, int64_t b)
 {
-    return n * h * w;
+    return (a + b - 1) / b;
+}
+
+/* Rows of the input side's copy: sh x sw phases of ceil(h / sh) x
+ * ceil(w / sw) pixels (a few unused when the stride does not divide). */
+static int64_t in_rows(const CpuGemmGeom *g)
+{
+    return g->sh * g->sw * ceil_div(g->h, g->sh) * ceil_div(g->w, g->sw) * g->n;
+}
+
+static int64_t out_rows(const CpuGemmGeom *g)
+{
+    return g->oh * g->ow * g->n;
+}
+
+/* The row of image 0 at pixel (y, x) of a copy in phase order of stride
+ * (sh, sw) over an h x w plane of n images. */
+static int64_t row_of(int64_t y, int64_t x, int64_t h, int64_t w, int64_t sh, int64_t sw, int64_t n)
+{
+    return ((((y % sh) * sw + x % sw) * ceil_div(h, sh) + y / sh) * ceil_div(w, sw) + x / sw) * n;
+}
+
+static int64_t in_row(const CpuGemmGeom *g, int64_t y, int64_t x)
+{
+    return row_of(y, x, g->h, g->w, g->sh, g->sw, g->n);
 }
 
 size_t cpu_gemm_rows_work_bytes(const CpuGemmGeom *g)
 {
-    return sizeof(float) *
-           (size_t)(act_rows(g->n, g->h, g->w) * g->c + act_rows(g->n, g->oh, g->ow) * g->o);
+    return sizeof(float) * (size_t)(in_rows(g) * g->c + out_rows(g) * g->o);
 }
 
-/* rows [y][x][image][channel] of a tensor of `ch` channels seen as planes
- * (ppi planes per image of [h][w][b] floats) */
+/* rows of a tensor of `ch` channels seen as planes (ppi planes per image
+ * of [h][w][b] floats), in phase order of stride (sh, sw) */
 static void to_rows(const float *t, int64_t ppi, int64_t b, int64_t n, int64_t ch, int64_t h,
-                    int64_t w, float *rows)
+                    int64_t w, int64_t sh, int64_t sw, float *rows)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n * h * w; r++) {
-        pixel_to_row(t, ppi, b, h * w, ch, r % n, r / n, rows + r * ch);
+        const int64_t pix = r / n, img = r % n;
+        const int64_t row = row_of(pix / w, pix % w, h, w, sh, sw, n) + img;
+        pixel_to_row(t, ppi, b, h * w, ch, img, pix, rows + row * ch);
     }
 }
 
 /* the rows back into the planes, every channel of the layout (a block's
  * padding gets zeros), plus bias and then ReLU when given */
 static void from_rows(const float *rows, int64_t ppi, int64_t b, int64_t n, int64_t ch, int64_t h,
-                      int64_t w, const float *bias, gboolean relu, float *t)
+                      int64_t w, int64_t sh, int64_t sw, const float *bias, gboolean relu, float *t)
 {
     const int64_t hw = h * w;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n * hw; r++) {
         const int64_t pix = r / n, img = r % n;
-        const float *src = rows + r * ch;
+        const float *src = rows + (row_of(pix / w, pix % w, h, w, sh, sw, n) + img) * ch;
         for (int64_t cb = 0; cb < ppi; cb++) {
             float *dst = t + ((img * ppi + cb) * hw + pix) * b;
             for (int64_t l = 0; l < b; l++) {
@@ -137,6 +165,49 @@ static void from_rows(const float *rows, int64_t ppi, int64_t b, int64_t n, int6
             }
         }
     }
+}
+
+/* The outputs [*lo, *hi) of n_out along one axis whose input o * s - p + k
+ * is inside [0, n_in). */
+static void tap_range(int64_t n_out, int64_t s, int64_t p, int64_t k, int64_t n_in, int64_t *lo,
+                      int64_t *hi)
+{
+    int64_t a = 0, z = n_out;
+    while (a < z && a * s - p + k < 0) {
+        a++;
+    }
+    while (z > a && (z - 1) * s - p + k >= n_in) {
+        z--;
+    }
+    *lo = a;
+    *hi = z;
+}
+
+/* What one tap multiplies: the output pixels [x0, x1) of the output rows
+ * [y0, y1), in sgemms of ystep output rows each (all of them where a run
+ * is a whole row of both copies, else one). FALSE: the tap reads only
+ * padding. */
+typedef struct {
+    int64_t x0, x1, y0, y1, ystep;
+} TapSpan;
+
+static gboolean tap_span(const CpuGemmGeom *g, int64_t ky, int64_t kx, TapSpan *t)
+{
+    tap_range(g->ow, g->sw, g->pw, kx, g->w, &t->x0, &t->x1);
+    tap_range(g->oh, g->sh, g->ph, ky, g->h, &t->y0, &t->y1);
+    const int64_t run = t->x1 - t->x0;
+    t->ystep = run == g->ow && run == ceil_div(g->w, g->sw) ? t->y1 - t->y0 : 1;
+    return run > 0 && t->y1 > t->y0;
+}
+
+/* For output row oy of tap (ky, kx) and span t: the first rows of the
+ * input and output copies, and the rows of one sgemm. */
+static void tap_rows(const CpuGemmGeom *g, int64_t ky, int64_t kx, const TapSpan *t, int64_t oy,
+                     int64_t *in, int64_t *out, int64_t *rows)
+{
+    *in = in_row(g, oy * g->sh - g->ph + ky, t->x0 * g->sw - g->pw + kx);
+    *out = (oy * g->ow + t->x0) * g->n;
+    *rows = t->ystep * (t->x1 - t->x0) * g->n;
 }
 
 /* ---- the weights tap-major: [T][C][O] for the forward (out_o), [T][O][C]
@@ -221,48 +292,28 @@ void cpu_gemm_weights_by_tap(const CpuGemmGeom *g, const float *w, gboolean out_
     }
 }
 
-/* For each tap and output row, the run of outputs [*lo, *hi) whose input
- * column is inside the image. */
-static void tap_run(const CpuGemmGeom *g, int64_t kx, int64_t *lo, int64_t *hi)
-{
-    int64_t a = 0, z = g->ow;
-    while (a < z && a * g->sw - g->pw + kx < 0) {
-        a++;
-    }
-    while (z > a && (z - 1) * g->sw - g->pw + kx >= g->w) {
-        z--;
-    }
-    *lo = a;
-    *hi = z;
-}
-
-/* out rows += in rows x wt over every tap: forward (in = x, out = y,
- * wt [T][C][O]) or backward data (in = dy, out = dx, wt [T][O][C]) */
+/* out rows += in rows x wt over every tap: forward (in = x, out = y, wt
+ * [T][C][O]) or backward data (in = dy, out = dx, wt [T][O][C]) */
 static gboolean tap_gemms(const CpuGemmGeom *g, gboolean forward, const float *in, const float *wt,
                           float *out)
 {
-    const int64_t N = g->n, C = g->c, O = g->o;
+    const int64_t C = g->c, O = g->o;
     const int64_t kin = forward ? C : O, kout = forward ? O : C;
     for (int64_t ky = 0; ky < g->kh; ky++) {
         for (int64_t kx = 0; kx < g->kw; kx++) {
             const float *wtap = wt + (ky * g->kw + kx) * C * O;
-            int64_t lo, hi;
-            tap_run(g, kx, &lo, &hi);
-            for (int64_t oy = 0; oy < g->oh && lo < hi; oy++) {
-                const int64_t iy = oy * g->sh - g->ph + ky;
-                if (iy < 0 || iy >= g->h) {
-                    continue;
-                }
-                const int64_t step = g->sw == 1 ? hi - lo : 1;
-                for (int64_t ox = lo; ox < hi; ox += step) {
-                    const int64_t xrow = (iy * g->w + ox * g->sw - g->pw + kx) * N;
-                    const int64_t yrow = (oy * g->ow + ox) * N;
-                    const float *a = in + (forward ? xrow * C : yrow * O);
-                    float *c = out + (forward ? yrow * O : xrow * C);
-                    if (dnnl_sgemm('N', 'N', step * N, kout, kin, 1.0f, a, kin, wtap, kout, 1.0f, c,
-                                   kout) != dnnl_success) {
-                        return FALSE;
-                    }
+            TapSpan t;
+            if (!tap_span(g, ky, kx, &t)) {
+                continue;
+            }
+            for (int64_t oy = t.y0; oy < t.y1; oy += t.ystep) {
+                int64_t xrow, yrow, m;
+                tap_rows(g, ky, kx, &t, oy, &xrow, &yrow, &m);
+                const float *a = in + (forward ? xrow * C : yrow * O);
+                float *c = out + (forward ? yrow * O : xrow * C);
+                if (dnnl_sgemm('N', 'N', m, kout, kin, 1.0f, a, kin, wtap, kout, 1.0f, c, kout) !=
+                    dnnl_success) {
+                    return FALSE;
                 }
             }
         }
@@ -270,45 +321,48 @@ static gboolean tap_gemms(const CpuGemmGeom *g, gboolean forward, const float *i
     return TRUE;
 }
 
-gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *wt, const float *bias,
-                          gboolean relu, float *y, void *work)
+/* (oneDNN 2.6's sgemm with B transposed ran at 30-70% of its speed
+ * without: a 1x1 filter's forward copies its weights transposed too.) */
+gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *w, float *wt,
+                          const float *bias, gboolean relu, float *y, void *work)
 {
-    const int64_t xr = act_rows(g->n, g->h, g->w), yr = act_rows(g->n, g->oh, g->ow);
-    float *xg = work, *yg = xg + xr * g->c;
-    to_rows(x, g->xplanes, g->xb, g->n, g->c, g->h, g->w, xg);
-    memset(yg, 0, sizeof(float) * (size_t)(yr * g->o));
+    float *xg = work, *yg = xg + in_rows(g) * g->c;
+    cpu_gemm_weights_by_tap(g, w, TRUE, wt);
+    to_rows(x, g->xplanes, g->xb, g->n, g->c, g->h, g->w, g->sh, g->sw, xg);
+    memset(yg, 0, sizeof(float) * (size_t)(out_rows(g) * g->o));
     if (!tap_gemms(g, TRUE, xg, wt, yg)) {
         return FALSE;
     }
-    from_rows(yg, g->yplanes, g->yb, g->n, g->o, g->oh, g->ow, bias, relu, y);
+    from_rows(yg, g->yplanes, g->yb, g->n, g->o, g->oh, g->ow, 1, 1, bias, relu, y);
     return TRUE;
 }
 
-gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const float *wt, float *dx,
-                               void *work)
+gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const float *w, float *wt,
+                               float *dx, void *work)
 {
-    const int64_t xr = act_rows(g->n, g->h, g->w);
-    float *dxg = work, *dyg = dxg + xr * g->c;
-    to_rows(dy, g->yplanes, g->yb, g->n, g->o, g->oh, g->ow, dyg);
-    memset(dxg, 0, sizeof(float) * (size_t)(xr * g->c));
-    if (!tap_gemms(g, FALSE, dyg, wt, dxg)) {
+    float *dxg = work, *dyg = dxg + in_rows(g) * g->c;
+    /* a 1x1 filter's [O][C] is its only tap as it is */
+    const gboolean one = g->kh * g->kw == 1;
+    if (!one) {
+        cpu_gemm_weights_by_tap(g, w, FALSE, wt);
+    }
+    to_rows(dy, g->yplanes, g->yb, g->n, g->o, g->oh, g->ow, 1, 1, dyg);
+    memset(dxg, 0, sizeof(float) * (size_t)(in_rows(g) * g->c));
+    if (!tap_gemms(g, FALSE, dyg, one ? w : wt, dxg)) {
         return FALSE;
     }
-    from_rows(dxg, g->xplanes, g->xb, g->n, g->c, g->h, g->w, NULL, FALSE, dx);
+    from_rows(dxg, g->xplanes, g->xb, g->n, g->c, g->h, g->w, g->sh, g->sw, NULL, FALSE, dx);
     return TRUE;
 }
 
 /* ---- backward weights: per tap, sgemms over pixel rows ----
  *
  * dw[o][c][tap] += sum over the output pixels p whose input p + tap is
- * inside the image of dy[p][o] x[p + tap][c]: for each tap and output row,
- * a run of pixels (as in the forward) and one sgemm of the run's rows,
- * dy^T [O][run N] x x [run N][C], into a tap-major [T][O][C] block. Taps
- * that fall into the padding are never multiplied (16 of 36 window
- * positions on a 2x2 plane: im2col's one sgemm multiplied all of them,
- * mostly by zero). With stride s the input rows are kept in phase order
- * (columns x, x + s, x + 2s, ... next to each other) so that the inputs a
- * run reads through one tap are consecutive rows too.
+ * inside the image of dy[p][o] x[p + tap][c]: for each tap, the runs of
+ * pixels of the forward, one sgemm each, dy^T [O][rows] x x [rows][C],
+ * into a tap-major [T][O][C] block. Taps that fall into the padding are
+ * never multiplied (16 of 36 window positions on a 2x2 plane: one sgemm
+ * over im2col columns multiplies all of them, mostly by zero).
  *
  * The output channels are split into tiles of CPU_GEMM_BWF_TILE_O, one
  * per thread at a time, each with its own [T][tile][C] block (under 1 MiB
@@ -316,28 +370,12 @@ gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const floa
  * the plain gradient's [tile][C][T] rows. No thread keeps a copy of the
  * whole gradient, the gradient is read and written once, and a tile's sums
  * are made in the same order whatever the thread count (sgemm runs on one
- * thread inside the loop): the same bits on any number of threads. */
+ * thread inside the loop): the same bits on any number of threads. A 1x1
+ * filter's gradient is its tap-major block: its sgemms run straight into
+ * it, on every thread. */
 
 /* kernels of up to this many taps go through bwf_tile_add's buffer */
 #define CPU_GEMM_BWF_ADD_TAPS 128
-
-static int64_t phase_w(const CpuGemmGeom *g)
-{
-    return (g->w + g->sw - 1) / g->sw;
-}
-
-/* The position of input column x in its row: stride phase, then x / s. */
-static int64_t phase_col(const CpuGemmGeom *g, int64_t x)
-{
-    return x % g->sw * phase_w(g) + x / g->sw;
-}
-
-/* Rows of the input copy: [y][phase column][image], sw * phase_w columns
- * per input row (a few unused when s does not divide w). */
-static int64_t phase_rows(const CpuGemmGeom *g)
-{
-    return g->h * g->sw * phase_w(g) * g->n;
-}
 
 /* Floats from one tap's [on][C] block of a tile to the next: 16 more
  * than the block, so that the T rows bwf_tile_add reads together do not
@@ -354,46 +392,26 @@ static int64_t bwf_tile_floats(const CpuGemmGeom *g)
 
 size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g)
 {
-    return sizeof(float) * (size_t)(phase_rows(g) * g->c + act_rows(g->n, g->oh, g->ow) * g->o +
-                                    g->threads * bwf_tile_floats(g));
+    return cpu_gemm_rows_work_bytes(g) + sizeof(float) * (size_t)(g->threads * bwf_tile_floats(g));
 }
 
-static void to_phase_rows(const CpuGemmGeom *g, const float *x, float *rows)
-{
-    const int64_t n = g->n, hw = g->h * g->w;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n * hw; r++) {
-        const int64_t pix = r / n, img = r % n, y = pix / g->w, xx = pix % g->w;
-        const int64_t row = ((y * g->sw * phase_w(g) + phase_col(g, xx)) * n + img);
-        pixel_to_row(x, g->xplanes, g->xb, hw, g->c, img, pix, rows + row * g->c);
-    }
-}
-
-/* acc [T][on][C] (one tile of on output channels from o0) from the rows */
+/* acc [T][on][C] (one tile of on output channels from o0; a tap's block
+ * ld floats from the last) += the sgemms of every tap */
 static gboolean bwf_tile(const CpuGemmGeom *g, const float *xr, const float *yr, int64_t o0,
-                         int64_t on, float *acc)
+                         int64_t on, int64_t ld, float *acc)
 {
-    const int64_t N = g->n, C = g->c, O = g->o, rows_per_y = g->sw * phase_w(g);
-    const int64_t ld = bwf_tap_stride(g, on);
-    memset(acc, 0, sizeof(float) * (size_t)(g->kh * g->kw * ld));
     for (int64_t ky = 0; ky < g->kh; ky++) {
         for (int64_t kx = 0; kx < g->kw; kx++) {
-            float *acct = acc + (ky * g->kw + kx) * ld;
-            int64_t lo, hi;
-            tap_run(g, kx, &lo, &hi);
-            if (lo >= hi) {
+            TapSpan t;
+            if (!tap_span(g, ky, kx, &t)) {
                 continue;
             }
-            const int64_t col = phase_col(g, lo * g->sw - g->pw + kx), k = (hi - lo) * N;
-            for (int64_t oy = 0; oy < g->oh; oy++) {
-                const int64_t iy = oy * g->sh - g->ph + ky;
-                if (iy < 0 || iy >= g->h) {
-                    continue;
-                }
-                const float *a = yr + (oy * g->ow + lo) * N * O + o0;
-                const float *b = xr + (iy * rows_per_y + col) * N * C;
-                if (dnnl_sgemm('T', 'N', on, C, k, 1.0f, a, O, b, C, 1.0f, acct, C) !=
-                    dnnl_success) {
+            for (int64_t oy = t.y0; oy < t.y1; oy += t.ystep) {
+                int64_t xrow, yrow, k;
+                tap_rows(g, ky, kx, &t, oy, &xrow, &yrow, &k);
+                if (dnnl_sgemm('T', 'N', on, g->c, k, 1.0f, yr + yrow * g->o + o0, g->o,
+                               xr + xrow * g->c, g->c, 1.0f, acc + (ky * g->kw + kx) * ld,
+                               g->c) != dnnl_success) {
                     return FALSE;
                 }
             }
@@ -450,10 +468,10 @@ static void bwf_tile_add(const CpuGemmGeom *g, const float *acc, int64_t o0, int
 gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy, float *dw,
                           float *db, void *work)
 {
-    const int64_t yrows = act_rows(g->n, g->oh, g->ow), O = g->o;
-    float *xr = work, *yr = xr + phase_rows(g) * g->c, *tiles = yr + yrows * O;
-    to_phase_rows(g, x, xr);
-    to_rows(dy, g->yplanes, g->yb, g->n, O, g->oh, g->ow, yr);
+    const int64_t O = g->o, yrows = out_rows(g);
+    float *xr = work, *yr = xr + in_rows(g) * g->c, *tiles = yr + yrows * O;
+    to_rows(x, g->xplanes, g->xb, g->n, g->c, g->h, g->w, g->sh, g->sw, xr);
+    to_rows(dy, g->yplanes, g->yb, g->n, O, g->oh, g->ow, 1, 1, yr);
     if (db != NULL) {
         /* in row order, whatever the thread count: the same bits */
         for (int64_t r = 0; r < yrows; r++) {
@@ -462,13 +480,17 @@ gboolean cpu_gemm_bwf_run(const CpuGemmGeom *g, const float *x, const float *dy,
             }
         }
     }
+    if (g->kh * g->kw == 1) {
+        return bwf_tile(g, xr, yr, 0, O, 0, dw);
+    }
     const int64_t tile_o = MIN(O, CPU_GEMM_BWF_TILE_O), ntiles = (O + tile_o - 1) / tile_o;
     gboolean failed = FALSE;
 #pragma omp parallel for schedule(static) num_threads(g->threads)
     for (int64_t i = 0; i < ntiles; i++) {
         float *acc = tiles + omp_get_thread_num() * bwf_tile_floats(g);
-        const int64_t o0 = i * tile_o, on = MIN(tile_o, O - o0);
-        if (bwf_tile(g, xr, yr, o0, on, acc)) {
+        const int64_t o0 = i * tile_o, on = MIN(tile_o, O - o0), ld = bwf_tap_stride(g, on);
+        memset(acc, 0, sizeof(float) * (size_t)(g->kh * g->kw * ld));
+        if (bwf_tile(g, xr, yr, o0, on, ld, acc)) {
             bwf_tile_add(g, acc, o0, on, dw);
         } else {
 #pragma omp atomic write

@@ -87,14 +87,15 @@ size_t cpu_gemm_rows_work_bytes(const CpuGemmGeom *g);
 /* The plain weights w [O][C][KH][KW] tap-major into wt: [KH][KW][C][O]
  * for the forward (out_o), [KH][KW][O][C] for backward data. */
 void cpu_gemm_weights_by_tap(const CpuGemmGeom *g, const float *w, gboolean out_o, float *wt);
-/* y = conv(x, w) + bias (bias may be NULL), then ReLU when relu, wt the
- * weights in the forward's tap-major layout; FALSE if sgemm refuses. */
-gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *wt, const float *bias,
-                          gboolean relu, float *y, void *work);
-/* dx = the input gradient for output gradient dy, wt the weights in the
- * backward data's tap-major layout; FALSE if sgemm refuses. */
-gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const float *wt, float *dx,
-                               void *work);
+/* y = conv(x, w) + bias (bias may be NULL), then ReLU when relu; w the
+ * plain weights, wt room for them tap-major; FALSE if sgemm refuses. */
+gboolean cpu_gemm_fwd_run(const CpuGemmGeom *g, const float *x, const float *w, float *wt,
+                          const float *bias, gboolean relu, float *y, void *work);
+/* dx = the input gradient for output gradient dy, w and wt as for the
+ * forward (wt unused for a 1x1 filter: [O][C] is its tap-major order);
+ * FALSE if sgemm refuses. */
+gboolean cpu_gemm_bwd_data_run(const CpuGemmGeom *g, const float *dy, const float *w, float *wt,
+                               float *dx, void *work);
 
 /* ---- Winograd F(4x4, 3x3): 3x3, stride 1, padding 1, nChw8c in and out:
  * forward, backward data and backward weights ---- */

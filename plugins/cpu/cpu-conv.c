@@ -91,16 +91,6 @@ static gboolean gemm_rows_setup(TdmDevice *dev, CpuEntry *e, CpuConvOwn *own, co
            cpu_transient_reserve(dev, CPU_TRANSIENT_WEIGHTS, tdm_tensor_nbytes(w), error);
 }
 
-/* The weights tap-major (forward or backward data) in the device's
- * transient weights buffer. */
-static const float *gemm_rows_weights(TdmDevice *dev, const CpuGemmGeom *gg, TdmTensor *w,
-                                      gboolean forward)
-{
-    float *wt = cpu_transient(dev, CPU_TRANSIENT_WEIGHTS);
-    cpu_gemm_weights_by_tap(gg, tdm_tensor_data(w), forward, wt);
-    return wt;
-}
-
 /* ok, or FALSE with an error naming the pass when sgemm refused */
 static gboolean gemm_ran(gboolean ok, const char *pass, const TdmTensor *w, GError **error)
 {
@@ -274,9 +264,9 @@ gboolean cpu_conv2d_forward(TdmDevice *dev, TdmOpCache **cache, const TdmConv2dP
         }
         break;
     case CPU_CONV_GEMM: {
-        const float *wt = gemm_rows_weights(dev, own->gemm, w, TRUE);
         ok = cpu_entry_ensure_output(e, 0, y, 4, g.y_shape, error) &&
-             gemm_ran(cpu_gemm_fwd_run(own->gemm, tdm_tensor_data(x), wt,
+             gemm_ran(cpu_gemm_fwd_run(own->gemm, tdm_tensor_data(x), tdm_tensor_data(w),
+                                       cpu_transient(dev, CPU_TRANSIENT_WEIGHTS),
                                        bias != NULL ? tdm_tensor_data(bias) : NULL, relu,
                                        tdm_tensor_data(y), CPU_DEV(dev)->scratch),
                       "forward", w, error);
@@ -429,10 +419,10 @@ gboolean cpu_conv2d_backward_data(TdmDevice *dev, TdmOpCache **cache, const TdmC
                          tdm_tensor_data(dx), CPU_DEV(dev)->scratch);
         }
     } else if (impl == CPU_CONV_GEMM) {
-        const float *wt = gemm_rows_weights(dev, own->gemm, w, FALSE);
         ok = cpu_entry_ensure_output(e, 0, dx, 4, x_like->shape, error) &&
-             gemm_ran(cpu_gemm_bwd_data_run(own->gemm, tdm_tensor_data(dy), wt, tdm_tensor_data(dx),
-                                            CPU_DEV(dev)->scratch),
+             gemm_ran(cpu_gemm_bwd_data_run(own->gemm, tdm_tensor_data(dy), tdm_tensor_data(w),
+                                            cpu_transient(dev, CPU_TRANSIENT_WEIGHTS),
+                                            tdm_tensor_data(dx), CPU_DEV(dev)->scratch),
                       "backward data", w, error);
     } else {
         ok = conv_backward_data_onednn(dev, e, &e->conv_bwd_data.dnnl[impl == CPU_CONV_ONEDNN_WINO],
