@@ -7,7 +7,8 @@
  * Which is fastest depends on the shape and the machine, so the backend
  * measures instead of guessing: the first calls of a shape (a stable text
  * key: pass, sizes, parameters, layouts, threads) run the valid candidates
- * in turn on the training's real tensors, each CPU_TUNE_RUNS times, and
+ * in turn on the training's real tensors, each CPU_TUNE_RUNS times (runs
+ * that paged memory in not counted), and
  * the one with the fastest run is kept for the rest of the process
  * (cpu-tune.c says how a run is timed on a shared machine, and why the
  * minimum); another kernel must beat oneDNN's direct one by
@@ -18,8 +19,8 @@
  * keyed by CPU model, instruction set and oneDNN version), read at the
  * first convolution and rewritten atomically each time a new choice is
  * made (so a run killed later and resumed from a checkpoint finds them;
- * the trainer keeps one per rank in --checkpoint-dir). TDM_CPU_TUNE=off runs the fixed rules (the first valid own kernel
- * in the order stem, Winograd, bwf8, else oneDNN), TDM_CPU_TUNE=force:NAME
+ * the trainer keeps one per rank in --checkpoint-dir). TDM_CPU_TUNE=off runs the fixed rules (the
+ * first valid own kernel in the order stem, Winograd, bwf8, else oneDNN), TDM_CPU_TUNE=force:NAME
  * runs candidate NAME wherever it is valid (oneDNN elsewhere); the old
  * switches (TDM_CPU_STEM=0, TDM_CPU_BWF8=0, TDM_CPU_WINO=0, and
  * TDM_CPU_ONEDNN_WINO=0) still take a kernel out. TDM_CPU_PROFILE=1 lists each shape's choice and
@@ -32,8 +33,10 @@
 
 #include "cpu-cache.h"
 
-/* Runs of each candidate timed before a choice. */
+/* Runs of each candidate timed before a choice (without page faults:
+ * cpu-tune.c), and the most runs before a choice with faults counted. */
 #define CPU_TUNE_RUNS 4
+#define CPU_TUNE_MAX_RUNS 12
 /* A run is clean (counts with its wall time, not its cpu time) when the
  * calling thread ran for this share of its wall time. */
 #define CPU_TUNE_CLEAN 0.8
@@ -56,6 +59,7 @@ CpuConvImpl cpu_tune_pick(CpuTuneShape *shape, guint have, gboolean *timed);
 /* The clocks at the start of a timed call. */
 typedef struct {
     double wall, cpu; /* seconds: monotonic, and the calling thread's cpu time */
+    long faults;      /* the process's page faults */
 } CpuTuneClock;
 void cpu_tune_start(CpuTuneClock *c);
 /* A timed call of candidate impl, started at `start`, has ended; makes the

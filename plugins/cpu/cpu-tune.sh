@@ -143,7 +143,7 @@ fi
 timed_ok=yes
 for pass in conv_fwd conv_bwd_filter; do
     line=$(stem_line $pass)
-    runs='[0-9.]+ \[[0-4]/4 clean\]'
+    runs='[0-9.]+ \[[0-9]+/[0-9]+ clean(, [0-9]+ paging)?\]'
     printf '%s\n' "$line" |
         grep -qE ": (onednn|stem|gemm) \(timed, ms: onednn $runs stem $runs( gemm $runs)?\)$" ||
         timed_ok="no: '$line'"
