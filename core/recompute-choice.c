@@ -4,15 +4,19 @@
  *
  * Recomputing a convolution's output saves its bytes b for the step's
  * duration and costs its forward's multiply-adds f once more. A step of
- * memory M and work W is worth recomputing for when (M - b)(W + f) < M W:
- * the product of memory and time, the bill of a machine held for the run
- * (GiB-hours), goes down. To first order that is b / f > M / W: the
- * candidate frees more bytes per multiply-add than the step holds per
- * multiply-add of its work. The candidates are looked at once each, in
- * the order of b / f, the best trade first, and each is chosen when the
- * product, with the ones chosen before it, goes down. A choice lowers
- * M / W and so makes the next ones easier to take, which is why the order
- * matters.
+ * memory M and work W is worth recomputing for when
+ * (M - b)(W + f)^2 < M W^2: memory times time squared goes down, time
+ * counted twice. To first order that is b / M > 2 f / W: the candidate
+ * frees a share of the step's memory at least twice the share of work it
+ * adds. Time counts twice because every step of the run pays it, while
+ * memory only has to stay within what the machine has; the plain product
+ * (M - b)(W + f) < M W, the bill of a machine held for the run, took every
+ * output that broke even, and cost resnet50 10-14% of its images/s at 128
+ * and 224 px for the last 10-15% of its memory (bench/RESULTS.md, issue
+ * 16). The candidates are looked at once each, in the order of b / f, the
+ * best trade first, and each is chosen when the product, with the ones
+ * chosen before it, goes down. A choice lowers M / W and so makes the next
+ * ones easier to take, which is why the order matters.
  *
  * What comes out on a ResNet: the outputs of the convolutions with few
  * input channels per output byte (a bottleneck's 1x1 expansion, the stem)
@@ -62,7 +66,8 @@ guint tdm_recompute_choose(TdmRecomputeCandidate *c, guint n, double memory, dou
     guint chosen = 0;
     for (guint k = 0; k < m; k++) {
         TdmRecomputeCandidate *x = order[k];
-        if (x->bytes < memory && (memory - x->bytes) * (work + x->work) < memory * work) {
+        const double after = work + x->work;
+        if (x->bytes < memory && (memory - x->bytes) * after * after < memory * work * work) {
             x->chosen = TRUE;
             memory -= x->bytes;
             work += x->work;

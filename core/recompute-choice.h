@@ -15,8 +15,9 @@ typedef struct {
     gboolean chosen; /* set by tdm_recompute_choose */
 } TdmRecomputeCandidate;
 
-/* Chooses the candidates to recompute so that the step's memory times its
- * work becomes as small as one candidate at a time can make it: `memory`
+/* Chooses the candidates to recompute so that the step's memory times the
+ * square of its work becomes as small as one candidate at a time can make
+ * it (recompute-choice.c says why squared): `memory`
  * is the step's peak with every candidate kept, `work` its multiply-adds
  * with none computed again. Sets each candidate's `chosen`; returns how
  * many are. Nothing is chosen when memory or work is not positive. */

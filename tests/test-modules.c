@@ -1034,10 +1034,12 @@ static void test_recompute(void)
 /* device_info of ref, but the memory is the device's own, as a GPU's. */
 static gboolean wrap_info_not_host(TdmDevice *dev, TdmDeviceInfo *info, GError **error)
 {
-    if (!wrap_of(dev)->orig->device_info(dev, info, error)) {
+    Wrap *w = wrap_of(dev);
+    if (!w->orig->device_info(dev, info, error)) {
         return FALSE;
     }
     info->host_accessible = FALSE;
+    info->peak_bytes = w->peak; /* its own: what this model's tensors held */
     return TRUE;
 }
 
@@ -1046,13 +1048,14 @@ static gboolean wrap_info_not_host(TdmDevice *dev, TdmDeviceInfo *info, GError *
  * chose, the pool recording its pass again when that is not everything.
  * The values are those of `none` as with the fixed policies.
  *
- * On a device with memory of its own (`host` FALSE: ref made to say so),
- * the memory after the choice lies between `all`'s and `none`'s: with this
- * net's few channels (a 1x1 convolution from 4 channels frees a byte per
- * multiply-add) and the device peak of three models at once, some but not
- * all convolutions are chosen. Set again, the policy chooses anew on the
- * next step (a trial, then a recorded pass, then the plan): the memory is
- * again below none's, not that of a plan made for the first choice.
+ * On a device with memory of its own (`host` FALSE: ref made to say so,
+ * its peak the wrap's own, this model's tensors), the memory after the
+ * choice lies between `all`'s and `none`'s: with this net's few channels
+ * (a 1x1 convolution from 4 channels frees a byte per multiply-add) some
+ * but not all convolutions are chosen. Set again, the policy chooses anew
+ * on the next step (a trial, then a recorded pass, then the plan): the
+ * memory is again below none's, not that of a plan made for the first
+ * choice.
  *
  * On a host device the memory weighed is the process's resident set, in
  * which this net's activations are nothing: nothing is chosen, and the
@@ -1078,6 +1081,7 @@ static void recompute_auto(gboolean host)
     for (int step = 0; step < 6; step++) {
         if (step == 3) {
             tdm_model_set_recompute(m[0], TDM_RECOMPUTE_AUTO); /* trial again */
+            w[0]->peak = w[0]->live; /* its peak from here, as tdm_device_reset_peak */
         }
         for (int p = 0; p < 3; p++) {
             TdmTensor *x = input_batch(&w[p]->dev, 8, 3, 16, 60 + step);

@@ -14,7 +14,8 @@
 
 #define MIB (1024.0 * 1024.0)
 
-static double product_after(const TdmRecomputeCandidate *c, guint n, double memory, double work)
+/* memory x work^2 after the choice */
+static double cost_after(const TdmRecomputeCandidate *c, guint n, double memory, double work)
 {
     for (guint i = 0; i < n; i++) {
         if (c[i].chosen) {
@@ -22,12 +23,13 @@ static double product_after(const TdmRecomputeCandidate *c, guint n, double memo
             work += c[i].work;
         }
     }
-    return memory * work;
+    return memory * work * work;
 }
 
-/* A candidate is worth it when it frees more bytes per multiply-add than
- * the step holds per multiply-add of its work (b / f > M / W, to first
- * order), not when it frees as many. */
+/* A candidate is worth it when it frees at least twice as many bytes per
+ * multiply-add as the step holds per multiply-add of its work
+ * (b / f > 2 M / W, to first order), not when it frees as many or a bit
+ * more. */
 static void test_threshold(void)
 {
     /* M / W = 1e-3 bytes per multiply-add */
@@ -35,17 +37,22 @@ static void test_threshold(void)
         {.bytes = 10.0 * MIB, .work = 1e9},  /* 1.05e-2: chosen */
         {.bytes = 0.5 * MIB, .work = 1e9},   /* 5.2e-4: not */
         {.bytes = 1.0 * MIB, .work = 1.5e8}, /* 7e-3: chosen */
+        {.bytes = 1.5 * MIB, .work = 1e9},   /* 1.6e-3: frees more than it costs, not twice */
     };
     double memory = 1000.0 * MIB, work = memory / 1e-3;
-    g_assert_cmpuint(tdm_recompute_choose(c, 3, memory, work), ==, 2);
+    g_assert_cmpuint(tdm_recompute_choose(c, 4, memory, work), ==, 2);
     g_assert_true(c[0].chosen);
     g_assert_false(c[1].chosen);
     g_assert_true(c[2].chosen);
-    g_assert_cmpfloat(product_after(c, 3, memory, work), <, memory * work);
+    g_assert_false(c[3].chosen);
+    g_assert_cmpfloat(cost_after(c, 4, memory, work), <, memory * work * work);
 
-    /* exactly even, (M - b)(W + f) == M W: kept */
-    TdmRecomputeCandidate even = {.bytes = 1.0, .work = 2.0};
-    g_assert_cmpuint(tdm_recompute_choose(&even, 1, 2.0, 2.0), ==, 0);
+    /* exactly even, (M - b)(W + f)^2 == M W^2, (9 - 5)(2 + 1)^2 == 9 x 2^2:
+     * kept; a little more freed: chosen */
+    TdmRecomputeCandidate even = {.bytes = 5.0, .work = 1.0};
+    g_assert_cmpuint(tdm_recompute_choose(&even, 1, 9.0, 2.0), ==, 0);
+    TdmRecomputeCandidate more = {.bytes = 5.5, .work = 1.0};
+    g_assert_cmpuint(tdm_recompute_choose(&more, 1, 9.0, 2.0), ==, 1);
     /* the whole memory: never */
     TdmRecomputeCandidate all = {.bytes = 8.0, .work = 1.0};
     g_assert_cmpuint(tdm_recompute_choose(&all, 1, 8.0, 1e9), ==, 0);
@@ -75,10 +82,11 @@ static void test_nothing_to_go_on(void)
  * it. */
 static void test_best_first(void)
 {
-    /* M 100, W 50: A (3 bytes per multiply-add) is taken alone, B (1.5)
-     * is not (85 x 60 > 100 x 50) but is after A (55 x 70 < 70 x 60). */
+    /* M 100, W 50: A (5 bytes per multiply-add) is taken alone, B (3.3)
+     * is not (80 x 56^2 > 100 x 50^2) but is after A (70 x 58^2 <
+     * 90 x 52^2). */
     for (int flip = 0; flip < 2; flip++) {
-        TdmRecomputeCandidate c[2] = {{.bytes = 30.0, .work = 10.0}, {.bytes = 15.0, .work = 10.0}};
+        TdmRecomputeCandidate c[2] = {{.bytes = 10.0, .work = 2.0}, {.bytes = 20.0, .work = 6.0}};
         if (flip) {
             TdmRecomputeCandidate t = c[0];
             c[0] = c[1];
@@ -96,7 +104,7 @@ static void test_best_first(void)
  * 4 / C the best, conv2's 4 / 9C the worst. The larger the maps, the
  * larger the activations' share of the step's memory and the more is
  * chosen; a step whose memory is the parameters' (small maps) chooses
- * nothing. */
+ * nothing, and even a step of activations alone keeps the 3x3 output. */
 static guint stage(double hw, double params_bytes, gboolean *conv3_chosen, gboolean *conv2_chosen)
 {
     const double n = 32.0, ch = 64.0;
@@ -127,7 +135,9 @@ static void test_resnet_stage(void)
     guint large = stage(112.0 * 112.0, 0.0, &c3, &c2);
     g_test_message("chosen of 3: 16x16 maps %u, 112x112 maps without parameters %u", small, large);
     g_assert_cmpuint(small, <=, large);
-    g_assert_cmpuint(large, ==, 3); /* a step of activations alone: even the 3x3 one */
+    g_assert_cmpuint(large, ==, 2); /* a step of activations alone: both 1x1 outputs */
+    g_assert_true(c3);
+    g_assert_false(c2);
 }
 
 int main(int argc, char **argv)
