@@ -587,10 +587,10 @@ TDM_API int tdm_model_freeze(TdmModel *model, const char *prefixes);
  *   of computing it again, and the memory held at the step's peak (the
  *   device's; on a device whose memory is the host's, the process's
  *   resident set when that is more); the steps after it recompute those
- *   whose output frees more of the step's memory than its recomputation
- *   adds to the step's convolution work, taken best first (the product of
- *   memory and work goes down with each). Without a peak figure from the
- *   device nothing is chosen.
+ *   whose output frees a share of the step's memory at least twice the
+ *   share its recomputation adds to the step's convolution work, taken
+ *   best first (memory times the square of the work goes down with
+ *   each). Without a peak figure from the device nothing is chosen.
  *
  * Which activations a training step computes a second time in backward
  * instead of keeping them from the forward (the memory-for-time trade of

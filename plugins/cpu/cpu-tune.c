@@ -26,7 +26,7 @@
  * back to back, so that a burst of other work spoils one sample of each
  * candidate, not all samples of one.
  *
- * A run during which the process took page faults timed the kernel plus
+ * A run during which its thread took page faults timed the kernel plus
  * the first touch of memory: the candidate's own buffers on its first
  * run, and on the first steps of a training the activations, whose
  * memory the model is still laying out (the gradient pool records its
@@ -42,6 +42,7 @@
  * process (a newer build with another kernel, another workspace limit) is
  * timed again rather than held to a choice made without them.
  */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "config.h"
 
 #include <stdlib.h>
@@ -418,12 +419,14 @@ static double clock_seconds(clockid_t id)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The process's page faults so far (every thread's: a parallel kernel
- * touches memory on all of them). */
+/* The calling thread's page faults so far. A kernel's parallel loops
+ * touch its memory on every thread of the team, the caller's included;
+ * the process's count would also take in the loader's threads, whose
+ * batches are fresh pages on every step. */
 static long page_faults(void)
 {
     struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : 0;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : 0;
 }
 
 void cpu_tune_start(CpuTuneClock *c)

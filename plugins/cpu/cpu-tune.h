@@ -59,7 +59,7 @@ CpuConvImpl cpu_tune_pick(CpuTuneShape *shape, guint have, gboolean *timed);
 /* The clocks at the start of a timed call. */
 typedef struct {
     double wall, cpu; /* seconds: monotonic, and the calling thread's cpu time */
-    long faults;      /* the process's page faults */
+    long faults;      /* the calling thread's page faults */
 } CpuTuneClock;
 void cpu_tune_start(CpuTuneClock *c);
 /* A timed call of candidate impl, started at `start`, has ended; makes the
