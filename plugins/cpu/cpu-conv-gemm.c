@@ -183,31 +183,41 @@ static void tap_range(int64_t n_out, int64_t s, int64_t p, int64_t k, int64_t n_
     *hi = z;
 }
 
-/* What one tap multiplies: the output pixels [x0, x1) of the output rows
- * [y0, y1), in sgemms of ystep output rows each (all of them where a run
- * is a whole row of both copies, else one). FALSE: the tap reads only
- * padding. */
+/* One sgemm's share of a tap: the tap (ky * kw + kx), the first rows of
+ * the input and output copies, and how many rows. */
 typedef struct {
-    int64_t x0, x1, y0, y1, ystep;
-} TapSpan;
+    int64_t tap, in, out, rows;
+} TapBlock;
 
-static gboolean tap_span(const CpuGemmGeom *g, int64_t ky, int64_t kx, TapSpan *t)
-{
-    tap_range(g->ow, g->sw, g->pw, kx, g->w, &t->x0, &t->x1);
-    tap_range(g->oh, g->sh, g->ph, ky, g->h, &t->y0, &t->y1);
-    const int64_t run = t->x1 - t->x0;
-    t->ystep = run == g->ow && run == ceil_div(g->w, g->sw) ? t->y1 - t->y0 : 1;
-    return run > 0 && t->y1 > t->y0;
-}
+typedef gboolean (*TapBlockFn)(const CpuGemmGeom *g, const TapBlock *b, void *ctx);
 
-/* For output row oy of tap (ky, kx) and span t: the first rows of the
- * input and output copies, and the rows of one sgemm. */
-static void tap_rows(const CpuGemmGeom *g, int64_t ky, int64_t kx, const TapSpan *t, int64_t oy,
-                     int64_t *in, int64_t *out, int64_t *rows)
+/* Calls fn for each block of each tap: the output pixels of a row whose
+ * input is inside the image, one output row at a time, or all the tap's
+ * rows at once where a run is a whole row of both copies. A tap that
+ * reads only padding has none. FALSE as soon as fn returns FALSE. */
+static gboolean each_tap_block(const CpuGemmGeom *g, TapBlockFn fn, void *ctx)
 {
-    *in = in_row(g, oy * g->sh - g->ph + ky, t->x0 * g->sw - g->pw + kx);
-    *out = (oy * g->ow + t->x0) * g->n;
-    *rows = t->ystep * (t->x1 - t->x0) * g->n;
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        for (int64_t kx = 0; kx < g->kw; kx++) {
+            int64_t x0, x1, y0, y1;
+            tap_range(g->ow, g->sw, g->pw, kx, g->w, &x0, &x1);
+            tap_range(g->oh, g->sh, g->ph, ky, g->h, &y0, &y1);
+            const int64_t run = x1 - x0;
+            const int64_t ystep = run == g->ow && run == ceil_div(g->w, g->sw) ? y1 - y0 : 1;
+            for (int64_t oy = y0; run > 0 && oy < y1; oy += ystep) {
+                const TapBlock b = {
+                    .tap = ky * g->kw + kx,
+                    .in = in_row(g, oy * g->sh - g->ph + ky, x0 * g->sw - g->pw + kx),
+                    .out = (oy * g->ow + x0) * g->n,
+                    .rows = ystep * run * g->n,
+                };
+                if (!fn(g, &b, ctx)) {
+                    return FALSE;
+                }
+            }
+        }
+    }
+    return TRUE;
 }
 
 /* ---- the weights tap-major: [T][C][O] for the forward (out_o), [T][O][C]
@@ -294,31 +304,27 @@ void cpu_gemm_weights_by_tap(const CpuGemmGeom *g, const float *w, gboolean out_
 
 /* out rows += in rows x wt over every tap: forward (in = x, out = y, wt
  * [T][C][O]) or backward data (in = dy, out = dx, wt [T][O][C]) */
+typedef struct {
+    gboolean forward;
+    const float *in, *wt;
+    float *out;
+} TapGemms;
+
+static gboolean tap_gemm(const CpuGemmGeom *g, const TapBlock *b, void *ctx)
+{
+    const TapGemms *p = ctx;
+    const int64_t kin = p->forward ? g->c : g->o, kout = p->forward ? g->o : g->c;
+    const int64_t arow = p->forward ? b->in : b->out, crow = p->forward ? b->out : b->in;
+    return dnnl_sgemm('N', 'N', b->rows, kout, kin, 1.0f, p->in + arow * kin, kin,
+                      p->wt + b->tap * g->c * g->o, kout, 1.0f, p->out + crow * kout,
+                      kout) == dnnl_success;
+}
+
 static gboolean tap_gemms(const CpuGemmGeom *g, gboolean forward, const float *in, const float *wt,
                           float *out)
 {
-    const int64_t C = g->c, O = g->o;
-    const int64_t kin = forward ? C : O, kout = forward ? O : C;
-    for (int64_t ky = 0; ky < g->kh; ky++) {
-        for (int64_t kx = 0; kx < g->kw; kx++) {
-            const float *wtap = wt + (ky * g->kw + kx) * C * O;
-            TapSpan t;
-            if (!tap_span(g, ky, kx, &t)) {
-                continue;
-            }
-            for (int64_t oy = t.y0; oy < t.y1; oy += t.ystep) {
-                int64_t xrow, yrow, m;
-                tap_rows(g, ky, kx, &t, oy, &xrow, &yrow, &m);
-                const float *a = in + (forward ? xrow * C : yrow * O);
-                float *c = out + (forward ? yrow * O : xrow * C);
-                if (dnnl_sgemm('N', 'N', m, kout, kin, 1.0f, a, kin, wtap, kout, 1.0f, c, kout) !=
-                    dnnl_success) {
-                    return FALSE;
-                }
-            }
-        }
-    }
-    return TRUE;
+    TapGemms p = {forward, in, wt, out};
+    return each_tap_block(g, tap_gemm, &p);
 }
 
 /* (oneDNN 2.6's sgemm with B transposed ran at 30-70% of its speed
@@ -396,28 +402,26 @@ size_t cpu_gemm_bwf_work_bytes(const CpuGemmGeom *g)
 }
 
 /* acc [T][on][C] (one tile of on output channels from o0; a tap's block
- * ld floats from the last) += the sgemms of every tap */
+ * ld floats from the last) += dy^T x x over every tap's blocks */
+typedef struct {
+    const float *xr, *yr;
+    int64_t o0, on, ld;
+    float *acc;
+} BwfTile;
+
+static gboolean bwf_gemm(const CpuGemmGeom *g, const TapBlock *b, void *ctx)
+{
+    const BwfTile *p = ctx;
+    return dnnl_sgemm('T', 'N', p->on, g->c, b->rows, 1.0f, p->yr + b->out * g->o + p->o0, g->o,
+                      p->xr + b->in * g->c, g->c, 1.0f, p->acc + b->tap * p->ld,
+                      g->c) == dnnl_success;
+}
+
 static gboolean bwf_tile(const CpuGemmGeom *g, const float *xr, const float *yr, int64_t o0,
                          int64_t on, int64_t ld, float *acc)
 {
-    for (int64_t ky = 0; ky < g->kh; ky++) {
-        for (int64_t kx = 0; kx < g->kw; kx++) {
-            TapSpan t;
-            if (!tap_span(g, ky, kx, &t)) {
-                continue;
-            }
-            for (int64_t oy = t.y0; oy < t.y1; oy += t.ystep) {
-                int64_t xrow, yrow, k;
-                tap_rows(g, ky, kx, &t, oy, &xrow, &yrow, &k);
-                if (dnnl_sgemm('T', 'N', on, g->c, k, 1.0f, yr + yrow * g->o + o0, g->o,
-                               xr + xrow * g->c, g->c, 1.0f, acc + (ky * g->kw + kx) * ld,
-                               g->c) != dnnl_success) {
-                    return FALSE;
-                }
-            }
-        }
-    }
-    return TRUE;
+    BwfTile p = {xr, yr, o0, on, ld, acc};
+    return each_tap_block(g, bwf_gemm, &p);
 }
 
 /* dw [o0 + o][c][t] += acc [t][o][c]: for each output channel, C x T
