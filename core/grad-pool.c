@@ -81,6 +81,7 @@ typedef struct {
     /* TDM_RECOMPUTE_AUTO (recompute-choice.c): the trial pass lends every
      * candidate and notes what each would save and cost; then the choice. */
     gboolean trial, decided;
+    GPtrArray *outputs;    /* TdmTensor * (a reference each): the lent output slots */
     GPtrArray *cand_convs; /* TdmModule *, the candidates of the trial */
     GArray *cand;          /* TdmRecomputeCandidate, one per cand_convs */
     double work;           /* convolution multiply-adds of the trial pass */
@@ -93,6 +94,7 @@ static GradPool *grad_pool(TdmModel *model, gboolean create)
         gp = g_new0(GradPool, 1);
         gp->storages = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_storage_unref);
         gp->slices = g_array_new(FALSE, FALSE, sizeof(Slice));
+        gp->outputs = g_ptr_array_new_with_free_func((GDestroyNotify)tdm_tensor_unref);
         gp->cand_convs = g_ptr_array_new();
         gp->cand = g_array_new(FALSE, FALSE, sizeof(TdmRecomputeCandidate));
         model->priv = gp;
@@ -248,6 +250,33 @@ TdmTensor *tdm_module_grad_slot(TdmModule *m, TdmTensor **slot, const TdmTensor 
     return t;
 }
 
+/* Ends the recorded lifetimes whose memory nobody uses any more: the
+ * owner gave it back, and so did every view of it (a Flatten's gradient
+ * is a view of the next layer's; the Sequential gives it back after the
+ * layer before has read it, after its owner). Until then the memory is
+ * held in the later passes too, so the plan must not lend it out. */
+static void end_free_lifetimes(GradPool *gp)
+{
+    gboolean ended = FALSE;
+    for (guint i = 0; i < gp->trace->len; i++) {
+        Lifetime *l = &g_array_index(gp->trace, Lifetime, i);
+        if (l->tensor != NULL || l->storage == NULL) {
+            continue;
+        }
+        /* the trace's reference, and the pool's own list's for its buffers */
+        int base = 1 + (grad_pool_has(gp, l->storage) ? 1 : 0);
+        if (g_atomic_int_get(&l->storage->ref_count) <= base) {
+            l->end = gp->clock;
+            tdm_storage_unref(l->storage);
+            l->storage = NULL;
+            ended = TRUE;
+        }
+    }
+    if (ended) {
+        gp->clock++;
+    }
+}
+
 void tdm_module_grad_release(TdmModule *m, TdmTensor *g)
 {
     if (g == NULL || g->storage == NULL || m->model == NULL) {
@@ -260,16 +289,18 @@ void tdm_module_grad_release(TdmModule *m, TdmTensor *g)
     if (gp->state == POOL_RECORDING) {
         for (guint i = 0; i < gp->trace->len; i++) {
             Lifetime *l = &g_array_index(gp->trace, Lifetime, i);
-            if (l->tensor == g && l->storage != NULL) {
-                /* The op may have grown it past the request. */
-                l->size = MAX(l->size, tdm_tensor_nbytes(g));
-                l->end = gp->clock++;
-                l->tensor = NULL;
-                tdm_storage_unref(l->storage);
-                l->storage = NULL;
+            if ((l->tensor == g || (l->tensor == NULL && l->storage == g->storage)) &&
+                l->storage != NULL) {
+                /* The gradient, or a view of it that its owner gave back
+                 * first. The op may have grown it past the request. */
+                if (l->tensor == g) {
+                    l->size = MAX(l->size, tdm_tensor_nbytes(g));
+                    l->tensor = NULL;
+                }
                 tdm_storage_unref(g->storage);
                 g->storage = NULL;
                 g->offset = 0;
+                end_free_lifetimes(gp);
                 return;
             }
         }
@@ -281,6 +312,38 @@ void tdm_module_grad_release(TdmModule *m, TdmTensor *g)
     tdm_storage_unref(g->storage);
     g->storage = NULL;
     g->offset = 0;
+}
+
+TdmTensor *tdm_module_lent_slot(TdmModule *m, TdmTensor **slot, const TdmTensor *like)
+{
+    TdmTensor *t = tdm_module_grad_slot(m, slot, like);
+    if (m->model != NULL) {
+        GradPool *gp = grad_pool(m->model, TRUE);
+        if (!g_ptr_array_find(gp->outputs, t, NULL)) {
+            g_ptr_array_add(gp->outputs, tdm_tensor_ref(t));
+        }
+    }
+    return t;
+}
+
+/* A training forward begins: the lent outputs' content from before is
+ * dead. Each gives back what it still holds, the pool's memory or a
+ * buffer an eval-mode forward gave it, and forgets its shape, so that its
+ * next request asks for the size of this pass's output. */
+static void release_outputs(GradPool *gp, TdmModel *model)
+{
+    for (guint i = 0; i < gp->outputs->len; i++) {
+        TdmTensor *t = g_ptr_array_index(gp->outputs, i);
+        if (t->storage != NULL) {
+            tdm_module_grad_release(model->root, t);
+        }
+        if (t->storage != NULL && !grad_pool_has(gp, t->storage)) {
+            tdm_storage_unref(t->storage);
+            t->storage = NULL;
+            t->offset = 0;
+        }
+        t->ndim = 0;
+    }
 }
 
 gboolean tdm_lent_output_begin(TdmLentOutput *l, const TdmModule *m)
@@ -510,6 +573,7 @@ void tdm_model_forward_pass_begin(TdmModel *model)
         auto_forget(gp);
         gp->trial = TRUE;
     }
+    release_outputs(gp, model);
     gp->next = 0;
     gp->in_pass = TRUE;
     start_recording(gp);
@@ -599,6 +663,7 @@ void tdm_model_grad_pool_free(TdmModel *model)
         tdm_storage_unref(g_array_index(gp->slices, Slice, i).storage);
     }
     g_array_unref(gp->slices);
+    g_ptr_array_unref(gp->outputs);
     g_ptr_array_unref(gp->cand_convs);
     g_array_unref(gp->cand);
     drop_trace(gp);

@@ -149,7 +149,7 @@ gboolean tdm_batchnorm_restore_output(TdmModule *m, GError **error)
                                        : ((TdmParam *)g_ptr_array_index(m->params, 2))->value;
     TdmTensor *var = bp->fwd_training ? bp->save_var
                                       : ((TdmParam *)g_ptr_array_index(m->params, 3))->value;
-    TdmTensor *y = tdm_module_grad_slot(m, &bp->y, bp->x);
+    TdmTensor *y = tdm_module_lent_slot(m, &bp->y, bp->x);
     gboolean ok =
         bp->fwd_relu
             ? tdm_op_batchnorm_relu_forward(dev, &bp->cache_restore, bp->x, gamma->value,
@@ -181,8 +181,8 @@ static gboolean batchnorm_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GEr
                     bp->num_features);
         return FALSE;
     }
-    TdmTensor *out = lent ? tdm_module_grad_slot(m, &bp->y, x)
-                              : tdm_module_slot(m, &bp->y, TDM_DTYPE_F32);
+    TdmTensor *out =
+        lent ? tdm_module_lent_slot(m, &bp->y, x) : tdm_module_slot(m, &bp->y, TDM_DTYPE_F32);
     TdmTensor *sm = tdm_module_slot(m, &bp->save_mean, TDM_DTYPE_F32);
     TdmTensor *sv = tdm_module_slot(m, &bp->save_var, TDM_DTYPE_F32);
     TdmParam *gamma = g_ptr_array_index(m->params, 0);

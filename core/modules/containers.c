@@ -91,16 +91,22 @@ static gboolean lends_to_reader(TdmModule *m, guint i)
     return reader == &tdm_conv2d_class || reader == &tdm_maxpool2d_class;
 }
 
-/* Child i is a convolution read only by the batch norm after it, and the
- * model's recompute policy names it: its output is lent (module-private.h),
- * dropped after the batch norm's forward, computed again for its backward. */
+/* Child i is a convolution read only by the batch norm after it (its
+ * forward, and its backward, which needs its input): its output is lent
+ * (module-private.h), so that it takes the gradient pool's memory only
+ * until that backward, given back after it (sequential_backward). */
 static gboolean conv_lends(TdmModule *m, guint i)
 {
-    if (i + 1 >= m->children->len || child_at(m, i)->klass != &tdm_conv2d_class ||
-        child_at(m, i + 1)->klass != &tdm_batchnorm2d_class || m->model == NULL) {
-        return FALSE;
-    }
-    return tdm_model_recomputes(m->model, child_at(m, i));
+    return i + 1 < m->children->len && child_at(m, i)->klass == &tdm_conv2d_class &&
+           child_at(m, i + 1)->klass == &tdm_batchnorm2d_class && m->model != NULL;
+}
+
+/* ... and the model's recompute policy names it: its output is also given
+ * back after the batch norm's forward, and computed again for the batch
+ * norm's backward (sequential_restore). */
+static gboolean conv_recomputes(TdmModule *m, guint i)
+{
+    return conv_lends(m, i) && tdm_model_recomputes(m->model, child_at(m, i));
 }
 
 /* Child j's output is read by the next child's backward: compute it again
@@ -173,7 +179,7 @@ static gboolean sequential_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GE
         if (lend && i >= 2 && lends_to_reader(m, i - 2)) {
             tdm_batchnorm_drop_output(child_at(m, i - 2));
         }
-        if (lend && i >= 1 && conv_lends(m, i - 1)) {
+        if (lend && i >= 1 && conv_recomputes(m, i - 1)) {
             tdm_conv2d_drop_output(child_at(m, i - 1));
         }
         cur = out;
@@ -274,6 +280,7 @@ typedef struct {
     TdmTensor *sum, *out, *drelu, *dx; /* slots */
     TdmTensor *y;                      /* the last output (ReLU backward needs it) */
     gboolean dy_disposable;            /* the next backward may write over dy */
+    TdmModule *body_bn;                /* the body's batch norm whose lent output is y, or NULL */
 } ResidualPriv;
 
 void tdm_residual_allow_in_place(TdmModule *m)
@@ -320,6 +327,15 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
     TdmModule *body = child_at(m, 0);
     TdmModule *shortcut = m->children->len > 1 ? child_at(m, 1) : NULL;
     TdmTensor *yb = NULL, *ys = x;
+    /* A body ending in a batch norm without ReLU: the sum goes over its
+     * output, which then is the block's, read by the next block and by
+     * this one's ReLU backward, nothing after: lent, so that it takes the
+     * gradient pool's memory only until then (residual_backward_body). */
+    TdmModule *body_bn =
+        lends_outputs(m) && output_disposable(body) ? trailing_batchnorm(body) : NULL;
+    if (body_bn != NULL) {
+        tdm_batchnorm_lend_output(body_bn);
+    }
     if (!tdm_module_forward(body, x, &yb, error)) {
         return FALSE;
     }
@@ -360,6 +376,11 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
     if (lent != NULL && out->storage != ys->storage) {
         tdm_batchnorm_drop_output(lent);
     }
+    rp->body_bn = body_bn;
+    if (body_bn != NULL && out->storage != yb->storage) {
+        tdm_batchnorm_drop_output(body_bn); /* the sum went elsewhere */
+        rp->body_bn = NULL;
+    }
     tdm_module_keep(&rp->y, out);
     *y = out;
     return TRUE;
@@ -373,6 +394,17 @@ static gboolean shares_storage(const TdmTensor *t, const TdmTensor *a, const Tdm
            (b != NULL && t->storage == b->storage) || (c != NULL && t->storage == c->storage);
 }
 
+/* Gives the block's output back to the pool when it was lent (it is the
+ * body's batch norm's output: residual_forward). */
+static void residual_drop_output(TdmModule *m)
+{
+    ResidualPriv *rp = m->priv;
+    if (rp->body_bn != NULL) {
+        tdm_batchnorm_drop_output(rp->body_bn);
+        rp->body_bn = NULL;
+    }
+}
+
 static gboolean residual_backward_body(TdmModule *m, TdmTensor *dy, gboolean need_dx,
                                        TdmTensor **dx, GError **error)
 {
@@ -381,6 +413,7 @@ static gboolean residual_backward_body(TdmModule *m, TdmTensor *dy, gboolean nee
     TdmModule *body = child_at(m, 0);
     TdmModule *shortcut = m->children->len > 1 ? child_at(m, 1) : NULL;
     if (!need_dx && !tdm_module_any_trainable(m)) {
+        residual_drop_output(m);
         return TRUE;
     }
     TdmTensor *d = dy;
@@ -397,6 +430,7 @@ static gboolean residual_backward_body(TdmModule *m, TdmTensor *dy, gboolean nee
             return FALSE;
         }
     }
+    residual_drop_output(m); /* the block's output has no reader left */
     TdmTensor *ds = d, *db = NULL;
     if (shortcut != NULL && !tdm_module_backward(shortcut, d, need_dx, &ds, error)) {
         prefix_child_error(error, shortcut);

@@ -108,7 +108,7 @@ static TdmTensor *conv2d_lent_slot(TdmModule *m, const TdmTensor *x)
     like.shape[1] = cp->out_channels;
     like.shape[2] = (x->shape[2] + 2 * cp->padding - cp->kernel) / cp->stride + 1;
     like.shape[3] = (x->shape[3] + 2 * cp->padding - cp->kernel) / cp->stride + 1;
-    return tdm_module_grad_slot(m, &cp->y, &like);
+    return tdm_module_lent_slot(m, &cp->y, &like);
 }
 
 gboolean tdm_conv2d_restore_output(TdmModule *m, GError **error)
@@ -158,7 +158,10 @@ static gboolean conv2d_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GError
     cp->fwd_relu = relu;
     tdm_module_keep(&cp->x, x);
     if (m->model != NULL && m->training) {
-        tdm_model_note_conv_work(m->model, m, out, conv2d_macs(cp, out), lent);
+        /* a recompute candidate: lent, and named by the policy (in the
+         * auto policy's trial: every lent one) */
+        tdm_model_note_conv_work(m->model, m, out, conv2d_macs(cp, out),
+                                 lent && tdm_model_recomputes(m->model, m));
     }
     *y = out;
     return TRUE;

@@ -71,6 +71,12 @@ void tdm_module_keep(TdmTensor **keep, TdmTensor *t);
  * has none. The op that writes it may still grow it (tdm_tensor_ensure);
  * the grown storage joins the pool the next time. Transfer none. */
 TdmTensor *tdm_module_grad_slot(TdmModule *m, TdmTensor **slot, const TdmTensor *like);
+/* The same for a lent forward output (see below): the pool also keeps
+ * the slot, and gives its memory back when the next training forward of
+ * the model begins, if no backward did (a training-mode forward without a
+ * backward leaves it held) or an eval-mode forward gave the slot a buffer
+ * of its own: the next pass then takes its planned slices again. */
+TdmTensor *tdm_module_lent_slot(TdmModule *m, TdmTensor **slot, const TdmTensor *like);
 /* g's content is no longer needed: give its storage back to the pool. */
 void tdm_module_grad_release(TdmModule *m, TdmTensor *g);
 /* Records the size of a training-mode module output (tdm_module_forward),
@@ -131,8 +137,10 @@ void tdm_residual_allow_in_place(TdmModule *residual);
  * statistics the training forward used, the same values). The batch norm's
  * own backward restores it when it applied a ReLU whose mask the backend
  * takes from y, and gives it back at its end. A ResNet then keeps one
- * activation fewer per conv-bn-relu-conv chain. Outside a model all three
- * do nothing. */
+ * activation fewer per conv-bn-relu-conv chain. A Residual lends its body's
+ * last batch norm's output the same way when the block's sum goes over it:
+ * that is the block's output, given back after the block's ReLU backward,
+ * its last reader. Outside a model all three do nothing. */
 void tdm_batchnorm_lend_output(TdmModule *bn);
 void tdm_batchnorm_drop_output(TdmModule *bn);
 gboolean tdm_batchnorm_restore_output(TdmModule *bn, GError **error);
@@ -143,15 +151,17 @@ void tdm_batchnorm_reader_done(TdmModule *bn);
 
 /* ---- convolution outputs lent by the gradient pool: recomputation ----
  * A convolution whose output only a batch norm reads (the batch norm's
- * forward, and its backward, which needs its input) can lend it the same
- * way: the container gives it back after the batch norm's forward and has
- * it computed again (the convolution's forward once more, from the input it
- * keeps) before the batch norm's backward or the restore of the batch
- * norm's own output, whichever comes first; it goes back after the batch
- * norm's backward. This trades one convolution forward for one activation,
- * so it is done only for the convolutions the model's recompute policy
- * names (tdm_model_set_recompute). The input must be there when restoring:
- * the container restores it first when it was lent too. */
+ * forward, and its backward, which needs its input) lends it: the output
+ * comes from the pool and goes back after the batch norm's backward, so
+ * that the pool's plan lets later buffers (the gradients of earlier
+ * layers) use its bytes. For the convolutions the model's recompute policy
+ * names (tdm_model_set_recompute) the container also gives it back after
+ * the batch norm's forward and has it computed again (the convolution's
+ * forward once more, from the input it keeps) before the batch norm's
+ * backward or the restore of the batch norm's own output, whichever comes
+ * first: one convolution forward for one activation. The input must be
+ * there when restoring: the container restores it first when it was lent
+ * too. */
 void tdm_conv2d_lend_output(TdmModule *conv);
 void tdm_conv2d_drop_output(TdmModule *conv);
 gboolean tdm_conv2d_restore_output(TdmModule *conv, GError **error);
