@@ -280,7 +280,6 @@ typedef struct {
     TdmTensor *sum, *out, *drelu, *dx; /* slots */
     TdmTensor *y;                      /* the last output (ReLU backward needs it) */
     gboolean dy_disposable;            /* the next backward may write over dy */
-    TdmModule *body_bn;                /* the body's batch norm whose lent output is y, or NULL */
 } ResidualPriv;
 
 void tdm_residual_allow_in_place(TdmModule *m)
@@ -376,10 +375,8 @@ static gboolean residual_forward(TdmModule *m, TdmTensor *x, TdmTensor **y, GErr
     if (lent != NULL && out->storage != ys->storage) {
         tdm_batchnorm_drop_output(lent);
     }
-    rp->body_bn = body_bn;
     if (body_bn != NULL && out->storage != yb->storage) {
         tdm_batchnorm_drop_output(body_bn); /* the sum went elsewhere */
-        rp->body_bn = NULL;
     }
     tdm_module_keep(&rp->y, out);
     *y = out;
@@ -394,14 +391,14 @@ static gboolean shares_storage(const TdmTensor *t, const TdmTensor *a, const Tdm
            (b != NULL && t->storage == b->storage) || (c != NULL && t->storage == c->storage);
 }
 
-/* Gives the block's output back to the pool when it was lent (it is the
- * body's batch norm's output: residual_forward). */
+/* Gives the block's output back to the pool when it was lent: it is the
+ * body's batch norm's output (residual_forward). Dropping an output that
+ * was not lent, or is gone already, does nothing. */
 static void residual_drop_output(TdmModule *m)
 {
-    ResidualPriv *rp = m->priv;
-    if (rp->body_bn != NULL) {
-        tdm_batchnorm_drop_output(rp->body_bn);
-        rp->body_bn = NULL;
+    TdmModule *body_bn = trailing_batchnorm(child_at(m, 0));
+    if (body_bn != NULL) {
+        tdm_batchnorm_drop_output(body_bn);
     }
 }
 
